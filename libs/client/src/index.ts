@@ -1,0 +1,3 @@
+export * from './control-client';
+export * from './auth';
+export * from './client.module';

@@ -1,0 +1,5 @@
+export * from './logging';
+export * from './readiness.service';
+export * from './health.controller';
+export * from './metrics';
+export * from './ops.module';

@@ -1,0 +1,67 @@
+/**
+ * Protocol constants of unified v2 (SPEC.md "Versioning", PROTOCOL.md 1-4).
+ */
+
+/** Control protocol name sent in `control.version` (SPEC.md "Versioning"). */
+export const CONTROL_PROTOCOL = 'unified-v2';
+/** Runtime protocol version sent in `acheron.t_version`. */
+export const ACHERON_VERSION = 'acheron-1';
+/** FS session protocol name sent in `acheron.t_fs_hello`. */
+export const FS_PROTOCOL = 'unified-v2-fs';
+/** FS session protocol revision (`proto`). */
+export const FS_PROTO = 2;
+
+/** The two envelope channels (SPEC.md "Message envelope"). */
+export const CHANNELS = ['control', 'acheron'] as const;
+export type Channel = (typeof CHANNELS)[number];
+
+/** Default WebSocket ports (PROTOCOL.md 1). */
+export const DEFAULT_SVC_PORT = 18790;
+export const DEFAULT_FS_NODE_PORT = 18891;
+export const DEFAULT_BIND = '127.0.0.1';
+
+/** Largest accepted frame, bytes, unless `SVC_MAX_MESSAGE_BYTES` says otherwise (PROTOCOL.md 1). */
+export const DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
+
+/** WebSocket close codes used by the servers (RFC 6455 7.4.1). */
+export const CloseCode = {
+  NORMAL: 1000,
+  GOING_AWAY: 1001,
+  POLICY_VIOLATION: 1008,
+  MESSAGE_TOO_BIG: 1009,
+  INTERNAL_ERROR: 1011,
+} as const;
+
+/** Lease limits, ms (PROTOCOL.md 5). */
+export const LEASE_TTL_DEFAULT_MS = 900_000;
+export const LEASE_TTL_MIN_MS = 1_000;
+export const LEASE_TTL_MAX_MS = 86_400_000;
+
+/** Default node invite lifetime, ms (PROTOCOL.md 5). */
+export const INVITE_TTL_DEFAULT_MS = 3_600_000;
+
+/** Agent used when `control.connect` names none (PROTOCOL.md 4). */
+export const DEFAULT_AGENT_ID = 'default';
+
+/** Largest `tag` value: tags are unsigned 32-bit integers (PROTOCOL.md 2). */
+export const MAX_TAG = 0xffff_ffff;
+
+/**
+ * Protected control mutations (PROTOCOL.md 5, column "op-token"): they need
+ * `payload.operator_token` when `SVC_CONTROL_OPERATOR_TOKEN` is set.
+ */
+export const PROTECTED_OPERATIONS: readonly string[] = [
+  'control.auth_rotate',
+  'control.project_create',
+  'control.project_update',
+  'control.project_delete',
+  'control.project_mount_set',
+  'control.project_mount_remove',
+  'control.project_activate',
+  'control.project_token_rotate',
+  'control.project_token_revoke',
+  'control.node_invite_create',
+  'control.node_join_approve',
+  'control.node_join_deny',
+  'control.node_delete',
+];

@@ -1,0 +1,52 @@
+/**
+ * Payload validation with class-validator DTOs (PROTOCOL.md 3: `invalid_payload` names the
+ * field, `missing_field` for an absent required field).
+ */
+import { plainToInstance } from 'class-transformer';
+import { ValidationError, validateSync } from 'class-validator';
+import { ProtocolError } from './errors';
+
+/** A DTO class: constructible without arguments, decorated with class-validator rules. */
+export type DtoClass<T> = new () => T;
+
+function firstFailure(errors: ValidationError[], prefix = ''): { path: string; error: ValidationError } | null {
+  for (const error of errors) {
+    const path = prefix ? `${prefix}.${error.property}` : error.property;
+    if (error.constraints && Object.keys(error.constraints).length > 0) return { path, error };
+    if (error.children?.length) {
+      const nested = firstFailure(error.children, path);
+      if (nested) return nested;
+    }
+  }
+  return null;
+}
+
+/**
+ * Validates and types a payload against a DTO class. Unknown members are dropped.
+ * @param cls the DTO class
+ * @param payload the request payload object
+ * @returns a DTO instance holding only the declared members
+ * @throws ProtocolError `missing_field` (a required member is absent) or `invalid_payload`
+ *   (message names the member, e.g. `access_policy.invoke must be one of allow, deny`)
+ */
+export function validatePayload<T extends object>(cls: DtoClass<T>, payload: Record<string, unknown>): T {
+  const instance = plainToInstance(cls, payload, { exposeDefaultValues: false });
+  const errors = validateSync(instance, {
+    whitelist: true,
+    forbidUnknownValues: false,
+    stopAtFirstError: true,
+    validationError: { target: false },
+  });
+  const failure = firstFailure(errors);
+  if (failure) {
+    const { path, error } = failure;
+    if (error.value === undefined || error.value === null) {
+      throw new ProtocolError('missing_field', `missing field: ${path}`);
+    }
+    const message = Object.values(error.constraints ?? {})[0] ?? `${path} is invalid`;
+    // class-validator names the leaf property; make nested paths explicit.
+    const named = message.startsWith(error.property) && path !== error.property ? path + message.slice(error.property.length) : message;
+    throw new ProtocolError('invalid_payload', named);
+  }
+  return instance;
+}

@@ -1,0 +1,6 @@
+export * from './session';
+export * from './profile';
+export * from './request-context';
+export * from './envelope-ws.adapter';
+export * from './exception.filter';
+export * from './decorators';

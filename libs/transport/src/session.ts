@@ -1,0 +1,140 @@
+/**
+ * Per-connection session state kept by the envelope adapter (ARCHITECTURE.md "The way a
+ * message travels", step 1), and the registry of open sessions used for pushes.
+ */
+import { Injectable } from '@nestjs/common';
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import type { WebSocket } from 'ws';
+import { Channel, CloseCode, DEFAULT_AGENT_ID, EventEnvelope, Role } from '@svc/protocol';
+
+/** Control negotiation phase (SPEC.md "Protocol session phases"). */
+export type ControlPhase = 'start' | 'versioned' | 'connected';
+/** Runtime (Acheron) negotiation phase. */
+export type RuntimePhase = 'none' | 'versioned' | 'attached';
+/** FS session phase (`acheron.t_fs_hello` first). */
+export type FsPhase = 'start' | 'ready';
+
+/** Largest amount of unsent data, bytes, a session may queue before it is closed as too slow. */
+const MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
+
+/**
+ * One WebSocket connection: its negotiation phases, role and agent, and per-module state.
+ *
+ * Handlers receive it with `@Session()`. Modules keep their own per-session state in
+ * {@link WsSession.locals} under a key of their own (e.g. pinned project, fids, subscriptions);
+ * it dies with the connection. Emits `close` once when the connection ends.
+ */
+export class WsSession extends EventEmitter {
+  /** Random session id, reported in `control.connect_ack` `session`. */
+  readonly id = randomBytes(9).toString('base64url');
+  readonly openedAtMs = Date.now();
+  control: ControlPhase = 'start';
+  runtime: RuntimePhase = 'none';
+  fs: FsPhase = 'start';
+  agentId = DEFAULT_AGENT_ID;
+  /** Per-module session state, keyed by a symbol or string owned by the module. */
+  readonly locals = new Map<string | symbol, unknown>();
+  /** Message handlers bound by the gateways for this connection, by type. */
+  readonly handlers = new Map<string, (data: unknown, type: string) => unknown>();
+  /** Requests received and not yet answered. */
+  inflight = 0;
+  /** Frames of a channel still negotiating are handled in order on this chain. */
+  negotiationChain: Promise<void> = Promise.resolve();
+  private closed = false;
+
+  constructor(
+    private readonly ws: WebSocket,
+    /** Role from the upgrade's bearer token; null on endpoints without roles (FS). */
+    readonly role: Role | null,
+    /** Peer address, for logs. */
+    readonly remoteAddress: string,
+  ) {
+    super();
+    ws.once('close', () => {
+      this.closed = true;
+      this.emit('close');
+    });
+  }
+
+  get isOpen(): boolean {
+    return !this.closed && this.ws.readyState === this.ws.OPEN;
+  }
+
+  /** True once the session of `channel` has finished its negotiation (PROTOCOL.md 3-4). */
+  negotiated(channel: Channel, fsEndpoint = false): boolean {
+    if (fsEndpoint) return this.fs === 'ready';
+    return channel === 'control' ? this.control === 'connected' : this.runtime === 'attached';
+  }
+
+  /**
+   * Sends one JSON envelope as a text frame. Silently drops it when the connection is closed;
+   * closes a session whose unsent backlog exceeds 64 MiB (a consumer that does not read).
+   */
+  send(envelope: object): void {
+    this.sendRaw(JSON.stringify(envelope));
+  }
+
+  /** Sends a pre-encoded text or binary frame (see {@link send}). */
+  sendRaw(data: string | Buffer): void {
+    if (!this.isOpen) return;
+    if (this.ws.bufferedAmount > MAX_BUFFERED_BYTES) {
+      this.close(CloseCode.POLICY_VIOLATION, 'send backlog too large; read your socket');
+      return;
+    }
+    this.ws.send(data);
+  }
+
+  /** Sends a server push (no id/tag, PROTOCOL.md 2). */
+  push(channel: Channel, type: string, payload: unknown): void {
+    const event: EventEnvelope = { channel, type, payload };
+    this.send(event);
+  }
+
+  /** Closes the connection with a close code and a short reason (at most 123 bytes). */
+  close(code: number, reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      this.ws.close(code, Buffer.from(reason).subarray(0, 123).toString());
+    } catch {
+      this.ws.terminate();
+    }
+  }
+
+  /** Drops the connection without a close handshake. */
+  terminate(): void {
+    this.closed = true;
+    this.ws.terminate();
+  }
+}
+
+/**
+ * Registry of the open sessions of one server, for pushes and shutdown.
+ */
+@Injectable()
+export class SessionRegistry {
+  private readonly sessions = new Set<WsSession>();
+
+  add(session: WsSession): void {
+    this.sessions.add(session);
+    session.once('close', () => this.sessions.delete(session));
+  }
+
+  /** Number of open sessions. */
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  /** All open sessions (a snapshot array). */
+  all(): WsSession[] {
+    return [...this.sessions];
+  }
+
+  /** Requests in flight over all sessions. */
+  inflight(): number {
+    let n = 0;
+    for (const s of this.sessions) n += s.inflight;
+    return n;
+  }
+}

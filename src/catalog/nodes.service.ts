@@ -1,0 +1,319 @@
+/**
+ * Nodes: invites, joins (by invite or by approved request), leases, listing and deletion
+ * (PROTOCOL.md 5; issue 2 item 6). Node secrets, invite tokens and request secrets are
+ * returned once and stored only as SHA-256 digests.
+ */
+import { Injectable } from '@nestjs/common';
+import {
+  fail,
+  INVITE_TTL_DEFAULT_MS,
+  LEASE_TTL_DEFAULT_MS,
+  matchesDigest,
+  newId,
+  newSecret,
+  NodeCredentials,
+  NodeInfo,
+  NodeJoinDto,
+  NodeJoinRequestDto,
+  LeaseRefreshDto,
+  Platform,
+  ProtocolError,
+  sha256Hex,
+} from '@svc/protocol';
+import { ControlState, JoinRequestRecord, NodeRecord } from '../persistence/state.model';
+import { StateService } from '../persistence/state.service';
+import { Clock } from '../common/clock';
+
+/** Invites and decided join requests are kept this long after they end, ms (to answer `invite_redeemed`/`denied`). */
+const RETAIN_ENDED_MS = 24 * 3_600_000;
+
+function platformOf(p: Platform | undefined): Platform {
+  const out: Platform = {};
+  if (p?.os !== undefined) out.os = p.os;
+  if (p?.arch !== undefined) out.arch = p.arch;
+  if (p?.runtime_kind !== undefined) out.runtime_kind = p.runtime_kind;
+  return out;
+}
+
+@Injectable()
+export class NodesService {
+  /** Credentials of approved requests not yet fetched by their node (memory only: never in a snapshot). */
+  private readonly undelivered = new Map<string, NodeCredentials>();
+
+  constructor(
+    private readonly store: StateService,
+    private readonly clock: Clock,
+  ) {}
+
+  /** NodeInfo of a node record (PROTOCOL.md 5); no secrets. */
+  info(node: NodeRecord, now = this.clock.now()): NodeInfo {
+    const online = node.lease_expires_at_ms > now;
+    return {
+      node_id: node.node_id,
+      node_name: node.node_name,
+      fs_url: node.fs_url,
+      platform: node.platform,
+      labels: node.labels,
+      joined_at_ms: node.joined_at_ms,
+      last_seen_ms: node.last_seen_ms,
+      lease_expires_at_ms: node.lease_expires_at_ms,
+      state: online ? 'online' : 'degraded',
+      online,
+    };
+  }
+
+  /** All nodes, by name then id. */
+  list(): NodeInfo[] {
+    const now = this.clock.now();
+    return [...this.store.state.nodes.values()]
+      .sort((a, b) => a.node_name.localeCompare(b.node_name) || a.node_id.localeCompare(b.node_id))
+      .map((n) => this.info(n, now));
+  }
+
+  /**
+   * @throws ProtocolError `node_not_found`
+   */
+  get(nodeId: string): NodeInfo {
+    const node = this.store.state.nodes.get(nodeId);
+    if (!node) fail('node_not_found', `node ${nodeId} not found`);
+    return this.info(node);
+  }
+
+  /**
+   * Creates a single-use invite.
+   * @param ttlMs lifetime, ms (default 1 h)
+   * @returns `{invite_token, expires_at_ms}`; the token is shown only here
+   */
+  async createInvite(ttlMs = INVITE_TTL_DEFAULT_MS): Promise<{ invite_token: string; expires_at_ms: number }> {
+    const token = newSecret();
+    return this.store.mutate((s) => {
+      const now = this.clock.now();
+      this.prune(s, now);
+      const expires = now + ttlMs;
+      s.invites.set(sha256Hex(token), { invite_sha256: sha256Hex(token), created_at_ms: now, expires_at_ms: expires, redeemed_at_ms: null, node_id: null });
+      return { invite_token: token, expires_at_ms: expires };
+    });
+  }
+
+  /**
+   * Redeems an invite and creates the node.
+   * @throws ProtocolError `invite_not_found`, `invite_expired`, `invite_redeemed`
+   */
+  async join(input: NodeJoinDto): Promise<NodeCredentials> {
+    const digest = sha256Hex(input.invite_token);
+    return this.store.mutate((s) => {
+      const now = this.clock.now();
+      const invite = s.invites.get(digest);
+      if (!invite) fail('invite_not_found', 'invite_token is not a known invite');
+      if (invite.redeemed_at_ms !== null) fail('invite_redeemed', 'this invite was already used; ask an admin for a new one (control.node_invite_create)');
+      if (invite.expires_at_ms <= now) fail('invite_expired', 'this invite has expired; ask an admin for a new one (control.node_invite_create)');
+      const { node, credentials } = this.createNode(s, input.node_name, input.fs_url, platformOf(input.platform), input.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS, now);
+      invite.redeemed_at_ms = now;
+      invite.node_id = node.node_id;
+      return credentials;
+    });
+  }
+
+  /** Files a join request; the node then polls {@link joinStatus} with the returned secret. */
+  async joinRequest(input: NodeJoinRequestDto): Promise<{
+    request_id: string;
+    request_secret: string;
+    node_name: string;
+    fs_url: string;
+    platform: Platform;
+    requested_at_ms: number;
+  }> {
+    const secret = newSecret();
+    const requestId = newId('join');
+    return this.store.mutate((s) => {
+      const now = this.clock.now();
+      this.prune(s, now);
+      const rec: JoinRequestRecord = {
+        request_id: requestId,
+        request_secret_sha256: sha256Hex(secret),
+        node_name: input.node_name,
+        fs_url: input.fs_url,
+        platform: platformOf(input.platform),
+        requested_at_ms: now,
+        state: 'pending',
+        decided_at_ms: null,
+        node_id: null,
+        delivered: false,
+      };
+      s.joinRequests.set(requestId, rec);
+      return { request_id: requestId, request_secret: secret, node_name: rec.node_name, fs_url: rec.fs_url, platform: rec.platform, requested_at_ms: now };
+    });
+  }
+
+  /**
+   * State of a join request; the credentials are returned once, on the first call after approval.
+   * @throws ProtocolError `pending_join_not_found` (unknown id or wrong secret: indistinguishable)
+   */
+  async joinStatus(requestId: string, secret: string): Promise<{ state: JoinRequestRecord['state']; request_id: string; credentials?: NodeCredentials }> {
+    const rec = this.store.state.joinRequests.get(requestId);
+    if (!rec || !matchesDigest(secret, rec.request_secret_sha256)) {
+      fail('pending_join_not_found', `join request ${requestId} not found (or request_secret does not match)`);
+    }
+    if (rec.state !== 'approved' || rec.delivered) return { state: rec.state, request_id: requestId };
+    return this.store.mutate((s) => {
+      const r = s.joinRequests.get(requestId);
+      const node = r?.node_id ? s.nodes.get(r.node_id) : undefined;
+      if (!r || !node) fail('pending_join_not_found', `join request ${requestId} was approved but its node has since been deleted; file a new request`);
+      let credentials = this.undelivered.get(requestId);
+      if (!credentials || credentials.node_id !== node.node_id) {
+        // The server restarted since approval: the secret only ever existed in memory, so issue a new one.
+        const nodeSecret = newSecret();
+        node.secret_sha256 = sha256Hex(nodeSecret);
+        credentials = {
+          node_id: node.node_id,
+          node_name: node.node_name,
+          node_secret: nodeSecret,
+          fs_auth_token: node.fs_auth_token,
+          lease_token: node.lease_token,
+          lease_expires_at_ms: node.lease_expires_at_ms,
+        };
+      }
+      r.delivered = true;
+      this.undelivered.delete(requestId);
+      return { state: r.state, request_id: requestId, credentials };
+    });
+  }
+
+  /** Pending join requests, oldest first (no secrets). */
+  pendingList(): { pending: Array<{ request_id: string; node_name: string; fs_url: string; platform: Platform; requested_at_ms: number }> } {
+    const pending = [...this.store.state.joinRequests.values()]
+      .filter((r) => r.state === 'pending')
+      .sort((a, b) => a.requested_at_ms - b.requested_at_ms)
+      .map((r) => ({ request_id: r.request_id, node_name: r.node_name, fs_url: r.fs_url, platform: r.platform, requested_at_ms: r.requested_at_ms }));
+    return { pending };
+  }
+
+  /**
+   * Approves a pending request: creates the node and returns its credentials (also delivered
+   * once to the node through {@link joinStatus}).
+   * @throws ProtocolError `pending_join_not_found` when unknown or already decided
+   */
+  async approve(requestId: string, leaseTtlMs = LEASE_TTL_DEFAULT_MS): Promise<NodeCredentials> {
+    const credentials = await this.store.mutate((s) => {
+      const now = this.clock.now();
+      const r = this.pending(s, requestId);
+      const { node, credentials } = this.createNode(s, r.node_name, r.fs_url, r.platform, leaseTtlMs, now);
+      r.state = 'approved';
+      r.decided_at_ms = now;
+      r.node_id = node.node_id;
+      return credentials;
+    });
+    this.undelivered.set(requestId, credentials);
+    return credentials;
+  }
+
+  /**
+   * Denies a pending request; the node's next status poll says `denied`.
+   * @throws ProtocolError `pending_join_not_found`
+   */
+  async deny(requestId: string): Promise<{ denied: true; request_id: string }> {
+    return this.store.mutate((s) => {
+      const r = this.pending(s, requestId);
+      r.state = 'denied';
+      r.decided_at_ms = this.clock.now();
+      return { denied: true as const, request_id: requestId };
+    });
+  }
+
+  /**
+   * Extends a node's lease; optionally updates its advertised `fs_url` and FS auth token.
+   * @throws ProtocolError `node_not_found`, `node_auth_failed`
+   */
+  async refreshLease(input: LeaseRefreshDto): Promise<{ node_id: string; lease_token: string; lease_expires_at_ms: number }> {
+    this.authenticate(input.node_id, input.node_secret);
+    return this.store.mutate((s) => {
+      const node = s.nodes.get(input.node_id);
+      if (!node) fail('node_not_found', `node ${input.node_id} not found; pair again`);
+      const now = this.clock.now();
+      node.lease_token = newSecret();
+      node.lease_expires_at_ms = now + (input.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS);
+      node.last_seen_ms = now;
+      if (input.fs_url !== undefined) node.fs_url = input.fs_url;
+      if (input.fs_auth_token !== undefined) node.fs_auth_token = input.fs_auth_token;
+      return { node_id: node.node_id, lease_token: node.lease_token, lease_expires_at_ms: node.lease_expires_at_ms };
+    });
+  }
+
+  /**
+   * Checks a node's secret (constant time).
+   * @throws ProtocolError `node_not_found`, `node_auth_failed`
+   */
+  authenticate(nodeId: string, secret: string): NodeRecord {
+    const node = this.store.state.nodes.get(nodeId);
+    if (!node) fail('node_not_found', `node ${nodeId} not found; pair again`);
+    if (!matchesDigest(secret, node.secret_sha256)) fail('node_auth_failed', `node_secret does not match node ${nodeId}`);
+    return node;
+  }
+
+  /**
+   * Deletes a node and its catalog record. Mounts that name it become `missing`.
+   * @throws ProtocolError `node_not_found`
+   */
+  async delete(nodeId: string): Promise<{ deleted: true; node_id: string }> {
+    return this.store.mutate((s) => {
+      if (!s.nodes.delete(nodeId)) fail('node_not_found', `node ${nodeId} not found`);
+      s.catalog.delete(nodeId);
+      return { deleted: true as const, node_id: nodeId };
+    });
+  }
+
+  private pending(s: ControlState, requestId: string): JoinRequestRecord {
+    const r = s.joinRequests.get(requestId);
+    if (!r) fail('pending_join_not_found', `join request ${requestId} not found`);
+    if (r.state !== 'pending') fail('pending_join_not_found', `join request ${requestId} was already ${r.state}`);
+    return r;
+  }
+
+  private createNode(
+    s: ControlState,
+    nodeName: string,
+    fsUrl: string,
+    platform: Platform,
+    leaseTtlMs: number,
+    now: number,
+  ): { node: NodeRecord; credentials: NodeCredentials } {
+    const nodeSecret = newSecret();
+    const node: NodeRecord = {
+      node_id: newId('node'),
+      node_name: nodeName,
+      fs_url: fsUrl,
+      platform,
+      labels: {},
+      secret_sha256: sha256Hex(nodeSecret),
+      fs_auth_token: newSecret(),
+      lease_token: newSecret(),
+      lease_expires_at_ms: now + leaseTtlMs,
+      joined_at_ms: now,
+      last_seen_ms: now,
+    };
+    if (s.nodes.has(node.node_id)) throw new ProtocolError('internal_error', 'node id collision; retry');
+    s.nodes.set(node.node_id, node);
+    return {
+      node,
+      credentials: {
+        node_id: node.node_id,
+        node_name: node.node_name,
+        node_secret: nodeSecret,
+        fs_auth_token: node.fs_auth_token,
+        lease_token: node.lease_token,
+        lease_expires_at_ms: node.lease_expires_at_ms,
+      },
+    };
+  }
+
+  /** Drops invites and decided requests that ended more than a day ago. */
+  private prune(s: ControlState, now: number): void {
+    for (const [k, inv] of s.invites) {
+      const ended = inv.redeemed_at_ms ?? inv.expires_at_ms;
+      if (ended + RETAIN_ENDED_MS < now) s.invites.delete(k);
+    }
+    for (const [k, r] of s.joinRequests) {
+      if (r.state !== 'pending' && (r.decided_at_ms ?? 0) + RETAIN_ENDED_MS < now) s.joinRequests.delete(k);
+    }
+  }
+}

@@ -1,0 +1,133 @@
+/**
+ * Configuration of the `svc` control-plane server, read once at start from flags and the
+ * environment (PROTOCOL.md 1, SPEC.md "Authentication", README "Configuration").
+ */
+import { resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+import { DEFAULT_BIND, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SVC_PORT } from '@svc/protocol';
+
+/** Validated server configuration. */
+export class ServerConfig {
+  /** Listen address of the WebSocket and ops listeners. */
+  bind: string;
+  /** WebSocket port; 0 picks a free one. */
+  port: number;
+  /** Absolute path of the state directory (snapshot, role tokens, lock). */
+  stateDir: string;
+  /** Ops HTTP port (`SVC_METRICS_PORT`); null: no ops listener. */
+  metricsPort: number | null;
+  /** Largest accepted frame, bytes (`SVC_MAX_MESSAGE_BYTES`). */
+  maxMessageBytes: number;
+  /** AES-256 key of the snapshot (`SVC_CONTROL_STATE_KEY_HEX`), or null: plaintext snapshot. */
+  stateKey: Buffer | null;
+  /** Operator token (`SVC_CONTROL_OPERATOR_TOKEN`), or null: gate off. */
+  operatorToken: string | null;
+  /** Role tokens from the environment (`SVC_ADMIN_TOKEN`, `SVC_USER_TOKEN`); null: generated. */
+  adminToken: string | null;
+  userToken: string | null;
+  /** pino level (`SVC_LOG_LEVEL`, default `info`). */
+  logLevel: string;
+  /** Availability sweep period, ms (`SVC_SWEEP_INTERVAL_MS`, default 1000). */
+  sweepIntervalMs: number;
+  /** How long shutdown waits for requests in flight, ms (`SVC_SHUTDOWN_GRACE_MS`, default 5000). */
+  shutdownGraceMs: number;
+  /** `--help` was given. */
+  help: boolean;
+}
+
+/** A configuration error: printed as `svc: <message>` and exit code 2. */
+export class ConfigError extends Error {}
+
+export const SERVER_USAGE = `usage: svc [--bind ADDR] [--port PORT] [--state-dir DIR]
+
+  --bind ADDR        listen address (default ${DEFAULT_BIND})
+  --port PORT        WebSocket port, 0 picks a free one (default ${DEFAULT_SVC_PORT})
+  --state-dir DIR    state directory (default $SVC_STATE_DIR, else ./.svc)
+
+environment:
+  SVC_METRICS_PORT             serve /livez /readyz /metrics /metrics.json on this port
+  SVC_CONTROL_STATE_KEY_HEX    64 hex characters: encrypt the state snapshot (AES-256-GCM)
+  SVC_CONTROL_OPERATOR_TOKEN   require payload.operator_token on protected mutations
+  SVC_ADMIN_TOKEN, SVC_USER_TOKEN  role tokens (generated into <state-dir>/auth_tokens.json if unset)
+  SVC_MAX_MESSAGE_BYTES        largest frame in bytes (default 8 MiB)
+  SVC_LOG_LEVEL                trace|debug|info|warn|error|fatal (default info)
+`;
+
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
+
+/**
+ * Parses a TCP port.
+ * @throws ConfigError unless an integer 0..65535
+ */
+export function parsePort(value: string, what: string): number {
+  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) throw new ConfigError(`${what} must be a port number 0-65535 (got "${value}")`);
+  return Number(value);
+}
+
+function parsePositiveInt(value: string | undefined, fallback: number, what: string, min = 1): number {
+  if (value === undefined || value === '') return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < min) throw new ConfigError(`${what} must be an integer >= ${min} (got "${value}")`);
+  return Number(value);
+}
+
+/**
+ * Parses the AES-256 state key.
+ * @returns the 32-byte key, or null when unset
+ * @throws ConfigError unless exactly 64 hexadecimal characters (SPEC.md "Limits")
+ */
+export function parseStateKey(value: string | undefined): Buffer | null {
+  if (value === undefined || value === '') return null;
+  if (!/^[0-9a-fA-F]{64}$/.test(value)) {
+    throw new ConfigError(
+      `SVC_CONTROL_STATE_KEY_HEX must be exactly 64 hexadecimal characters (an AES-256 key); got ${value.length} characters. ` +
+        'Generate one with: openssl rand -hex 32',
+    );
+  }
+  return Buffer.from(value, 'hex');
+}
+
+function nonEmpty(value: string | undefined): string | null {
+  return value === undefined || value === '' ? null : value;
+}
+
+/**
+ * Builds the server configuration from argv and the environment.
+ * @throws ConfigError on an unknown flag or an invalid value
+ */
+export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): ServerConfig {
+  let values: Record<string, string | boolean | undefined>;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        bind: { type: 'string' },
+        port: { type: 'string' },
+        'state-dir': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (e) {
+    throw new ConfigError(`${(e as Error).message}\n\n${SERVER_USAGE}`);
+  }
+  const config = new ServerConfig();
+  config.help = Boolean(values.help);
+  config.bind = (values.bind as string | undefined) ?? DEFAULT_BIND;
+  config.port = values.port !== undefined ? parsePort(values.port as string, '--port') : DEFAULT_SVC_PORT;
+  config.stateDir = resolve((values['state-dir'] as string | undefined) ?? nonEmpty(env.SVC_STATE_DIR) ?? './.svc');
+  config.metricsPort = nonEmpty(env.SVC_METRICS_PORT) !== null ? parsePort(env.SVC_METRICS_PORT as string, 'SVC_METRICS_PORT') : null;
+  config.maxMessageBytes = parsePositiveInt(env.SVC_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, 'SVC_MAX_MESSAGE_BYTES', 1024);
+  config.stateKey = parseStateKey(env.SVC_CONTROL_STATE_KEY_HEX);
+  config.operatorToken = nonEmpty(env.SVC_CONTROL_OPERATOR_TOKEN);
+  config.adminToken = nonEmpty(env.SVC_ADMIN_TOKEN);
+  config.userToken = nonEmpty(env.SVC_USER_TOKEN);
+  if (config.adminToken !== null && config.adminToken === config.userToken) {
+    throw new ConfigError('SVC_ADMIN_TOKEN and SVC_USER_TOKEN must differ');
+  }
+  config.logLevel = (nonEmpty(env.SVC_LOG_LEVEL) ?? 'info').toLowerCase();
+  if (!LOG_LEVELS.includes(config.logLevel)) throw new ConfigError(`SVC_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  config.sweepIntervalMs = parsePositiveInt(env.SVC_SWEEP_INTERVAL_MS, 1000, 'SVC_SWEEP_INTERVAL_MS', 50);
+  config.shutdownGraceMs = parsePositiveInt(env.SVC_SHUTDOWN_GRACE_MS, 5000, 'SVC_SHUTDOWN_GRACE_MS', 0);
+  return config;
+}

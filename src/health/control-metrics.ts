@@ -1,0 +1,42 @@
+/**
+ * Control-plane metrics (issue 2 item 9), all with the `svc_` prefix: sessions, requests by
+ * type and result, request duration, nodes, nodes online, projects, mounts by state. Gauges
+ * are computed when scraped, from the live state; no secret is ever a label.
+ */
+import { Injectable } from '@nestjs/common';
+import { Gauge } from 'prom-client';
+import { getOrCreate, RequestMetrics } from '@svc/ops';
+import { SessionRegistry } from '@svc/transport';
+import { Clock } from '../common/clock';
+import { StateService } from '../persistence/state.service';
+import { AvailabilityService } from '../projects/availability.service';
+
+@Injectable()
+export class ControlMetrics {
+  /** Observer handed to the envelope adapter. */
+  readonly requests = new RequestMetrics('svc_requests');
+
+  constructor(sessions: SessionRegistry, store: StateService, clock: Clock, availability: AvailabilityService) {
+    const gauge = (name: string, help: string, collect: (g: Gauge<string>) => void, labelNames: string[] = []) =>
+      getOrCreate(name, () => new Gauge({ name, help, labelNames, collect() { collect(this); } }));
+    gauge('svc_sessions', 'Open WebSocket sessions', (g) => g.set(sessions.size));
+    gauge('svc_nodes', 'Nodes known to the control plane', (g) => g.set(store.state.nodes.size));
+    gauge('svc_nodes_online', 'Nodes whose lease has not expired', (g) => {
+      const now = clock.now();
+      let n = 0;
+      for (const node of store.state.nodes.values()) if (node.lease_expires_at_ms > now) n++;
+      g.set(n);
+    });
+    gauge('svc_projects', 'Projects', (g) => g.set(store.state.projects.size));
+    gauge(
+      'svc_mounts',
+      'Configured project mounts by availability state',
+      (g) => {
+        const counts = { online: 0, degraded: 0, missing: 0 };
+        for (const m of availability.snapshot()) counts[m.state]++;
+        for (const [state, n] of Object.entries(counts)) g.set({ state }, n);
+      },
+      ['state'],
+    );
+  }
+}

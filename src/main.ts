@@ -1,0 +1,96 @@
+#!/usr/bin/env node
+/**
+ * `svc`: the control-plane server. Bootstrap only (ARCHITECTURE.md): configuration, the
+ * envelope WebSocket adapter, the ops HTTP listener, state loading, and graceful shutdown
+ * (PROTOCOL.md 1).
+ *
+ * Exit codes: 0 after a clean shutdown; 2 when the configuration is invalid, the state cannot
+ * be loaded (wrong key, unreadable snapshot) or the port cannot be bound.
+ */
+import 'reflect-metadata';
+import { NestFactory } from '@nestjs/core';
+import { AppLogger, ReadinessService } from '@svc/ops';
+import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
+import { AppModule } from './app.module';
+import { ConfigError, loadServerConfig, SERVER_USAGE, ServerConfig } from './config';
+import { ControlEndpointProfile } from './control/control-endpoint.profile';
+import { ControlMetrics } from './health/control-metrics';
+import { StateService } from './persistence/state.service';
+
+function die(message: string, code = 2): never {
+  process.stderr.write(`svc: ${message}\n`);
+  process.exit(code);
+}
+
+async function main(): Promise<void> {
+  let config: ServerConfig;
+  try {
+    config = loadServerConfig(process.argv.slice(2), process.env);
+  } catch (e) {
+    if (e instanceof ConfigError) die(e.message);
+    throw e;
+  }
+  if (config.help) {
+    process.stdout.write(SERVER_USAGE);
+    return;
+  }
+
+  const app = await NestFactory.create(AppModule.forRoot(config), { bufferLogs: true, abortOnError: false });
+  const logger = app.get(AppLogger);
+  app.useLogger(logger);
+  const readiness = app.get(ReadinessService);
+  readiness.require('state_loaded');
+  readiness.require('ws_listening');
+  const adapter = new EnvelopeWsAdapter(app, {
+    bind: config.bind,
+    port: config.port,
+    maxMessageBytes: config.maxMessageBytes,
+    profile: app.get(ControlEndpointProfile),
+    sessions: app.get(SessionRegistry),
+    observer: app.get(ControlMetrics).requests,
+  });
+  app.useWebSocketAdapter(adapter);
+
+  if (config.metricsPort !== null) {
+    await app.listen(config.metricsPort, config.bind);
+    const addr = app.getHttpServer().address();
+    logger.log({ msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` }, 'Bootstrap');
+  } else {
+    await app.init();
+  }
+
+  let stopping = false;
+  const store = app.get(StateService);
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.log({ msg: `received ${signal}; shutting down` }, 'Bootstrap');
+    readiness.beginShutdown();
+    await adapter.shutdown(config.shutdownGraceMs);
+    await store.close();
+    await app.close();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+
+  try {
+    await store.open();
+  } catch (e) {
+    die((e as Error).message);
+  }
+  readiness.set('state_loaded', true);
+  let url: string;
+  try {
+    url = await adapter.listen();
+  } catch (e) {
+    const err = e as NodeJS.ErrnoException;
+    await store.close();
+    die(`cannot listen on ${config.bind}:${config.port}: ${err.code === 'EADDRINUSE' ? 'address already in use' : err.message}`);
+  }
+  readiness.set('ws_listening', true);
+  logger.log({ msg: 'svc ready', url, state: config.stateDir, encrypted: config.stateKey !== null, operator_gate: config.operatorToken !== null }, 'Bootstrap');
+  process.stdout.write(`listening on ${url}\n`);
+}
+
+main().catch((e) => die(`fatal: ${(e as Error).stack ?? String(e)}`, 1));

@@ -1,0 +1,146 @@
+/**
+ * ProjectsGateway: project, mount, binding and token operations and `control.workspace_status`
+ * (PROTOCOL.md 5-6). Pushes `control.workspace_topology_delta` to sessions pinned to a
+ * project whose topology changed; a session whose pin no longer holds (token rotated or
+ * revoked, project deleted) gets a last, empty delta with a `reason` and is unpinned.
+ */
+import { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
+import { SubscribeMessage } from '@nestjs/websockets';
+import { Subscription } from 'rxjs';
+import {
+  availabilityOf,
+  MountRemoveDto,
+  MountSetDto,
+  ProjectCreateDto,
+  ProjectRefDto,
+  ProjectUpdateDto,
+  TopologyDelta,
+  WorkspaceStatusDto,
+} from '@svc/protocol';
+import { Payload, Session, SessionRegistry, WsSession } from '@svc/transport';
+import { actorOf, controlLocals, pinIsValid } from '../common/actor';
+import { Clock } from '../common/clock';
+import { AdminOnly, ControlChannelGateway, ProjectScoped, ProjectTokenGuard, Protected } from '../control/gates';
+import { StateService } from '../persistence/state.service';
+import { AvailabilityService } from './availability.service';
+import { ProjectsService } from './projects.service';
+import { WorkspaceService } from './workspace.service';
+
+@ControlChannelGateway(ProjectTokenGuard)
+export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
+  private sub: Subscription | null = null;
+
+  constructor(
+    private readonly projects: ProjectsService,
+    private readonly workspace: WorkspaceService,
+    private readonly availability: AvailabilityService,
+    private readonly sessions: SessionRegistry,
+    private readonly store: StateService,
+    private readonly clock: Clock,
+  ) {}
+
+  onModuleInit(): void {
+    this.sub = this.availability.topologyChanged$.subscribe((projectId) => this.pushDeltas(projectId));
+  }
+
+  onModuleDestroy(): void {
+    this.sub?.unsubscribe();
+  }
+
+  @SubscribeMessage('control.project_create')
+  @AdminOnly()
+  @Protected()
+  create(@Payload() body: ProjectCreateDto) {
+    return this.projects.create(body);
+  }
+
+  @SubscribeMessage('control.project_list')
+  list(@Session() session: WsSession) {
+    return this.projects.list(actorOf(session));
+  }
+
+  @SubscribeMessage('control.project_get')
+  @ProjectScoped()
+  get(@Payload() body: ProjectRefDto) {
+    return this.projects.get(body.project_id);
+  }
+
+  @SubscribeMessage('control.project_update')
+  @AdminOnly()
+  @Protected()
+  update(@Payload() body: ProjectUpdateDto) {
+    return this.projects.update(body);
+  }
+
+  @SubscribeMessage('control.project_delete')
+  @AdminOnly()
+  @Protected()
+  delete(@Payload() body: ProjectRefDto) {
+    return this.projects.delete(body.project_id);
+  }
+
+  @SubscribeMessage('control.project_mount_set')
+  @AdminOnly()
+  @Protected()
+  mountSet(@Payload() body: MountSetDto) {
+    return this.projects.mountSet(body);
+  }
+
+  @SubscribeMessage('control.project_mount_remove')
+  @AdminOnly()
+  @Protected()
+  mountRemove(@Payload() body: MountRemoveDto) {
+    return this.projects.mountRemove(body);
+  }
+
+  @SubscribeMessage('control.project_mount_list')
+  @ProjectScoped()
+  mountList(@Payload() body: ProjectRefDto) {
+    return this.projects.mountList(body.project_id);
+  }
+
+  @SubscribeMessage('control.project_activate')
+  @Protected()
+  @ProjectScoped()
+  activate(@Session() session: WsSession, @Payload() body: ProjectRefDto) {
+    return this.projects.activate(actorOf(session), body.project_id);
+  }
+
+  @SubscribeMessage('control.project_token_rotate')
+  @Protected()
+  @ProjectScoped()
+  rotate(@Payload() body: ProjectRefDto) {
+    return this.projects.rotateToken(body.project_id);
+  }
+
+  @SubscribeMessage('control.project_token_revoke')
+  @Protected()
+  @ProjectScoped()
+  revoke(@Payload() body: ProjectRefDto) {
+    return this.projects.revokeToken(body.project_id);
+  }
+
+  @SubscribeMessage('control.workspace_status')
+  status(@Session() session: WsSession, @Payload() body: WorkspaceStatusDto) {
+    return this.workspace.status(actorOf(session), controlLocals(session), body);
+  }
+
+  private pushDeltas(projectId: string): void {
+    const state = this.store.state;
+    for (const session of this.sessions.all()) {
+      const locals = controlLocals(session);
+      if (locals.pin?.project_id !== projectId) continue;
+      const actor = actorOf(session);
+      const ts = this.clock.now();
+      if (!pinIsValid(state, actor, locals.pin)) {
+        locals.pin = null;
+        const reason = state.projects.has(projectId) ? 'access_ended' : 'project_deleted';
+        session.push('control', 'control.workspace_topology_delta', { project_id: projectId, mounts: [], availability: availabilityOf([]), ts_ms: ts, reason });
+        continue;
+      }
+      const topology = this.workspace.topology(actor, state.projects.get(projectId)!, state);
+      const delta: TopologyDelta = { project_id: projectId, mounts: topology.selected, availability: availabilityOf(topology.selected), ts_ms: ts };
+      session.push('control', 'control.workspace_topology_delta', delta);
+    }
+  }
+}

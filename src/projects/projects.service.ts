@@ -1,0 +1,281 @@
+/**
+ * Projects: records, mounts (failover groups), agent bindings and project tokens
+ * (PROTOCOL.md 5-6; issue 2 item 5). Project tokens are returned once and stored as SHA-256
+ * digests; rotation and revocation end the old token at once and every user-role binding.
+ */
+import { Injectable } from '@nestjs/common';
+import {
+  AccessPolicy,
+  fail,
+  matchesDigest,
+  MountRemoveDto,
+  MountSetDto,
+  MountView,
+  newId,
+  newSecret,
+  normalizeMountPath,
+  ProjectCreateDto,
+  ProjectDetail,
+  ProjectSummary,
+  ProjectUpdateDto,
+  sha256Hex,
+} from '@svc/protocol';
+import { Actor } from '../common/actor';
+import { Clock } from '../common/clock';
+import { bindingKey, ControlState, MountRecord, ProjectRecord } from '../persistence/state.model';
+import { StateService } from '../persistence/state.service';
+
+/** How a caller passed the project check (PROTOCOL.md 5-6). */
+export type ProjectAccess = 'admin' | 'token' | 'binding';
+
+/** The runtime namespace path of a project's workspace (PROTOCOL.md 9). */
+export function workspaceRootOf(projectId: string): string {
+  return `/projects/${projectId}/fs`;
+}
+
+/**
+ * MountView of a configured mount (PROTOCOL.md 5-6): state from the node's lease at `now`;
+ * `auth_token` only when `withToken` (the caller passed the project check) and the node has one.
+ */
+export function mountView(state: ControlState, mount: MountRecord, now: number, withToken: boolean): MountView {
+  const node = state.nodes.get(mount.node_id);
+  if (!node) {
+    return {
+      mount_path: mount.mount_path,
+      node_id: mount.node_id,
+      export_name: mount.export_name,
+      node_name: null,
+      fs_url: null,
+      online: false,
+      state: 'missing',
+      lease_expires_at_ms: null,
+    };
+  }
+  const online = node.lease_expires_at_ms > now;
+  const view: MountView = {
+    mount_path: mount.mount_path,
+    node_id: mount.node_id,
+    export_name: mount.export_name,
+    node_name: node.node_name,
+    fs_url: node.fs_url,
+    online,
+    state: online ? 'online' : 'degraded',
+    lease_expires_at_ms: node.lease_expires_at_ms,
+  };
+  if (withToken && node.fs_auth_token) view.auth_token = node.fs_auth_token;
+  return view;
+}
+
+@Injectable()
+export class ProjectsService {
+  constructor(
+    private readonly store: StateService,
+    private readonly clock: Clock,
+  ) {}
+
+  /** ProjectSummary (PROTOCOL.md 5). */
+  summary(p: ProjectRecord): ProjectSummary {
+    return {
+      project_id: p.project_id,
+      name: p.name,
+      vision: p.vision,
+      mount_count: p.mounts.length,
+      token_locked: p.token_sha256 !== null,
+      created_at_ms: p.created_at_ms,
+      updated_at_ms: p.updated_at_ms,
+    };
+  }
+
+  /** ProjectDetail (PROTOCOL.md 5): every configured mount, without FS tokens. */
+  detail(p: ProjectRecord, state = this.store.state): ProjectDetail {
+    const now = this.clock.now();
+    return {
+      ...this.summary(p),
+      access_policy: { ...p.access_policy },
+      mounts: p.mounts.map((m) => mountView(state, m, now, false)),
+    };
+  }
+
+  /**
+   * @throws ProtocolError `project_not_found`
+   */
+  record(projectId: string, state = this.store.state): ProjectRecord {
+    const p = state.projects.get(projectId);
+    if (!p) fail('project_not_found', `project ${projectId} not found`);
+    return p;
+  }
+
+  /**
+   * The project check (PROTOCOL.md 5-6): a presented token must match (bound or not); without
+   * a token, the actor's (role, agent) binding must name the project. Admins pass without
+   * either when `adminBypass` (project operations), not for workspace selection.
+   * @returns how the check was passed
+   * @throws ProtocolError `project_not_found`, `project_auth_failed`
+   */
+  authorize(actor: Actor, projectId: string, token: string | undefined, adminBypass: boolean): ProjectAccess {
+    const state = this.store.state;
+    const project = this.record(projectId, state);
+    if (token !== undefined) {
+      if (!matchesDigest(token, project.token_sha256)) {
+        fail('project_auth_failed', project.token_sha256 === null ? `project ${projectId} has no token (it was revoked)` : `project_token does not match project ${projectId}`);
+      }
+      return 'token';
+    }
+    if (adminBypass && actor.role === 'admin') return 'admin';
+    if (state.bindings.get(bindingKey(actor.role, actor.agentId))?.project_id === projectId) return 'binding';
+    return fail('project_auth_failed', `project ${projectId} needs a matching project_token or an active binding of agent ${actor.agentId}`);
+  }
+
+  /** Creates a project with a fresh token, returned once in `project_token`. */
+  async create(input: ProjectCreateDto): Promise<ProjectDetail> {
+    const token = newSecret();
+    return this.store.mutate((s) => {
+      const now = this.clock.now();
+      const p: ProjectRecord = {
+        project_id: newId('proj'),
+        name: input.name,
+        vision: input.vision ?? '',
+        access_policy: { invoke: input.access_policy?.invoke ?? 'deny' },
+        token_sha256: sha256Hex(token),
+        token_updated_at_ms: now,
+        mounts: [],
+        created_at_ms: now,
+        updated_at_ms: now,
+      };
+      if (s.projects.has(p.project_id)) fail('internal_error', 'project id collision; retry');
+      s.projects.set(p.project_id, p);
+      return { ...this.detail(p, s), project_token: token };
+    });
+  }
+
+  /** Admin: every project; user: the projects bound to its agent (PROTOCOL.md 5). */
+  list(actor: Actor): { projects: ProjectSummary[] } {
+    const s = this.store.state;
+    let projects = [...s.projects.values()];
+    if (actor.role !== 'admin') {
+      const bound = s.bindings.get(bindingKey(actor.role, actor.agentId))?.project_id;
+      projects = projects.filter((p) => p.project_id === bound);
+    }
+    projects.sort((a, b) => a.created_at_ms - b.created_at_ms || a.project_id.localeCompare(b.project_id));
+    return { projects: projects.map((p) => this.summary(p)) };
+  }
+
+  /** @throws ProtocolError `project_not_found` */
+  get(projectId: string): ProjectDetail {
+    return this.detail(this.record(projectId));
+  }
+
+  /** Updates name, vision and/or access policy. @throws ProtocolError `project_not_found` */
+  async update(input: ProjectUpdateDto): Promise<ProjectDetail> {
+    return this.store.mutate((s) => {
+      const p = this.record(input.project_id, s);
+      if (input.name !== undefined) p.name = input.name;
+      if (input.vision !== undefined) p.vision = input.vision;
+      if (input.access_policy?.invoke !== undefined) p.access_policy = { invoke: input.access_policy.invoke } as AccessPolicy;
+      p.updated_at_ms = this.clock.now();
+      return this.detail(p, s);
+    });
+  }
+
+  /** Deletes a project and every binding to it. @throws ProtocolError `project_not_found` */
+  async delete(projectId: string): Promise<{ deleted: true; project_id: string }> {
+    return this.store.mutate((s) => {
+      this.record(projectId, s);
+      s.projects.delete(projectId);
+      for (const [k, b] of s.bindings) if (b.project_id === projectId) s.bindings.delete(k);
+      return { deleted: true as const, project_id: projectId };
+    });
+  }
+
+  /**
+   * Adds a mount; the same `(mount_path, node_id, export_name)` twice is a no-op; several
+   * nodes on one path form a failover group.
+   * @throws ProtocolError `project_not_found`, `node_not_found`, `invalid_payload` (mount path)
+   */
+  async mountSet(input: MountSetDto): Promise<ProjectDetail> {
+    const mountPath = normalizeMountPath(input.mount_path);
+    return this.store.mutate((s) => {
+      const p = this.record(input.project_id, s);
+      if (!s.nodes.has(input.node_id)) fail('node_not_found', `node ${input.node_id} not found`);
+      const exists = p.mounts.some((m) => m.mount_path === mountPath && m.node_id === input.node_id && m.export_name === input.export_name);
+      if (!exists) {
+        if (p.mounts.length >= 10_000) fail('invalid_payload', 'a project holds at most 10000 mounts');
+        const now = this.clock.now();
+        p.mounts.push({ mount_path: mountPath, node_id: input.node_id, export_name: input.export_name, added_at_ms: now });
+        p.updated_at_ms = now;
+      }
+      return this.detail(p, s);
+    });
+  }
+
+  /**
+   * Removes the mounts on `mount_path` (only those of `node_id` / `export_name` when given).
+   * @throws ProtocolError `project_not_found`, `mount_not_found`, `invalid_payload`
+   */
+  async mountRemove(input: MountRemoveDto): Promise<ProjectDetail> {
+    const mountPath = normalizeMountPath(input.mount_path);
+    return this.store.mutate((s) => {
+      const p = this.record(input.project_id, s);
+      const keep = p.mounts.filter(
+        (m) =>
+          !(
+            m.mount_path === mountPath &&
+            (input.node_id === undefined || m.node_id === input.node_id) &&
+            (input.export_name === undefined || m.export_name === input.export_name)
+          ),
+      );
+      if (keep.length === p.mounts.length) fail('mount_not_found', `no mount of project ${p.project_id} matches ${mountPath}${input.node_id ? ` on ${input.node_id}` : ''}${input.export_name ? ` export ${input.export_name}` : ''}`);
+      p.mounts = keep;
+      p.updated_at_ms = this.clock.now();
+      return this.detail(p, s);
+    });
+  }
+
+  /** Every configured mount, with FS tokens (the caller passed the project check). */
+  mountList(projectId: string): { project_id: string; mounts: MountView[] } {
+    const s = this.store.state;
+    const p = this.record(projectId, s);
+    const now = this.clock.now();
+    return { project_id: p.project_id, mounts: p.mounts.map((m) => mountView(s, m, now, true)) };
+  }
+
+  /** Binds the actor's (role, agent) to the project, replacing an earlier binding (persisted). */
+  async activate(actor: Actor, projectId: string): Promise<{ agent_id: string; project_id: string; workspace_root: string }> {
+    return this.store.mutate((s) => {
+      this.record(projectId, s);
+      s.bindings.set(bindingKey(actor.role, actor.agentId), { role: actor.role, agent_id: actor.agentId, project_id: projectId, bound_at_ms: this.clock.now() });
+      return { agent_id: actor.agentId, project_id: projectId, workspace_root: workspaceRootOf(projectId) };
+    });
+  }
+
+  /** New token; the old one stops working at once and user-role bindings to the project end. */
+  async rotateToken(projectId: string): Promise<{ project_id: string; project_token: string; rotated: true; updated_at_ms: number }> {
+    const token = newSecret();
+    return this.store.mutate((s) => {
+      const p = this.record(projectId, s);
+      this.endUserBindings(s, projectId);
+      const now = this.clock.now();
+      p.token_sha256 = sha256Hex(token);
+      p.token_updated_at_ms = now;
+      p.updated_at_ms = now;
+      return { project_id: projectId, project_token: token, rotated: true as const, updated_at_ms: now };
+    });
+  }
+
+  /** No token any more: non-admin access ends until an admin rotates a new one. */
+  async revokeToken(projectId: string): Promise<{ project_id: string; project_token: null; revoked: true; updated_at_ms: number }> {
+    return this.store.mutate((s) => {
+      const p = this.record(projectId, s);
+      this.endUserBindings(s, projectId);
+      const now = this.clock.now();
+      p.token_sha256 = null;
+      p.token_updated_at_ms = now;
+      p.updated_at_ms = now;
+      return { project_id: projectId, project_token: null, revoked: true as const, updated_at_ms: now };
+    });
+  }
+
+  private endUserBindings(s: ControlState, projectId: string): void {
+    for (const [k, b] of s.bindings) if (b.role === 'user' && b.project_id === projectId) s.bindings.delete(k);
+  }
+}
