@@ -2,6 +2,7 @@
  * Payload DTOs of the control operations (PROTOCOL.md 4-5). Validated by
  * {@link validatePayload}; field names are the wire names.
  */
+import 'reflect-metadata';
 import { Type } from 'class-transformer';
 import {
   IsIn,

@@ -1,0 +1,55 @@
+/**
+ * Control-session helpers for e2e tests, on the shipped ControlClient.
+ */
+import { ControlClient, ControlError } from '../../libs/client/src';
+import { ADMIN_TOKEN, USER_TOKEN } from './processes';
+
+export type Client = ControlClient;
+
+const open: ControlClient[] = [];
+
+/** Opens a negotiated control session as admin (default) or user. */
+export async function session(url: string, role: 'admin' | 'user' = 'admin', agentId?: string): Promise<ControlClient> {
+  const c = await ControlClient.connect({ url, token: role === 'admin' ? ADMIN_TOKEN : USER_TOKEN, agentId });
+  open.push(c);
+  return c;
+}
+
+/** Closes every session opened by {@link session}. */
+export function closeSessions(): void {
+  for (const c of open.splice(0)) c.close();
+}
+
+/** Runs a request expected to fail; returns the error code and message. */
+export async function failure(p: Promise<unknown>): Promise<{ code: string; message: string }> {
+  try {
+    const v = await p;
+    throw new Error(`expected an error, got ${JSON.stringify(v)}`);
+  } catch (e) {
+    if (e instanceof ControlError) return { code: e.code, message: e.message };
+    throw e;
+  }
+}
+
+export interface Credentials {
+  node_id: string;
+  node_name: string;
+  node_secret: string;
+  fs_auth_token: string;
+  lease_token: string;
+  lease_expires_at_ms: number;
+}
+
+/** Creates an invite and joins a node with it. */
+export async function joinNode(admin: ControlClient, name: string, leaseTtlMs?: number, fsUrl = 'ws://127.0.0.1:1/v2/fs'): Promise<Credentials> {
+  const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create', {});
+  return admin.request<Credentials>('node_join', { invite_token, node_name: name, fs_url: fsUrl, lease_ttl_ms: leaseTtlMs });
+}
+
+export interface ProjectDetail {
+  project_id: string;
+  project_token?: string;
+  token_locked: boolean;
+  mounts: Array<Record<string, unknown>>;
+  [k: string]: unknown;
+}
