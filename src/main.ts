@@ -58,6 +58,7 @@ async function main(): Promise<void> {
   } else {
     await app.init();
   }
+  app.flushLogs();
 
   let stopping = false;
   const store = app.get(StateService);

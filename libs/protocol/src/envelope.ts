@@ -51,6 +51,23 @@ const LEGACY_EXACT: Record<string, string> = { 'acheron.fs_error': 'acheron.err_
 
 const TYPE_SHAPE = /^[A-Za-z0-9_.\-]{1,128}$/;
 
+/** Deepest nesting of objects and arrays accepted in a message (PROTOCOL.md 3; deeper is an envelope error). */
+export const MAX_NESTING = 64;
+
+/** True when `value` nests objects/arrays deeper than `limit` levels (iterative: no recursion). */
+export function nestsDeeperThan(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth > limit) return true;
+    for (const child of Array.isArray(v) ? v : Object.values(v)) {
+      if (typeof child === 'object' && child !== null) stack.push([child, depth + 1]);
+    }
+  }
+  return false;
+}
+
 /**
  * Names the unified v2 replacement of a legacy or channel-less type, or returns null when
  * `type` is not a legacy name.
@@ -147,6 +164,17 @@ export function parseFrame(text: string): Frame {
   } catch (e) {
     const why = e instanceof RangeError ? 'nesting too deep' : 'not valid JSON';
     throw new EnvelopeError('invalid_envelope', `message is ${why}`, 'control');
+  }
+  if (nestsDeeperThan(value, MAX_NESTING)) {
+    const obj = value as Record<string, unknown>;
+    const acheron = obj.channel === 'acheron';
+    throw new EnvelopeError(
+      'invalid_envelope',
+      `message nests objects or arrays deeper than ${MAX_NESTING} levels`,
+      acheron ? 'acheron' : 'control',
+      acheron ? null : extractId(obj),
+      acheron ? extractTag(obj) : null,
+    );
   }
   return validateEnvelope(value);
 }

@@ -21,15 +21,39 @@ function firstFailure(errors: ValidationError[], prefix = ''): { path: string; e
   return null;
 }
 
+/** Keys never accepted in a payload: they reach object prototypes in JavaScript. */
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+/**
+ * The path of the first forbidden key (`__proto__`, `constructor`, `prototype`) in a JSON
+ * value, e.g. `access_policy.constructor`, or null. Iterative, so deep input cannot overflow.
+ */
+export function forbiddenKeyPath(value: unknown): string | null {
+  const stack: Array<[unknown, string]> = [[value, '']];
+  while (stack.length > 0) {
+    const [v, path] = stack.pop()!;
+    if (typeof v !== 'object' || v === null) continue;
+    for (const key of Object.keys(v)) {
+      const child = path ? `${path}.${key}` : key;
+      if (FORBIDDEN_KEYS.has(key)) return child;
+      stack.push([(v as Record<string, unknown>)[key], child]);
+    }
+  }
+  return null;
+}
+
 /**
  * Validates and types a payload against a DTO class. Unknown members are dropped.
  * @param cls the DTO class
  * @param payload the request payload object
  * @returns a DTO instance holding only the declared members
  * @throws ProtocolError `missing_field` (a required member is absent) or `invalid_payload`
+ *   (also for a `__proto__`/`constructor`/`prototype` key anywhere)
  *   (message names the member, e.g. `access_policy.invoke must be one of allow, deny`)
  */
 export function validatePayload<T extends object>(cls: DtoClass<T>, payload: Record<string, unknown>): T {
+  const forbidden = forbiddenKeyPath(payload);
+  if (forbidden !== null) throw new ProtocolError('invalid_payload', `${forbidden}: this key is not accepted in a payload`);
   const instance = plainToInstance(cls, payload, { exposeDefaultValues: false });
   const errors = validateSync(instance, {
     whitelist: true,

@@ -1,0 +1,190 @@
+/**
+ * e2e: durable, optionally encrypted state (issue 2 item 8): restart after SIGKILL restores
+ * every acknowledged mutation; wrong or malformed keys refuse to start and leave the file
+ * untouched; secrets are never in the snapshot in plaintext; torn writes never corrupt it.
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { spawnSync } from 'node:child_process';
+import { closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
+import { BIN, cleanupTmp, killAll, sleep, startSvc, tmpDir } from './helpers/processes';
+
+const KEY = 'a'.repeat(32) + '0123456789abcdef0123456789abcdef';
+const OTHER_KEY = 'b'.repeat(64);
+
+afterEach(() => closeSessions());
+afterAll(async () => {
+  await killAll();
+  cleanupTmp();
+});
+
+const snapshotOf = (dir: string) => readFileSync(join(dir, 'state.json'), 'utf8');
+const digest = (dir: string) => createHash('sha256').update(readFileSync(join(dir, 'state.json'))).digest('hex');
+
+/** Starts svc expecting it to refuse: returns exit code and stderr. */
+function refuses(stateDir: string, env: NodeJS.ProcessEnv): { code: number | null; stderr: string } {
+  const r = spawnSync(process.execPath, [BIN.svc, '--port', '0', '--state-dir', stateDir], {
+    env: { ...process.env, SVC_ADMIN_TOKEN: 'a'.repeat(20), SVC_USER_TOKEN: 'u'.repeat(20), ...env },
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  return { code: r.status, stderr: r.stderr };
+}
+
+interface World {
+  project: ProjectDetail;
+  node: Credentials;
+  invite: string;
+  request: { request_id: string; request_secret: string };
+}
+
+async function populate(url: string): Promise<World> {
+  const admin = await session(url);
+  const project = await admin.request<ProjectDetail>('project_create', { name: 'persist', vision: 'survive', access_policy: { invoke: 'allow' } });
+  const node = await joinNode(admin, 'persist-node', 600_000);
+  await admin.request('project_mount_set', { project_id: project.project_id, node_id: node.node_id, export_name: 'work', mount_path: '/p' });
+  const user = await session(url, 'user', 'agent-p');
+  await user.request('project_activate', { project_id: project.project_id, project_token: project.project_token });
+  const { invite_token: invite } = await admin.request<{ invite_token: string }>('node_invite_create', { ttl_ms: 600_000 });
+  const request = await user.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: 'pending-node', fs_url: 'ws://h:1/' });
+  return { project, node, invite, request };
+}
+
+async function verify(url: string, w: World): Promise<void> {
+  const admin = await session(url);
+  const user = await session(url, 'user', 'agent-p');
+  // project and its token
+  const p = await user.request<ProjectDetail>('project_get', { project_id: w.project.project_id, project_token: w.project.project_token });
+  expect(p).toMatchObject({ name: 'persist', vision: 'survive', access_policy: { invoke: 'allow' }, token_locked: true });
+  expect(p.mounts).toEqual([expect.objectContaining({ mount_path: '/p', node_id: w.node.node_id, export_name: 'work', state: 'online' })]);
+  // binding
+  const status = await user.request<{ project_id: string; mounts: Array<{ auth_token?: string }> }>('workspace_status');
+  expect(status.project_id).toBe(w.project.project_id);
+  expect(status.mounts[0].auth_token).toBe(w.node.fs_auth_token);
+  // node, lease and secret
+  const { node } = await admin.request<{ node: { lease_expires_at_ms: number; node_name: string } }>('node_get', { node_id: w.node.node_id });
+  expect(node.node_name).toBe('persist-node');
+  await expect(admin.request('node_lease_refresh', { node_id: w.node.node_id, node_secret: w.node.node_secret })).resolves.toBeDefined();
+  expect((await failure(admin.request('node_lease_refresh', { node_id: w.node.node_id, node_secret: 'x' }))).code).toBe('node_auth_failed');
+  // pending join request
+  const { pending } = await admin.request<{ pending: Array<{ request_id: string }> }>('node_join_pending_list');
+  expect(pending.map((r) => r.request_id)).toContain(w.request.request_id);
+  expect(await user.request('node_join_status', w.request)).toMatchObject({ state: 'pending' });
+  // invite still redeemable once
+  await expect(user.request('node_join', { invite_token: w.invite, node_name: 'late', fs_url: 'ws://h:1/' })).resolves.toBeDefined();
+}
+
+describe.each([
+  ['plaintext', {}],
+  ['encrypted', { SVC_CONTROL_STATE_KEY_HEX: KEY }],
+])('restart after SIGKILL (%s)', (mode, env) => {
+  it('restores every acknowledged mutation', async () => {
+    const first = await startSvc({ env });
+    const w = await populate(first.url);
+    closeSessions();
+    await first.kill();
+    const snapshot = snapshotOf(first.stateDir);
+    // never a node secret or project token in the snapshot, in any mode
+    for (const secret of [w.node.node_secret, w.project.project_token!, w.invite, w.request.request_secret]) expect(snapshot).not.toContain(secret);
+    if (mode === 'encrypted') {
+      expect(snapshot).not.toContain(w.node.fs_auth_token);
+      expect(snapshot).not.toContain('persist-node');
+      expect(JSON.parse(snapshot)).toMatchObject({ format: 'svc-control-state', encryption: { alg: 'AES-256-GCM' } });
+    } else {
+      expect(JSON.parse(snapshot).state.projects[0].name).toBe('persist');
+    }
+    const second = await startSvc({ stateDir: first.stateDir, env });
+    await verify(second.url, w);
+    await second.stop();
+  });
+});
+
+describe('encryption keys', () => {
+  it('refuses to start with a key that is not 64 hex characters', () => {
+    const dir = tmpDir();
+    for (const bad of ['abc', 'g'.repeat(64), 'a'.repeat(63), 'a'.repeat(65)]) {
+      const r = refuses(dir, { SVC_CONTROL_STATE_KEY_HEX: bad });
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('SVC_CONTROL_STATE_KEY_HEX must be exactly 64 hexadecimal characters');
+    }
+  });
+
+  it('refuses a wrong key, and no key for an encrypted file, leaving the file unchanged', async () => {
+    const s = await startSvc({ env: { SVC_CONTROL_STATE_KEY_HEX: KEY } });
+    await populate(s.url);
+    closeSessions();
+    await s.stop();
+    const before = digest(s.stateDir);
+    const wrong = refuses(s.stateDir, { SVC_CONTROL_STATE_KEY_HEX: OTHER_KEY });
+    expect(wrong.code).toBe(2);
+    expect(wrong.stderr).toContain('cannot decrypt');
+    const none = refuses(s.stateDir, { SVC_CONTROL_STATE_KEY_HEX: '' });
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('is encrypted');
+    expect(digest(s.stateDir)).toBe(before);
+    // the right key still works
+    const again = await startSvc({ stateDir: s.stateDir, env: { SVC_CONTROL_STATE_KEY_HEX: KEY } });
+    await again.stop();
+  });
+
+  it('reads a plaintext snapshot while a key is set and rewrites it encrypted', async () => {
+    const s = await startSvc();
+    const w = await populate(s.url);
+    closeSessions();
+    await s.stop();
+    expect(snapshotOf(s.stateDir)).toContain('persist-node');
+    const enc = await startSvc({ stateDir: s.stateDir, env: { SVC_CONTROL_STATE_KEY_HEX: KEY } });
+    expect(snapshotOf(s.stateDir)).not.toContain('persist-node');
+    expect(JSON.parse(snapshotOf(s.stateDir)).encryption).toBeDefined();
+    await verify(enc.url, w);
+    await enc.stop();
+  });
+
+  it('refuses an unparseable snapshot and leaves it untouched', () => {
+    const dir = tmpDir();
+    writeFileSync(join(dir, 'state.json'), '{"format":"svc-control-state", truncated');
+    const before = digest(dir);
+    const r = refuses(dir, {});
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('not a readable snapshot');
+    expect(digest(dir)).toBe(before);
+  });
+});
+
+describe('torn writes', () => {
+  it('always restarts with every acknowledged mutation after SIGKILL at random instants', async () => {
+    const dir = tmpDir();
+    const acked: string[] = [];
+    for (let round = 0; round < 5; round++) {
+      const s = await startSvc({ stateDir: dir });
+      const admin = await session(s.url);
+      // every earlier acknowledged project is there
+      const { projects } = await admin.request<{ projects: Array<{ project_id: string }> }>('project_list');
+      const ids = new Set(projects.map((p) => p.project_id));
+      for (const id of acked) expect(ids.has(id)).toBe(true);
+      let stop = false;
+      const writers = [0, 1, 2, 3].map(async () => {
+        while (!stop) {
+          try {
+            const p = await admin.request<ProjectDetail>('project_create', { name: `r${round}` });
+            acked.push(p.project_id);
+          } catch {
+            return;
+          }
+        }
+      });
+      await sleep(100 + Math.floor(Math.random() * 300));
+      await s.kill();
+      stop = true;
+      await Promise.all(writers);
+      closeSessions();
+    }
+    const last = await startSvc({ stateDir: dir });
+    const admin = await session(last.url);
+    const { projects } = await admin.request<{ projects: Array<{ project_id: string }> }>('project_list');
+    expect(acked.length).toBeGreaterThan(5);
+    const ids = new Set(projects.map((p) => p.project_id));
+    for (const id of acked) expect(ids.has(id)).toBe(true);
+  });
+});
