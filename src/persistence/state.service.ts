@@ -19,6 +19,7 @@ export class StateService {
   private chain: Promise<unknown> = Promise.resolve();
   private opened = false;
   private closing = false;
+  private committed = 0;
   /** Emits after every committed mutation (drives the availability sweep). */
   readonly changes$ = new Subject<void>();
 
@@ -27,6 +28,11 @@ export class StateService {
   /** The live state, for reads. Do not mutate it outside {@link mutate}. */
   get state(): ControlState {
     return this.current;
+  }
+
+  /** Number of mutations committed since start; changes whenever the state did. */
+  get version(): number {
+    return this.committed;
   }
 
   /** True once {@link open} has loaded the snapshot. */
@@ -53,6 +59,7 @@ export class StateService {
       }
     }
     this.opened = true;
+    this.committed++;
     const s = this.current;
     this.logger.log({
       msg: loaded ? 'state loaded' : 'no snapshot yet; starting empty',
@@ -91,6 +98,7 @@ export class StateService {
         throw new ProtocolError('internal_error', `the change could not be saved (${err.code ?? err.message}); nothing was changed`);
       }
       this.lastSavedJson = json;
+      this.committed++;
       this.changes$.next();
       return result;
     };

@@ -6,7 +6,8 @@
  */
 import { Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { Subject, Subscription } from 'rxjs';
-import { availabilityOf, AvailabilityEvent, groupAndRank, MountState, sha256Hex } from '@svc/protocol';
+import { Availability, availabilityOf, AvailabilityEvent, groupAndRank, MountState, MountView, sha256Hex } from '@svc/protocol';
+import { ProjectRecord } from '../persistence/state.model';
 import { Clock } from '../common/clock';
 import { StateService } from '../persistence/state.service';
 import { ServerConfig } from '../config';
@@ -35,6 +36,7 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
   private readonly lastTopology = new Map<string, string>();
   private current: MountAvailability[] = [];
   private baselined = false;
+  private sweptVersion = -1;
   private timer: NodeJS.Timeout | null = null;
   private sub: Subscription | null = null;
 
@@ -73,14 +75,17 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
     if (!this.store.isLoaded) return;
     const state = this.store.state;
     const now = this.clock.now();
+    // Topology inputs other than mount states change only with the state itself.
+    const stateChanged = this.store.version !== this.sweptVersion;
+    this.sweptVersion = this.store.version;
     const seenKeys = new Set<string>();
     const seenProjects = new Set<string>();
     const current: MountAvailability[] = [];
     for (const project of state.projects.values()) {
       seenProjects.add(project.project_id);
       const views = project.mounts.map((m) => mountView(state, m, now, false));
-      const selected = [...groupAndRank(views).values()].map((g) => g[0]);
-      const availability = availabilityOf(selected);
+      let availability: Availability | null = null;
+      let statesChanged = false;
       for (const v of views) {
         const key = `${project.project_id}\0${v.mount_path}\0${v.node_id}\0${v.export_name}`;
         seenKeys.add(key);
@@ -88,7 +93,9 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
         const previous = this.lastState.get(key);
         if (previous === v.state) continue;
         this.lastState.set(key, v.state);
+        statesChanged = true;
         if (!this.baselined) continue;
+        availability ??= availabilityOf([...groupAndRank(views).values()].map((g) => g[0]));
         this.emit({
           project_id: project.project_id,
           mount_path: v.mount_path,
@@ -99,16 +106,8 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
           ts_ms: now,
         });
       }
-      const signature = sha256Hex(
-        JSON.stringify([
-          project.access_policy.invoke,
-          project.token_sha256,
-          views.map((v) => {
-            const node = state.nodes.get(v.node_id);
-            return [v.mount_path, v.node_id, v.export_name, v.state, v.fs_url, node?.fs_auth_token ?? null, state.catalog.get(v.node_id)?.updated_at_ms ?? null];
-          }),
-        ]),
-      );
+      if (!stateChanged && !statesChanged) continue;
+      const signature = this.signatureOf(project, views);
       if (this.lastTopology.get(project.project_id) !== signature) {
         this.lastTopology.set(project.project_id, signature);
         if (this.baselined) this.topologyChanged$.next(project.project_id);
@@ -123,6 +122,17 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
     }
     this.current = current;
     this.baselined = true;
+  }
+
+  /** Everything a pinned session's view of a project depends on, as one string. */
+  private signatureOf(project: ProjectRecord, views: MountView[]): string {
+    const state = this.store.state;
+    const parts = [project.access_policy.invoke, project.token_sha256 ?? '-'];
+    for (const v of views) {
+      const node = state.nodes.get(v.node_id);
+      parts.push(v.mount_path, v.node_id, v.export_name, v.state, v.fs_url ?? '-', node?.fs_auth_token ?? '-', String(state.catalog.get(v.node_id)?.updated_at_ms ?? '-'));
+    }
+    return sha256Hex(parts.join('\0'));
   }
 
   private emit(event: AvailabilityEvent): void {

@@ -93,11 +93,12 @@ export class WorkspaceService {
     if (actor.role !== 'admin') desired = desired.filter((v) => !this.gated(state, project, v));
     const selected: MountView[] = [];
     const drift: DriftItem[] = [];
+    const primaries = new Map<string, MountView>();
+    for (const v of desired) if (!primaries.has(v.mount_path)) primaries.set(v.mount_path, v);
     for (const [path, ranked] of groupAndRank(desired)) {
       const chosen = ranked[0];
       selected.push(chosen);
-      const primary = desired.find((m) => m.mount_path === path)!;
-      const item = this.driftOf(path, chosen, primary);
+      const item = this.driftOf(path, chosen, primaries.get(path)!);
       if (item) drift.push(item);
     }
     return { desired, selected, drift };

@@ -43,6 +43,9 @@ export function getOrCreate<T>(name: string, create: () => T): T {
 export class RequestMetrics implements RequestObserver {
   private readonly total: Counter<string>;
   private readonly duration: Histogram<string>;
+  /** Labelled children, cached: label hashing per observation is the costly part. */
+  private readonly totals = new Map<string, Counter.Internal>();
+  private readonly durations = new Map<string, Histogram.Internal<string>>();
 
   /**
    * @param prefix metric name prefix, e.g. `svc_requests` or `svc_fs_ops`
@@ -71,8 +74,17 @@ export class RequestMetrics implements RequestObserver {
   }
 
   observe(type: string, result: string, seconds: number): void {
-    const t = this.stripTypePrefix && type.startsWith(this.stripTypePrefix) ? type.slice(this.stripTypePrefix.length) : type;
-    this.total.inc({ [this.typeLabel]: t, result });
-    this.duration.observe({ [this.typeLabel]: t }, seconds);
+    const key = `${type}\0${result}`;
+    let total = this.totals.get(key);
+    let duration = this.durations.get(type);
+    if (!total || !duration) {
+      const t = this.stripTypePrefix && type.startsWith(this.stripTypePrefix) ? type.slice(this.stripTypePrefix.length) : type;
+      total = this.total.labels({ [this.typeLabel]: t, result });
+      duration = this.duration.labels({ [this.typeLabel]: t });
+      this.totals.set(key, total);
+      this.durations.set(type, duration);
+    }
+    total.inc();
+    duration.observe(seconds);
   }
 }

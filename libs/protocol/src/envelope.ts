@@ -165,7 +165,8 @@ export function parseFrame(text: string): Frame {
     const why = e instanceof RangeError ? 'nesting too deep' : 'not valid JSON';
     throw new EnvelopeError('invalid_envelope', `message is ${why}`, 'control');
   }
-  if (nestsDeeperThan(value, MAX_NESTING)) {
+  // Nesting deeper than MAX_NESTING needs at least two characters per level.
+  if (text.length > 2 * MAX_NESTING && nestsDeeperThan(value, MAX_NESTING)) {
     const obj = value as Record<string, unknown>;
     const acheron = obj.channel === 'acheron';
     throw new EnvelopeError(

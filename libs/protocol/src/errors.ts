@@ -144,7 +144,12 @@ export class ProtocolError extends Error {
     message: string,
     readonly errno?: number,
   ) {
+    // A protocol error is an expected answer to bad input, not a bug: capturing a stack
+    // trace would only cost time (several µs per rejected frame under fuzzing or abuse).
+    const limit = Error.stackTraceLimit;
+    Error.stackTraceLimit = 0;
     super(message);
+    Error.stackTraceLimit = limit;
     this.name = 'ProtocolError';
   }
 
