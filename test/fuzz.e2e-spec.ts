@@ -70,7 +70,8 @@ function nested(depth: number): string {
 }
 
 function makeFrame(rand: () => number): string | Buffer {
-  const pick = <T>(xs: T[]): T => xs[Math.floor(rand() * xs.length)];
+  // structuredClone: mutations must never reach the shared corpus (or make it circular)
+  const pick = <T>(xs: T[]): T => structuredClone(xs[Math.floor(rand() * xs.length)]);
   const r = rand();
   if (r < 0.05) return Buffer.from(Array.from({ length: 1 + Math.floor(rand() * 64) }, () => Math.floor(rand() * 256)));
   if (r < 0.1) return Array.from({ length: 1 + Math.floor(rand() * 40) }, () => String.fromCharCode(32 + Math.floor(rand() * 95))).join('');

@@ -123,7 +123,7 @@ export class WorkspaceService {
       return { ...base, kind: 'missing_node', severity: 'critical', message: `no node of ${path} exists (node ${chosen.node_id} not found)` };
     }
     if (chosen.state === 'degraded') {
-      return { ...base, kind: 'node_offline', severity: 'critical', message: `every node of ${path} is offline (lease expired); serving from none` };
+      return { ...base, kind: 'node_offline', severity: 'critical', message: `every node of ${path} is offline (lease expired)` };
     }
     // Two online nodes may alternate by lease expiry (the selection rule); that is not drift.
     if (primary.state !== 'online' && (chosen.node_id !== primary.node_id || chosen.export_name !== primary.export_name)) {

@@ -9,7 +9,8 @@
  * exception filter recorded.
  */
 import { INestApplicationContext, Logger } from '@nestjs/common';
-import { AbstractWsAdapter, MessageMappingProperties } from '@nestjs/websockets';
+import { MessageMappingProperties } from '@nestjs/websockets';
+import { WsAdapter } from '@nestjs/platform-ws';
 import { createServer, IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
@@ -45,8 +46,8 @@ export interface EnvelopeWsAdapterOptions {
 }
 
 /** @see module documentation */
-export class EnvelopeWsAdapter extends AbstractWsAdapter {
-  private readonly logger = new Logger('EnvelopeWsAdapter');
+export class EnvelopeWsAdapter extends WsAdapter {
+  private readonly log = new Logger('EnvelopeWsAdapter');
   private readonly wss: WebSocketServer;
   private readonly http: HttpServer;
   private listening = false;
@@ -121,7 +122,7 @@ export class EnvelopeWsAdapter extends AbstractWsAdapter {
   // ---- Nest WebSocketAdapter contract -------------------------------------------------
 
   /** Returns the single `ws` server of this endpoint; gateways must use the profile's path. */
-  create(_port: number, options?: { path?: string }): WebSocketServer {
+  override create(_port: number, options?: { path?: string }): WebSocketServer {
     const path = options?.path ?? '/';
     if (path !== this.options.profile.path) {
       throw new Error(`gateway path ${path} does not match this endpoint's path ${this.options.profile.path}`);
@@ -138,7 +139,7 @@ export class EnvelopeWsAdapter extends AbstractWsAdapter {
   }
 
   /** Registers a gateway's handlers for one session; each type must have exactly one handler. */
-  bindMessageHandlers(
+  override bindMessageHandlers(
     session: WsSession,
     handlers: MessageMappingProperties[],
     _transform: (data: unknown) => Observable<unknown>,
@@ -146,7 +147,7 @@ export class EnvelopeWsAdapter extends AbstractWsAdapter {
     for (const h of handlers) {
       const type = String(h.message);
       if (session.handlers.has(type)) {
-        this.logger.error(`two gateways subscribe to ${type}; the first one is used`);
+        this.log.error(`two gateways subscribe to ${type}; the first one is used`);
         continue;
       }
       session.handlers.set(type, h.callback as (data: unknown, type: string) => unknown);
@@ -195,7 +196,7 @@ export class EnvelopeWsAdapter extends AbstractWsAdapter {
     if (this.stopping) return this.refuse(socket, 503, 'Service Unavailable');
     const auth = this.options.profile.authenticate(req);
     if (!auth) {
-      this.logger.warn({ remote: req.socket.remoteAddress, msg: 'upgrade refused: missing or invalid bearer token' });
+      this.log.warn({ remote: req.socket.remoteAddress, msg: 'upgrade refused: missing or invalid bearer token' });
       return this.refuse(socket, 401, 'Unauthorized', { 'WWW-Authenticate': 'Bearer realm="svc"' });
     }
     this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, auth.role, req));
@@ -206,7 +207,7 @@ export class EnvelopeWsAdapter extends AbstractWsAdapter {
     this.options.sessions.add(session);
     ws.on('error', (err: Error & { code?: string }) => {
       // ws closes the connection itself (1009 for an oversized frame, 1007 for bad UTF-8).
-      this.logger.debug?.({ session: session.id, code: err.code, msg: `websocket error: ${err.message}` });
+      this.log.debug?.({ session: session.id, code: err.code, msg: `websocket error: ${err.message}` });
     });
     ws.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(session, data, isBinary));
     this.wss.emit('connection', session);
@@ -278,7 +279,7 @@ export class EnvelopeWsAdapter extends AbstractWsAdapter {
       result = await handler(ctx, frame.type);
       if (isObservable(result)) result = await lastValueFrom(result, { defaultValue: undefined });
     } catch (e) {
-      ctx.error = toProtocolError(e, this.logger);
+      ctx.error = toProtocolError(e, this.log);
     } finally {
       session.inflight--;
     }
