@@ -22,7 +22,7 @@ async function get(url: string): Promise<{ status: number; body: string; type: s
 
 describe('ops endpoints', () => {
   it('serves /livez, /readyz, /metrics and /metrics.json', async () => {
-    const svc = await startSvc({ env: { SVC_METRICS_PORT: '0' } });
+    const svc = await startSvc({ env: { SVC_METRICS_PORT: '0', SVC_LOG_LEVEL: 'trace' } });
     expect(svc.opsUrl).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     const admin = await session(svc.url);
     const p = await admin.request<ProjectDetail>('project_create', { name: 'metrics' });
@@ -53,8 +53,11 @@ describe('ops endpoints', () => {
     const requests = byName.get('svc_requests_total')!.metrics;
     expect(requests.find((m) => m.labels?.type === 'control.project_create' && m.labels?.result === 'ok')?.value).toBe('1');
     expect(requests.find((m) => m.labels?.type === 'control.project_get' && m.labels?.result === 'project_not_found')?.value).toBe('1');
-    // no secret anywhere in the metrics
-    for (const secret of [ADMIN_TOKEN, USER_TOKEN, p.project_token!, n.node_secret, n.fs_auth_token]) expect(text.body).not.toContain(secret);
+    // no secret anywhere in the metrics, nor in the most verbose log
+    for (const secret of [ADMIN_TOKEN, USER_TOKEN, p.project_token!, n.node_secret, n.fs_auth_token]) {
+      expect(text.body).not.toContain(secret);
+      expect(svc.stderr()).not.toContain(secret);
+    }
 
     const json = JSON.parse((await get(`${svc.opsUrl}/metrics.json`)).body) as { metrics: Array<{ name: string; values: Array<{ value: number; labels: Record<string, string> }> }> };
     const viaControl = await admin.request<typeof json>('metrics');
