@@ -108,6 +108,12 @@ const STRERROR: Record<number, string> = {
   122: 'Disk quota exceeded',
 };
 
+/** The symbolic name of a Linux errno number, e.g. `errnoName(2)` = `ENOENT` (`E<n>` when unknown). */
+export function errnoName(errno: number): string {
+  for (const [name, n] of Object.entries(Errno)) if (n === errno) return name;
+  return `E${errno}`;
+}
+
 /** The C library's message for a Linux errno number, e.g. `strerror(2)` = `No such file or directory`. */
 export function strerror(errno: number): string {
   return STRERROR[errno] ?? `Unknown error ${errno}`;

@@ -23,6 +23,7 @@ import {
   Frame,
   parseBinaryFrame,
   parseFrame,
+  errnoName,
   ProtocolError,
   replyTypeOf,
   RequestId,
@@ -43,6 +44,11 @@ export interface EnvelopeWsAdapterOptions {
   profile: EndpointProfile;
   sessions: SessionRegistry;
   observer?: RequestObserver;
+}
+
+/** Metric result label of an error: the errno name on FS sessions (`ENOENT`), else the code. */
+function resultOf(err: ProtocolError): string {
+  return err.errno !== undefined ? errnoName(err.errno) : err.code;
 }
 
 /** @see module documentation */
@@ -238,7 +244,7 @@ export class EnvelopeWsAdapter extends WsAdapter {
       const err = e instanceof EnvelopeError ? e : new EnvelopeError('invalid_envelope', 'malformed message', 'control');
       const channel: Channel = profile.fsEndpoint ? 'acheron' : err.channel;
       this.replyError(session, channel, err.id, err.tag, err);
-      this.observe('invalid', err.code, received);
+      this.observe('invalid', resultOf(err), received);
       if (!session.negotiated(channel, profile.fsEndpoint)) session.close(CloseCode.POLICY_VIOLATION, err.code);
       return;
     }
@@ -261,14 +267,14 @@ export class EnvelopeWsAdapter extends WsAdapter {
     const gateError = profile.gate(session, frame);
     if (gateError) {
       this.replyError(session, frame.channel, frame.id, frame.tag, gateError);
-      this.observe(label, gateError.code, received);
-      session.close(CloseCode.POLICY_VIOLATION, gateError.code);
+      this.observe(label, resultOf(gateError), received);
+      if (negotiating) session.close(CloseCode.POLICY_VIOLATION, gateError.code);
       return;
     }
     if (!handler) {
       const err = new ProtocolError('unknown_type', `unknown message type "${frame.type}"`);
       this.replyError(session, frame.channel, frame.id, frame.tag, err);
-      this.observe(label, err.code, received);
+      this.observe(label, resultOf(err), received);
       if (negotiating) session.close(CloseCode.POLICY_VIOLATION, err.code);
       return;
     }
@@ -285,7 +291,7 @@ export class EnvelopeWsAdapter extends WsAdapter {
     }
     if (ctx.error) {
       this.replyError(session, frame.channel, frame.id, frame.tag, ctx.error);
-      this.observe(label, ctx.error.code, received);
+      this.observe(label, resultOf(ctx.error), received);
       if (negotiating) session.close(CloseCode.POLICY_VIOLATION, ctx.error.code);
       return;
     }
@@ -300,8 +306,10 @@ export class EnvelopeWsAdapter extends WsAdapter {
     this.observe(label, 'ok', received);
   }
 
-  private replyError(session: WsSession, channel: Channel, id: RequestId, tag: number | null, err: ProtocolError): void {
+  private replyError(session: WsSession, requested: Channel, id: RequestId, tag: number | null, err: ProtocolError): void {
     const { profile } = this.options;
+    // An FS session has one channel: every error goes back on acheron, with the tag.
+    const channel: Channel = profile.fsEndpoint ? 'acheron' : requested;
     const reply: Record<string, unknown> = { channel, type: profile.errorType(channel) };
     if (channel === 'control') reply.id = id;
     else reply.tag = tag;
