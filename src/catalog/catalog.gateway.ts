@@ -1,8 +1,11 @@
 /**
- * CatalogGateway, node part: invites, joins, join requests, leases, node listing and deletion
- * (PROTOCOL.md 5).
+ * CatalogGateway: nodes (invites, joins, join requests, leases, listing, deletion; PROTOCOL.md 5)
+ * and the node service catalog (upsert, get, watch; PROTOCOL.md 7).
  */
+import { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { SubscribeMessage } from '@nestjs/websockets';
+import { IsOptional, Matches } from 'class-validator';
+import { Subscription } from 'rxjs';
 import {
   InviteCreateDto,
   LeaseRefreshDto,
@@ -12,14 +15,82 @@ import {
   NodeJoinRequestDto,
   NodeJoinStatusDto,
   NodeRefDto,
+  Frame as FrameT,
 } from '@svc/protocol';
-import { Payload } from '@svc/transport';
+import { Frame, Payload, Session, SessionRegistry, WsSession } from '@svc/transport';
+import { actorOf, controlLocals, heldProjectId } from '../common/actor';
 import { AdminOnly, ControlChannelGateway, Protected } from '../control/gates';
+import { StateService } from '../persistence/state.service';
+import { CatalogChange, CatalogService, eventFor } from './catalog.service';
 import { NodesService } from './nodes.service';
+import { Viewer } from './permissions';
+
+/** `control.node_service_watch` `{node_id?}`: one node, or every node when absent. */
+class WatchDto {
+  @IsOptional()
+  @Matches(/^[A-Za-z0-9_\-][A-Za-z0-9._\-]{0,127}$/, { message: 'node_id must be identifier-safe' })
+  node_id?: string;
+}
 
 @ControlChannelGateway()
-export class CatalogGateway {
-  constructor(private readonly nodes: NodesService) {}
+export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
+  private sub: Subscription | null = null;
+
+  constructor(
+    private readonly nodes: NodesService,
+    private readonly catalog: CatalogService,
+    private readonly sessions: SessionRegistry,
+    private readonly store: StateService,
+  ) {}
+
+  onModuleInit(): void {
+    this.sub = this.catalog.changes$.subscribe((change) => this.push(change));
+  }
+
+  onModuleDestroy(): void {
+    this.sub?.unsubscribe();
+  }
+
+  /** The viewer of a session for permission filtering (PROTOCOL.md 7). */
+  private viewerOf(session: WsSession): Viewer {
+    const actor = actorOf(session);
+    return { role: actor.role, holdsProjectToken: heldProjectId(this.store.state, actor, controlLocals(session).pin) !== null };
+  }
+
+  private push(change: CatalogChange): void {
+    for (const session of this.sessions.all()) {
+      const watch = controlLocals(session).watch;
+      if (!watch || (watch.node_id !== null && watch.node_id !== change.node_id)) continue;
+      session.push('control', 'control.node_service_event', eventFor(change, this.viewerOf(session)));
+    }
+  }
+
+  /** `control.node_service_upsert` (node_secret): replaces the node's catalog record; returns it with defaults applied. */
+  @SubscribeMessage('control.node_service_upsert')
+  upsert(@Frame() frame: FrameT) {
+    return this.catalog.upsert(frame.payload);
+  }
+
+  /** `control.node_service_get` `{node_id}` -> `{node_id, node_name, platform, labels, services}` (filtered for non-admins). */
+  @SubscribeMessage('control.node_service_get')
+  serviceGet(@Session() session: WsSession, @Payload() body: NodeRefDto) {
+    return this.catalog.view(body.node_id, this.viewerOf(session));
+  }
+
+  /** `control.node_service_watch` `{node_id?}` -> `{watching:true, node_id}`; then `control.node_service_event` pushes. */
+  @SubscribeMessage('control.node_service_watch')
+  watch(@Session() session: WsSession, @Payload() body: WatchDto) {
+    if (body.node_id !== undefined) this.nodes.get(body.node_id);
+    controlLocals(session).watch = { node_id: body.node_id ?? null };
+    return { watching: true, node_id: body.node_id ?? null };
+  }
+
+  /** `control.node_service_unwatch` -> `{watching:false}`. */
+  @SubscribeMessage('control.node_service_unwatch')
+  unwatch(@Session() session: WsSession) {
+    controlLocals(session).watch = null;
+    return { watching: false };
+  }
 
   @SubscribeMessage('control.node_invite_create')
   @AdminOnly()

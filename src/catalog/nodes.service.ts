@@ -4,6 +4,7 @@
  * returned once and stored only as SHA-256 digests.
  */
 import { Injectable } from '@nestjs/common';
+import { Subject } from 'rxjs';
 import {
   fail,
   INVITE_TTL_DEFAULT_MS,
@@ -39,6 +40,8 @@ function platformOf(p: Platform | undefined): Platform {
 export class NodesService {
   /** Credentials of approved requests not yet fetched by their node (memory only: never in a snapshot). */
   private readonly undelivered = new Map<string, NodeCredentials>();
+  /** Ids of deleted nodes, after the deletion is durable. */
+  readonly deleted$ = new Subject<string>();
 
   constructor(
     private readonly store: StateService,
@@ -86,11 +89,12 @@ export class NodesService {
    */
   async createInvite(ttlMs = INVITE_TTL_DEFAULT_MS): Promise<{ invite_token: string; expires_at_ms: number }> {
     const token = newSecret();
+    const digest = sha256Hex(token);
     return this.store.mutate((s) => {
       const now = this.clock.now();
       this.prune(s, now);
       const expires = now + ttlMs;
-      s.invites.set(sha256Hex(token), { invite_sha256: sha256Hex(token), created_at_ms: now, expires_at_ms: expires, redeemed_at_ms: null, node_id: null });
+      s.invites.set(digest, { invite_sha256: digest, created_at_ms: now, expires_at_ms: expires, redeemed_at_ms: null, node_id: null });
       return { invite_token: token, expires_at_ms: expires };
     });
   }
@@ -255,11 +259,13 @@ export class NodesService {
    * @throws ProtocolError `node_not_found`
    */
   async delete(nodeId: string): Promise<{ deleted: true; node_id: string }> {
-    return this.store.mutate((s) => {
+    const result = await this.store.mutate((s) => {
       if (!s.nodes.delete(nodeId)) fail('node_not_found', `node ${nodeId} not found`);
       s.catalog.delete(nodeId);
       return { deleted: true as const, node_id: nodeId };
     });
+    this.deleted$.next(nodeId);
+    return result;
   }
 
   private pending(s: ControlState, requestId: string): JoinRequestRecord {

@@ -1,6 +1,7 @@
 /**
  * Control-plane metrics (issue 2 item 9), all with the `svc_` prefix: sessions, requests by
- * type and result, request duration, nodes, nodes online, projects, mounts by state. Gauges
+ * type and result, request duration, nodes, nodes online, projects, mounts by state, catalog
+ * services and watchers. Gauges
  * are computed when scraped, from the live state; no secret is ever a label.
  */
 import { Injectable } from '@nestjs/common';
@@ -10,13 +11,15 @@ import { SessionRegistry } from '@svc/transport';
 import { Clock } from '../common/clock';
 import { StateService } from '../persistence/state.service';
 import { AvailabilityService } from '../projects/availability.service';
+import { CatalogService } from '../catalog/catalog.service';
+import { controlLocals } from '../common/actor';
 
 @Injectable()
 export class ControlMetrics {
   /** Observer handed to the envelope adapter. */
   readonly requests = new RequestMetrics('svc_requests');
 
-  constructor(sessions: SessionRegistry, store: StateService, clock: Clock, availability: AvailabilityService) {
+  constructor(sessions: SessionRegistry, store: StateService, clock: Clock, availability: AvailabilityService, catalog: CatalogService) {
     const gauge = (name: string, help: string, collect: (g: Gauge<string>) => void, labelNames: string[] = []) =>
       getOrCreate(name, () => new Gauge({ name, help, labelNames, collect() { collect(this); } }));
     gauge('svc_sessions', 'Open WebSocket sessions', (g) => g.set(sessions.size));
@@ -28,6 +31,8 @@ export class ControlMetrics {
       g.set(n);
     });
     gauge('svc_projects', 'Projects', (g) => g.set(store.state.projects.size));
+    gauge('svc_catalog_services', 'Service entries in the node service catalog', (g) => g.set(catalog.servicesTotal()));
+    gauge('svc_catalog_watchers', 'Sessions watching the node service catalog', (g) => g.set(sessions.all().filter((s) => controlLocals(s).watch !== null).length));
     gauge(
       'svc_mounts',
       'Configured project mounts by availability state',

@@ -4,7 +4,9 @@
  * invite tokens, join-request secrets) are kept as SHA-256 hex digests; `fs_auth_token` is kept
  * because it is handed out (PROTOCOL.md 5 "At rest"). Times are ms since the epoch.
  */
-import type { AccessPolicy, Platform, Role } from '@svc/protocol';
+import type { AccessPolicy, Platform, Role, ServiceEntry } from '@svc/protocol';
+
+export type { ServiceEntry };
 
 export interface MountRecord {
   mount_path: string;
@@ -72,22 +74,6 @@ export interface JoinRequestRecord {
   node_id: string | null;
   /** Whether the node has fetched its credentials through `node_join_status`. */
   delivered: boolean;
-}
-
-/** A catalog service entry with defaults applied (SPEC.md "Service entry"). */
-export interface ServiceEntry {
-  service_id: string;
-  kind: string;
-  version: string;
-  state: string;
-  endpoints: string[];
-  capabilities: Record<string, unknown>;
-  mounts: Array<{ mount_id: string; mount_path: string; state: string }>;
-  ops: Record<string, unknown>;
-  runtime: Record<string, unknown>;
-  permissions: Record<string, unknown>;
-  schema: Record<string, unknown>;
-  help_md?: string;
 }
 
 export interface CatalogRecord {

@@ -7,3 +7,4 @@ export * from './validation';
 export * from './dto/control.dto';
 export * from './secrets';
 export * from './topology';
+export * from './catalog';
