@@ -1,3 +1,4 @@
 export * from './control-client';
 export * from './auth';
 export * from './client.module';
+export * from './fs-client';

@@ -1,0 +1,251 @@
+/**
+ * FsClient: one FS session on a node's `/v2/fs` endpoint (PROTOCOL.md 4 and 8). Sends
+ * `acheron.t_fs_hello` (with the auth token and, by default, a request for the binary data
+ * path), correlates replies by `tag` with many requests in flight, and emits the node's
+ * invalidation pushes.
+ */
+import { EventEmitter } from 'node:events';
+import WebSocket from 'ws';
+import { encodeBinaryFrame, FS_PROTO, FS_PROTOCOL, FsError, MAX_TAG } from '@svc/protocol';
+import { ConnectionError } from './control-client';
+
+export interface FsClientOptions {
+  /** Node URL, e.g. `ws://127.0.0.1:18891/v2/fs`. */
+  url: string;
+  /** FS session token, when the node has FS session auth on. */
+  authToken?: string;
+  /** Ask for the binary data path (default true). */
+  binary?: boolean;
+  /** Time allowed for connecting and the hello, ms (default 5000). */
+  connectTimeoutMs?: number;
+  /** Default time allowed per request, ms (default 30000). */
+  requestTimeoutMs?: number;
+}
+
+/** The `acheron.r_fs_hello` payload (PROTOCOL.md 4). */
+export interface FsHello {
+  protocol: string;
+  proto: number;
+  node: { name: string; os: string; ver: string };
+  caps: {
+    readdirp: boolean;
+    symlink: boolean;
+    xattr: boolean;
+    locks: boolean;
+    statfs: boolean;
+    events: boolean;
+    case_sensitive: boolean;
+    max_read: number;
+    max_write: number;
+    binary_data?: boolean;
+  };
+}
+
+/** Request targets: root fields `node` (u64 node id) and `h` (u64 handle). */
+export interface FsTarget {
+  node?: number;
+  h?: number;
+}
+
+interface Pending {
+  resolve: (v: { payload: Record<string, unknown>; data?: Buffer }) => void;
+  reject: (e: Error) => void;
+  timer: NodeJS.Timeout;
+}
+
+/**
+ * Events: `inval` ({node, what, gen}), `inval_dir` ({dir, dir_gen}), `event` (type, payload)
+ * for every push, `close` (code: number, reason: string).
+ */
+export class FsClient extends EventEmitter {
+  private nextTag = 1;
+  private readonly pending = new Map<number, Pending>();
+  private closed = false;
+  /** The node's hello reply. */
+  hello: FsHello;
+
+  private constructor(
+    private readonly ws: WebSocket,
+    readonly url: string,
+    private readonly requestTimeoutMs: number,
+  ) {
+    super();
+    ws.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
+    ws.on('close', (code, reason) => {
+      this.closed = true;
+      const err = new ConnectionError(`FS session to ${url} closed (${code}${reason.length ? `: ${reason.toString()}` : ''})`, 'closed');
+      for (const p of this.pending.values()) {
+        clearTimeout(p.timer);
+        p.reject(err);
+      }
+      this.pending.clear();
+      this.emit('close', code, reason.toString());
+    });
+    ws.on('error', () => undefined);
+  }
+
+  /**
+   * Connects and says hello.
+   * @throws ConnectionError `unreachable` / `timeout` / `closed` when the node cannot be reached
+   * @throws FsError when the node rejects the hello (errno 13 `AuthMissing`/`AuthFailed`, 71 EPROTO)
+   */
+  static async connect(options: FsClientOptions): Promise<FsClient> {
+    const timeoutMs = options.connectTimeoutMs ?? 5000;
+    const ws = await new Promise<WebSocket>((resolve, reject) => {
+      let settled = false;
+      let socket: WebSocket;
+      const done = (err: Error | null) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (err) {
+          socket?.terminate();
+          reject(err);
+        } else resolve(socket);
+      };
+      const timer = setTimeout(() => done(new ConnectionError(`timed out connecting to ${options.url}`, 'timeout')), timeoutMs);
+      try {
+        socket = new WebSocket(options.url, { handshakeTimeout: timeoutMs, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
+      } catch (e) {
+        done(new ConnectionError(`invalid node URL ${options.url}: ${(e as Error).message}`, 'unreachable'));
+        return;
+      }
+      socket.once('open', () => done(null));
+      socket.once('unexpected-response', (_req, res) => done(new ConnectionError(`${options.url} answered HTTP ${res.statusCode} instead of a WebSocket upgrade`, 'unreachable')));
+      socket.once('error', (err: NodeJS.ErrnoException) =>
+        done(new ConnectionError(`cannot connect to ${options.url}: ${err.code === 'ECONNREFUSED' ? 'connection refused' : err.message}`, 'unreachable')),
+      );
+    });
+    const client = new FsClient(ws, options.url, options.requestTimeoutMs ?? 30_000);
+    const payload: Record<string, unknown> = { protocol: FS_PROTOCOL, proto: FS_PROTO, binary: options.binary ?? true };
+    if (options.authToken !== undefined) payload.auth_token = options.authToken;
+    try {
+      client.hello = (await client.call('hello', {}, payload, timeoutMs)).payload as unknown as FsHello;
+    } catch (e) {
+      client.close();
+      throw e;
+    }
+    return client;
+  }
+
+  /** True while the session is open. */
+  get isOpen(): boolean {
+    return !this.closed;
+  }
+
+  /** Whether reads and writes use binary frames on this session. */
+  get binary(): boolean {
+    return this.hello?.caps?.binary_data === true;
+  }
+
+  /** Largest read and write, bytes. */
+  get maxRead(): number {
+    return this.hello.caps.max_read;
+  }
+  get maxWrite(): number {
+    return this.hello.caps.max_write;
+  }
+
+  /**
+   * Sends one FS request (`acheron.t_fs_<op>`) and waits for its reply.
+   * @param op operation name, e.g. `lookup`
+   * @param target root fields `node` / `h`
+   * @param payload request payload
+   * @returns the reply payload
+   * @throws FsError for `acheron.err_fs`; ConnectionError when the session ends or times out
+   */
+  async request<T = Record<string, unknown>>(op: string, target: FsTarget = {}, payload: object = {}, timeoutMs?: number): Promise<T> {
+    return (await this.call(op, target, payload, timeoutMs)).payload as T;
+  }
+
+  /**
+   * Reads up to `len` bytes at `off` from handle `h` (binary frames when negotiated).
+   * @returns the bytes and whether the end of file was reached
+   */
+  async read(h: number, off: number, len: number): Promise<{ data: Buffer; eof: boolean }> {
+    const r = await this.call('read', { h }, { off, len });
+    const data = r.data ?? Buffer.from((r.payload.data_b64 as string | undefined) ?? '', 'base64');
+    return { data, eof: r.payload.eof === true };
+  }
+
+  /**
+   * Writes `data` (at most `maxWrite` bytes) at `off` to handle `h`.
+   * @returns the number of bytes written
+   */
+  async write(h: number, off: number, data: Uint8Array): Promise<number> {
+    if (this.binary) {
+      const r = await this.callBinary('write', { h }, { off, n: data.length }, data);
+      return r.payload.n as number;
+    }
+    const r = await this.call('write', { h }, { off, data_b64: Buffer.from(data).toString('base64') });
+    return r.payload.n as number;
+  }
+
+  /** Closes the session (1000). */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.ws.close(1000);
+  }
+
+  private allocTag(): number {
+    let tag = this.nextTag;
+    while (this.pending.has(tag)) tag = tag >= MAX_TAG ? 1 : tag + 1;
+    this.nextTag = tag >= MAX_TAG ? 1 : tag + 1;
+    return tag;
+  }
+
+  private call(op: string, target: FsTarget, payload: object, timeoutMs = this.requestTimeoutMs) {
+    const tag = this.allocTag();
+    return this.track(tag, timeoutMs, () => this.ws.send(JSON.stringify({ channel: 'acheron', type: `acheron.t_fs_${op}`, tag, ...target, payload })));
+  }
+
+  private callBinary(op: string, target: FsTarget, payload: object, data: Uint8Array, timeoutMs = this.requestTimeoutMs) {
+    const tag = this.allocTag();
+    return this.track(tag, timeoutMs, () => this.ws.send(encodeBinaryFrame({ channel: 'acheron', type: `acheron.t_fs_${op}`, tag, ...target, payload }, data)));
+  }
+
+  private track(tag: number, timeoutMs: number, send: () => void): Promise<{ payload: Record<string, unknown>; data?: Buffer }> {
+    if (this.closed) return Promise.reject(new ConnectionError(`FS session to ${this.url} is closed`, 'closed'));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(tag);
+        reject(new ConnectionError(`no reply from ${this.url} within ${timeoutMs} ms`, 'timeout'));
+      }, timeoutMs);
+      this.pending.set(tag, { resolve, reject, timer });
+      send();
+    });
+  }
+
+  private onMessage(raw: Buffer, isBinary: boolean): void {
+    let msg: Record<string, unknown>;
+    let data: Buffer | undefined;
+    try {
+      if (isBinary) {
+        const len = raw.readUInt32BE(0);
+        msg = JSON.parse(raw.toString('utf8', 4, 4 + len)) as Record<string, unknown>;
+        data = raw.subarray(4 + len);
+      } else {
+        msg = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
+      }
+    } catch {
+      return;
+    }
+    if (typeof msg.tag !== 'number') {
+      const type = String(msg.type);
+      this.emit('event', type, msg.payload);
+      if (type === 'acheron.e_fs_inval') this.emit('inval', msg.payload);
+      else if (type === 'acheron.e_fs_inval_dir') this.emit('inval_dir', msg.payload);
+      return;
+    }
+    const p = this.pending.get(msg.tag);
+    if (!p) return;
+    this.pending.delete(msg.tag);
+    clearTimeout(p.timer);
+    if (msg.ok === true) p.resolve({ payload: (msg.payload ?? {}) as Record<string, unknown>, data });
+    else {
+      const error = (msg.error ?? {}) as { errno?: number; message?: string };
+      p.reject(new FsError(error.errno ?? 5, error.message));
+    }
+  }
+}
