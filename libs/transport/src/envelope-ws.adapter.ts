@@ -289,20 +289,23 @@ export class EnvelopeWsAdapter extends WsAdapter {
     } finally {
       session.inflight--;
     }
+    if (ctx.replied) {
+      // The handler answered itself (binary reply) or was abandoned (t_flush): no reply here.
+      this.observe(label, ctx.error ? resultOf(ctx.error) : 'ok', received);
+      return;
+    }
     if (ctx.error) {
       this.replyError(session, frame.channel, frame.id, frame.tag, ctx.error);
       this.observe(label, resultOf(ctx.error), received);
       if (negotiating) session.close(CloseCode.POLICY_VIOLATION, ctx.error.code);
       return;
     }
-    if (!ctx.replied) {
-      const reply: Record<string, unknown> = { channel: frame.channel, type: replyTypeOf(frame.type) };
-      if (frame.channel === 'control') reply.id = frame.id;
-      else reply.tag = frame.tag;
-      reply.ok = true;
-      reply.payload = result ?? {};
-      session.send(reply);
-    }
+    const reply: Record<string, unknown> = { channel: frame.channel, type: replyTypeOf(frame.type) };
+    if (frame.channel === 'control') reply.id = frame.id;
+    else reply.tag = frame.tag;
+    reply.ok = true;
+    reply.payload = result ?? {};
+    session.send(reply);
     this.observe(label, 'ok', received);
   }
 
