@@ -65,6 +65,7 @@ export function toRuntimeError(e: unknown, label: string): ProtocolError {
 const O_RDONLY = 0;
 const O_WRONLY = 1;
 const O_RDWR = 2;
+const O_TRUNC = 0o1000;
 
 /** One export on one FS session. */
 class ExportFs implements RoutedFs {
@@ -111,7 +112,8 @@ class ExportFs implements RoutedFs {
   async open(rel: string[], mode: 'r' | 'w' | 'rw'): Promise<RoutedHandle> {
     try {
       const attr = await this.nodeOf(rel);
-      const flags = mode === 'r' ? O_RDONLY : mode === 'w' ? O_WRONLY : O_RDWR;
+      // "w" replaces the content (like a shell redirection); "rw" keeps it.
+      const flags = mode === 'r' ? O_RDONLY : mode === 'w' ? O_WRONLY | O_TRUNC : O_RDWR;
       const { h } = await this.client.request<{ h: number }>('open', { node: attr.id }, { flags });
       const client = this.client;
       const label = this.label;

@@ -1,10 +1,12 @@
 /** Root module of `svc-control`: the commands and the protocol clients they are given. */
 import { Module } from '@nestjs/common';
 import { ClientModule } from '@svc/client';
-import { CliOutput, ControlCommand } from './control.command';
+import { AcheronCommand } from './acheron.command';
+import { ControlCommand } from './control.command';
+import { CliOutput } from './session-command';
 
 @Module({
   imports: [ClientModule],
-  providers: [ControlCommand, CliOutput],
+  providers: [ControlCommand, AcheronCommand, CliOutput],
 })
 export class CliModule {}

@@ -6,101 +6,16 @@
  * Exit codes: 0 success; 1 the server answered `control.error` (printed as
  * `error: <code>: <message>` on stderr); 2 usage, connection or authentication failure.
  */
-import { CommandRunner, Option, RootCommand } from 'nest-commander';
-import { ClientModule, ControlClient, ControlClientFactory, ControlError, ConnectionError, resolveAuthToken } from '@svc/client';
-import { DEFAULT_SVC_PORT, PROTECTED_OPERATIONS } from '@svc/protocol';
-import { readPayloadArg, UsageError } from './payload';
-
-export interface ControlOptions {
-  url: string;
-  authToken?: string;
-  operatorToken?: string;
-  agentId?: string;
-  watch?: boolean;
-  timeoutMs?: number;
-}
-
-export const DEFAULT_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
-
-/** Writes to stdout/stderr and sets the exit code; shared by the svc-control commands. */
-export class CliOutput {
-  json(value: unknown): void {
-    process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-  }
-  line(text: string): void {
-    process.stdout.write(`${text}\n`);
-  }
-  fail(message: string, code: number): void {
-    process.stderr.write(`${message}\n`);
-    process.exitCode = code;
-  }
-}
-
-/**
- * Opens the control session for a command.
- * @throws UsageError when no token can be found
- */
-export async function openSession(factory: ControlClientFactory, options: ControlOptions): Promise<ControlClient> {
-  const token = resolveAuthToken(options.authToken);
-  if (!token) {
-    throw new UsageError('no auth token: pass --auth-token, set SVC_AUTH_TOKEN, or run where ${SVC_STATE_DIR:-./.svc}/auth_tokens.json is readable');
-  }
-  return factory.connect({ url: options.url, token, agentId: options.agentId, requestTimeoutMs: options.timeoutMs });
-}
-
-/** Maps a failure to the CLI's message and exit code. */
-export function reportFailure(out: CliOutput, e: unknown, prefix = 'error'): void {
-  if (e instanceof ControlError) out.fail(`${prefix}: ${e.code}: ${e.message}`, 1);
-  else if (e instanceof UsageError) out.fail(`svc-control: ${e.message}`, 2);
-  else if (e instanceof ConnectionError) out.fail(`svc-control: ${e.message}`, 2);
-  else out.fail(`svc-control: ${(e as Error).message ?? String(e)}`, 2);
-}
-
-/** Options shared by every svc-control command (declared once, parsed by commander). */
-export abstract class SessionCommand extends CommandRunner {
-  @Option({ flags: '--url <url>', description: `control-plane WebSocket URL (default ${DEFAULT_URL}, or $SVC_URL)` })
-  parseUrl(v: string): string {
-    return v;
-  }
-
-  @Option({ flags: '--auth-token <token>', description: 'role token (default $SVC_AUTH_TOKEN, else the admin token in ${SVC_STATE_DIR:-./.svc}/auth_tokens.json)' })
-  parseAuthToken(v: string): string {
-    return v;
-  }
-
-  @Option({ flags: '--operator-token <token>', description: 'operator token for protected operations (default $SVC_CONTROL_OPERATOR_TOKEN)' })
-  parseOperatorToken(v: string): string {
-    return v;
-  }
-
-  @Option({ flags: '--agent-id <id>', description: 'agent id for control.connect (default "default")' })
-  parseAgentId(v: string): string {
-    return v;
-  }
-
-  @Option({ flags: '--timeout-ms <ms>', description: 'per-request time limit in ms (default 30000)' })
-  parseTimeout(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n <= 0) throw new UsageError('--timeout-ms must be a positive integer');
-    return n;
-  }
-
-  /** Options with defaults from the environment applied. */
-  protected resolved(options: Record<string, unknown> | undefined): ControlOptions {
-    const o = (options ?? {}) as Partial<ControlOptions>;
-    return {
-      url: o.url ?? process.env.SVC_URL ?? DEFAULT_URL,
-      authToken: o.authToken,
-      operatorToken: o.operatorToken ?? (process.env.SVC_CONTROL_OPERATOR_TOKEN || undefined),
-      agentId: o.agentId,
-      watch: o.watch,
-      timeoutMs: o.timeoutMs,
-    };
-  }
-}
+import { Option, RootCommand } from 'nest-commander';
+import { ControlClient, ControlClientFactory } from '@svc/client';
+import { PROTECTED_OPERATIONS } from '@svc/protocol';
+import { readPayloadArg } from './payload';
+import { AcheronCommand } from './acheron.command';
+import { CliOutput, openSession, reportFailure, SessionCommand } from './session-command';
 
 @RootCommand({
   name: 'svc-control',
+  subCommands: [AcheronCommand],
   arguments: '[op] [payload]',
   description: 'send one control operation to svc and print the reply payload as JSON',
   argsDescription: {
@@ -161,4 +76,3 @@ export class ControlCommand extends SessionCommand {
   }
 }
 
-export { ClientModule };
