@@ -8,3 +8,4 @@ export * from './dto/control.dto';
 export * from './secrets';
 export * from './topology';
 export * from './catalog';
+export * from './fs';

@@ -1,0 +1,59 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, loadFsNodeConfig, parseExport } from './config';
+
+describe('svc-fs-node configuration', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'svc-fs-node-config-'));
+    writeFileSync(join(dir, 'file'), '');
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('defaults: 127.0.0.1:18891, export work=.:rw, no auth, host name', () => {
+    const c = loadFsNodeConfig([], {}, dir);
+    expect(c).toMatchObject({ bind: '127.0.0.1', port: 18891, authToken: null, metricsPort: null, maxMessageBytes: 8 * 1024 * 1024, logLevel: 'info' });
+    expect(c.exports).toEqual([{ name: 'work', path: dir, ro: false }]);
+    expect(c.nodeName.length).toBeGreaterThan(0);
+  });
+
+  it('parses repeated exports with modes, relative paths and colons in paths', () => {
+    const c = loadFsNodeConfig(['--export', 'a=.:ro', '--export', `b=${dir}:rw`, '--port', '0', '--node-name', 'n1'], {}, dir);
+    expect(c.exports).toEqual([
+      { name: 'a', path: dir, ro: true },
+      { name: 'b', path: dir, ro: false },
+    ]);
+    expect(c.port).toBe(0);
+    expect(c.nodeName).toBe('n1');
+    expect(() => parseExport('x=/nonexistent:weird:ro')).toThrow(/does not exist/);
+  });
+
+  it('takes the FS session token from --auth-token, else SVC_FS_NODE_AUTH_TOKEN', () => {
+    expect(loadFsNodeConfig([], { SVC_FS_NODE_AUTH_TOKEN: 'env-token' }, dir).authToken).toBe('env-token');
+    expect(loadFsNodeConfig(['--auth-token', 'flag-token'], { SVC_FS_NODE_AUTH_TOKEN: 'env-token' }, dir).authToken).toBe('flag-token');
+    expect(loadFsNodeConfig([], { SVC_FS_NODE_AUTH_TOKEN: '' }, dir).authToken).toBeNull();
+  });
+
+  it.each([
+    [['--export', 'w=missing'], /does not exist/],
+    [['--export', 'w=file'], /not a directory/],
+    [['--export', '=x'], /NAME=PATH/],
+    [['--export', 'bad name=.'], /identifier-safe/],
+    [['--export', 'w=.', '--export', 'w=.:ro'], /given twice/],
+    [['--port', '-1'], /port/],
+    [['--port', '65536'], /port/],
+    [['--auth-token', ''], /must not be empty/],
+    [['--bogus'], /Unknown option/],
+  ])('rejects %j', (argv, message) => {
+    expect(() => loadFsNodeConfig(argv as string[], {}, dir)).toThrow(ConfigError);
+    expect(() => loadFsNodeConfig(argv as string[], {}, dir)).toThrow(message as RegExp);
+  });
+
+  it('reads the environment limits', () => {
+    const c = loadFsNodeConfig([], { SVC_METRICS_PORT: '9100', SVC_MAX_MESSAGE_BYTES: String(4 << 20), SVC_LOG_LEVEL: 'DEBUG' }, dir);
+    expect(c).toMatchObject({ metricsPort: 9100, maxMessageBytes: 4 << 20, logLevel: 'debug' });
+    expect(() => loadFsNodeConfig([], { SVC_MAX_MESSAGE_BYTES: '1024' }, dir)).toThrow(/SVC_MAX_MESSAGE_BYTES/);
+    expect(() => loadFsNodeConfig([], { SVC_LOG_LEVEL: 'loud' }, dir)).toThrow(/SVC_LOG_LEVEL/);
+  });
+});

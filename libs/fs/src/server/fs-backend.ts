@@ -1,0 +1,108 @@
+/**
+ * The export provider port (ARCHITECTURE.md "services with repositories behind ports"): what
+ * one export must do for the FS operations of PROTOCOL.md 8, in terms of paths below the export
+ * root. {@link FsService} owns node ids, handles, sessions and events and calls a backend for
+ * the filesystem work; a backend owns its confinement.
+ *
+ * Implementations: {@link LocalDirBackend} (a directory on the node's disk). A synthetic export
+ * (e.g. a terminal service with `README.md` and `control/invoke.json`) implements the same port.
+ *
+ * Paths are arrays of names below the root (`[]` = the root); every name has passed
+ * `validateName`. Errors are {@link FsError}s with Linux errno numbers.
+ */
+import type { StatFs } from '@svc/protocol';
+
+/** What a backend reports about one node; times in ns since the epoch, size in bytes. */
+export interface FsStat {
+  /** 1 file (or any non-directory, non-symlink type), 2 directory, 3 symlink. */
+  kind: 1 | 2 | 3;
+  /** Full st_mode (type and permission bits). */
+  mode: number;
+  nlink: number;
+  uid: number;
+  gid: number;
+  size: number;
+  atimeNs: number;
+  mtimeNs: number;
+  ctimeNs: number;
+}
+
+/** Attribute changes of `setattr`/`truncate`; `size` in bytes, times in ns since the epoch. */
+export interface FsAttrChanges {
+  mode?: number;
+  uid?: number;
+  gid?: number;
+  size?: number;
+  atimeNs?: number;
+  mtimeNs?: number;
+}
+
+/** An open file of a backend; positions and counts in bytes. */
+export interface FsOpenFile {
+  readonly readable: boolean;
+  readonly writable: boolean;
+  /** Reads up to `buffer.length` bytes at `position`; returns the count (0 at end of file). @throws FsError EISDIR for a directory */
+  read(buffer: Buffer, position: number): Promise<number>;
+  /** Writes all of `data` at `position` (appends when opened with O_APPEND); returns the count. */
+  write(data: Buffer, position: number): Promise<number>;
+  /** Flushes data and metadata to stable storage. */
+  sync(): Promise<void>;
+  /** Closes the file; further calls fail with EBADF. */
+  close(): Promise<void>;
+}
+
+/**
+ * A change seen by a directory watch: `rename` (entry added, removed or moved) or `change` (an
+ * entry's content or attributes) of entry `name`. `name` null: the change cannot be named, or
+ * the watched directory itself was removed, moved or replaced (the watch is dead after it).
+ */
+export type FsWatchEvent = { type: 'rename' | 'change'; name: string | null };
+
+/** A live directory watch. */
+export interface FsWatch {
+  close(): void;
+}
+
+/** The export provider port; see module documentation. */
+export interface FsBackend {
+  /** `source_kind` of the export (`local_dir`, `synthetic`, ...). */
+  readonly sourceKind: string;
+  /** Export capabilities listed by `exports`. */
+  readonly caps: Record<string, unknown>;
+
+  /** Attributes of `path` without following a final symlink. @throws FsError ENOENT, EACCES (outside the root) */
+  getattr(path: readonly string[]): Promise<FsStat>;
+  /** Attributes of `dir/name` (`dir` is followed when it is a symlink, `name` is not). */
+  lookup(dir: readonly string[], name: string): Promise<FsStat>;
+  /** The names in directory `dir` (followed when a symlink), without `.` and `..`, in any order. */
+  readdir(dir: readonly string[]): Promise<string[]>;
+  /** Attributes of several entries of `dir`, null for an entry that is gone. */
+  lookupMany(dir: readonly string[], names: readonly string[]): Promise<Array<FsStat | null>>;
+  /** Applies attribute changes without following a final symlink; returns the new attributes. */
+  setattr(path: readonly string[], changes: FsAttrChanges): Promise<FsStat>;
+  /** Opens an existing node (a final symlink is followed, confined) with Linux open `flags` (O_CREAT/O_EXCL ignored). */
+  open(path: readonly string[], flags: number): Promise<{ file: FsOpenFile; stat: FsStat }>;
+  /** Creates (or, without O_EXCL, opens) regular file `dir/name` with permission bits `mode`; never follows a symlink at `name`. */
+  create(dir: readonly string[], name: string, mode: number, flags: number): Promise<{ file: FsOpenFile; stat: FsStat; created: boolean }>;
+  /** Creates directory `dir/name` with permission bits `mode`. */
+  mkdir(dir: readonly string[], name: string, mode: number): Promise<FsStat>;
+  /** Creates symlink `dir/name` holding `target` (any text, stored as given). */
+  symlink(dir: readonly string[], name: string, target: string): Promise<FsStat>;
+  /** The target text of symlink `path`. @throws FsError EINVAL when not a symlink */
+  readlink(path: readonly string[]): Promise<string>;
+  /** Removes non-directory `dir/name`. @throws FsError EISDIR for a directory */
+  unlink(dir: readonly string[], name: string): Promise<void>;
+  /** Removes empty directory `dir/name`. @throws FsError ENOTDIR, ENOTEMPTY */
+  rmdir(dir: readonly string[], name: string): Promise<void>;
+  /** Renames `oldDir/oldName` to `newDir/newName` within this export (replacing as rename(2) does). */
+  rename(oldDir: readonly string[], oldName: string, newDir: readonly string[], newName: string): Promise<void>;
+  /** Filesystem figures for the filesystem holding `path` (followed when a symlink). */
+  statfs(path: readonly string[]): Promise<StatFs>;
+  /**
+   * Watches the entries of directory `dir` (not recursive). Returns null when the backend cannot
+   * watch it (no watch support, watch limit reached).
+   */
+  watch?(dir: readonly string[], listener: (event: FsWatchEvent) => void): Promise<FsWatch | null>;
+  /** Releases what the backend holds (called at shutdown). */
+  close?(): Promise<void>;
+}

@@ -1,0 +1,29 @@
+/**
+ * Configuration of the FS node server (libs/fs), given by the program that hosts it
+ * (`svc-fs-node`) through {@link FsModule.forRoot}.
+ */
+import type { FsBackend } from './fs-backend';
+
+/** One export to serve (PROTOCOL.md 8 `exports`). */
+export interface ExportDefinition {
+  /** Identifier-safe export name. */
+  name: string;
+  /** Read-only export: every mutation is EROFS. */
+  ro: boolean;
+  /** Human-readable description listed by `exports`. */
+  desc: string;
+  /** What serves the export (a local directory, a synthetic tree). */
+  backend: FsBackend;
+}
+
+/** Options of the FS node server. */
+export class FsNodeOptions {
+  /** The exports, in listing order. */
+  exports: ExportDefinition[];
+  /** FS session token (`--auth-token` / `SVC_FS_NODE_AUTH_TOKEN`); null: FS session auth off. */
+  authToken: string | null;
+  /** Node name reported in `acheron.r_fs_hello` `node.name`. */
+  nodeName: string;
+  /** Software version reported in `acheron.r_fs_hello` `node.ver`. */
+  version: string;
+}

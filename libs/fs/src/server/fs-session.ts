@@ -1,0 +1,128 @@
+/**
+ * Per-session FS state (PROTOCOL.md 8): the session's open handles (closed when it ends), the
+ * node ids it was given (for invalidation pushes), whether it negotiated the binary data path,
+ * and its directory listings in progress (readdirp paging).
+ */
+import { Injectable, Logger } from '@nestjs/common';
+import { Errno, FsError } from '@svc/protocol';
+import type { FsOpenFile } from './fs-backend';
+import type { FsNode } from './node-table';
+
+/** Most handles one session may hold open at once (more: EMFILE). */
+export const MAX_HANDLES_PER_SESSION = 4096;
+/** Most directory listings one session keeps for paging (least recently started dropped first). */
+const MAX_LISTINGS_PER_SESSION = 64;
+
+/** One open handle `h` of a session. */
+export interface OpenHandle {
+  readonly h: number;
+  /** The node opened (its id stays valid while the node lives). */
+  readonly node: FsNode;
+  readonly file: FsOpenFile;
+}
+
+/** Sends a push to the session's peer: `type` e.g. `acheron.e_fs_inval`. */
+export type PushFn = (type: string, payload: unknown) => void;
+
+/** The FS state of one session; see module documentation. */
+export class FsSession {
+  /** Open handles by `h`. */
+  readonly handles = new Map<number, OpenHandle>();
+  /** Ids of the nodes handed to this session. */
+  readonly seen = new Set<number>();
+  /** Sorted entry names of directory listings in progress, by directory node id. */
+  readonly listings = new Map<number, string[]>();
+  private nextHandle = 1;
+  closed = false;
+
+  constructor(
+    /** Session id (for logs). */
+    readonly id: string,
+    /** True when the binary data path was negotiated. */
+    readonly binary: boolean,
+    /** Push to the peer. */
+    readonly push: PushFn,
+  ) {}
+
+  /**
+   * Registers an open file as a new handle.
+   * @returns the handle number (u64, below 2^53)
+   * @throws FsError EMFILE when the session holds {@link MAX_HANDLES_PER_SESSION} handles
+   */
+  addHandle(node: FsNode, file: FsOpenFile): number {
+    if (this.closed) throw new FsError(Errno.EBADF, 'the session is closed');
+    if (this.handles.size >= MAX_HANDLES_PER_SESSION) throw new FsError(Errno.EMFILE, `a session may hold at most ${MAX_HANDLES_PER_SESSION} open handles`);
+    const h = this.nextHandle++;
+    this.handles.set(h, { h, node, file });
+    return h;
+  }
+
+  /**
+   * The handle `h`.
+   * @throws FsError EBADF when unknown or closed
+   */
+  handle(h: number): OpenHandle {
+    const handle = this.handles.get(h);
+    if (!handle) throw new FsError(Errno.EBADF, `unknown handle ${h}`);
+    return handle;
+  }
+
+  /** Remembers a directory listing for paging (bounded). */
+  keepListing(dirId: number, names: string[]): void {
+    this.listings.delete(dirId);
+    if (this.listings.size >= MAX_LISTINGS_PER_SESSION) this.listings.delete(this.listings.keys().next().value as number);
+    this.listings.set(dirId, names);
+  }
+}
+
+/**
+ * The FS sessions of this node: opened by a good hello, closed (with their handles) when the
+ * connection ends.
+ */
+@Injectable()
+export class FsSessionService {
+  private readonly log = new Logger('FsSessionService');
+  private readonly sessions = new Set<FsSession>();
+
+  /** Starts the FS state of a session after a good hello. */
+  open(id: string, binary: boolean, push: PushFn): FsSession {
+    const session = new FsSession(id, binary, push);
+    this.sessions.add(session);
+    return session;
+  }
+
+  /** Ends a session: closes every handle it holds. */
+  async close(session: FsSession): Promise<void> {
+    if (session.closed) return;
+    session.closed = true;
+    this.sessions.delete(session);
+    const handles = [...session.handles.values()];
+    session.handles.clear();
+    session.listings.clear();
+    const results = await Promise.allSettled(handles.map((h) => h.file.close()));
+    const failed = results.filter((r) => r.status === 'rejected').length;
+    if (failed > 0) this.log.warn({ session: session.id, failed, msg: 'some handles failed to close at session end' });
+  }
+
+  /** Every open FS session. */
+  all(): Iterable<FsSession> {
+    return this.sessions;
+  }
+
+  /** Number of open FS sessions. */
+  get size(): number {
+    return this.sessions.size;
+  }
+
+  /** Open handles over all sessions. */
+  openHandles(): number {
+    let n = 0;
+    for (const s of this.sessions) n += s.handles.size;
+    return n;
+  }
+
+  /** Closes every session (shutdown). */
+  async closeAll(): Promise<void> {
+    await Promise.all([...this.sessions].map((s) => this.close(s)));
+  }
+}

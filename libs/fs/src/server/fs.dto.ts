@@ -1,0 +1,158 @@
+/**
+ * Payload DTOs of the FS operations (PROTOCOL.md 8), validated by `@Payload()` with
+ * class-validator. A failure is `invalid_payload`/`missing_field`, sent on the FS session as
+ * errno 22 EINVAL with the field named. Names are checked by `validateName` (EINVAL,
+ * ENAMETOOLONG), not here. Units: bytes for offsets and sizes, ns since the epoch for times.
+ */
+import 'reflect-metadata';
+import { IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+
+const U32_MAX = 0xffff_ffff;
+/** Largest time accepted, ns (about the year 2262, the end of a signed 64-bit ns clock). */
+const NS_MAX = 9.2e18;
+
+function UInt(field: string, max = Number.MAX_SAFE_INTEGER): PropertyDecorator {
+  return (target: object, key: string | symbol) => {
+    IsInt({ message: `${field} must be an integer` })(target, key);
+    Min(0, { message: `${field} must not be negative` })(target, key);
+    Max(max, { message: `${field} must be at most ${max}` })(target, key);
+  };
+}
+function Ns(field: string): PropertyDecorator {
+  return (target: object, key: string | symbol) => {
+    IsInt({ message: `${field} must be an integer (ns since the epoch)` })(target, key);
+    Min(-NS_MAX, { message: `${field} is out of range` })(target, key);
+    Max(NS_MAX, { message: `${field} is out of range` })(target, key);
+  };
+}
+function Str(field: string): PropertyDecorator {
+  return IsString({ message: `${field} must be a string` });
+}
+
+/** `lookup`, `unlink`, `rmdir` `{name}`. */
+export class NameDto {
+  @Str('name')
+  name: string;
+}
+
+/** `setattr` `{mode?, uid?, gid?, sz?, at?, mt?}`: permission bits, owner ids, size (bytes), times (ns). */
+export class SetattrDto {
+  @IsOptional()
+  @UInt('mode', 0o177777)
+  mode?: number;
+
+  @IsOptional()
+  @UInt('uid', U32_MAX - 1)
+  uid?: number;
+
+  @IsOptional()
+  @UInt('gid', U32_MAX - 1)
+  gid?: number;
+
+  @IsOptional()
+  @UInt('sz')
+  sz?: number;
+
+  @IsOptional()
+  @Ns('at')
+  at?: number;
+
+  @IsOptional()
+  @Ns('mt')
+  mt?: number;
+}
+
+/** `readdirp` `{cookie, max}`: `cookie` 0 for the first page, then the previous reply's `next`. */
+export class ReaddirpDto {
+  @IsOptional()
+  @UInt('cookie')
+  cookie?: number;
+
+  @IsOptional()
+  @UInt('max', U32_MAX)
+  max?: number;
+}
+
+/** `open` `{flags}` (Linux O_* bits; default O_RDONLY). */
+export class OpenDto {
+  @IsOptional()
+  @UInt('flags', U32_MAX)
+  flags?: number;
+}
+
+/** `create` `{name, mode, flags}` (permission bits, default 0644; Linux O_* bits, default O_RDWR). */
+export class CreateDto {
+  @Str('name')
+  name: string;
+
+  @IsOptional()
+  @UInt('mode', 0o177777)
+  mode?: number;
+
+  @IsOptional()
+  @UInt('flags', U32_MAX)
+  flags?: number;
+}
+
+/** `read` `{off, len}` in bytes; `len` above max_read is clamped. */
+export class ReadDto {
+  @UInt('off')
+  off: number;
+
+  @UInt('len')
+  len: number;
+}
+
+/** `write` `{off, data_b64}` (JSON path) or `{off, n?}` with the bytes in a binary frame. */
+export class WriteDto {
+  @UInt('off')
+  off: number;
+
+  @IsOptional()
+  @Str('data_b64')
+  data_b64?: string;
+
+  @IsOptional()
+  @UInt('n')
+  n?: number;
+}
+
+/** `truncate` `{sz}` in bytes. */
+export class TruncateDto {
+  @UInt('sz')
+  sz: number;
+}
+
+/** `mkdir` `{name, mode}` (permission bits, default 0755). */
+export class MkdirDto {
+  @Str('name')
+  name: string;
+
+  @IsOptional()
+  @UInt('mode', 0o177777)
+  mode?: number;
+}
+
+/** `rename` `{old_parent, old_name, new_parent, new_name}` (node ids of the two directories). */
+export class RenameDto {
+  @UInt('old_parent')
+  old_parent: number;
+
+  @Str('old_name')
+  old_name: string;
+
+  @UInt('new_parent')
+  new_parent: number;
+
+  @Str('new_name')
+  new_name: string;
+}
+
+/** `symlink` `{name, target}`: `target` is stored as given (any text without NUL, at most 4095 bytes). */
+export class SymlinkDto {
+  @Str('name')
+  name: string;
+
+  @Str('target')
+  target: string;
+}

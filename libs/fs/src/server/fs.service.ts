@@ -1,0 +1,429 @@
+/**
+ * FsService: the FS operations of PROTOCOL.md 8 on the node's exports, without transport.
+ *
+ * It owns what is common to every export: node ids ({@link NodeTable}), per-session handles
+ * and seen nodes ({@link FsSession}), read-only enforcement, limits (`max_read`/`max_write`
+ * 1 MiB, readdirp page size), attribute records and invalidation events. The filesystem work and
+ * its confinement belong to each export's {@link FsBackend}.
+ *
+ * Errors: {@link FsError} with Linux errno numbers (ENOENT for an unknown or stale node id,
+ * EBADF for an unknown handle, EINVAL for a bad argument, EROFS on a read-only export, EXDEV
+ * for a rename across exports, plus whatever the backend reports).
+ */
+import { Injectable, OnModuleDestroy } from '@nestjs/common';
+import { hostname } from 'node:os';
+import {
+  Attr,
+  DirEntry,
+  Errno,
+  ExportInfo,
+  FS_PROTO,
+  FS_PROTOCOL,
+  FsError,
+  FsHelloReply,
+  MAX_READ,
+  MAX_WRITE,
+  OpenFlags,
+  OpenReply,
+  ProtocolError,
+  ReaddirpReply,
+  secretsEqual,
+  SetAttr,
+  StatFs,
+  SYMLINK_MAX,
+  wantsWrite,
+} from '@svc/protocol';
+import type { FsAttrChanges, FsStat } from './fs-backend';
+import { validateName } from './local/confine';
+import { ExportRegistry, FsExport } from './export-registry';
+import { FsMetrics } from './fs-metrics';
+import { FsNodeOptions } from './fs-options';
+import { FsSession, FsSessionService } from './fs-session';
+import { InvalidationService } from './invalidation.service';
+import { FsNode, NodeTable } from './node-table';
+
+/** readdirp page size: default and bounds (entries). */
+export const READDIRP_DEFAULT_MAX = 256;
+export const READDIRP_MAX = 1024;
+
+/** Default permission bits of `create` and `mkdir`. */
+const DEFAULT_FILE_MODE = 0o644;
+const DEFAULT_DIR_MODE = 0o755;
+
+@Injectable()
+export class FsService implements OnModuleDestroy {
+  constructor(
+    private readonly options: FsNodeOptions,
+    private readonly registry: ExportRegistry,
+    private readonly table: NodeTable,
+    private readonly sessions: FsSessionService,
+    private readonly inval: InvalidationService,
+    private readonly metrics: FsMetrics,
+  ) {}
+
+  async onModuleDestroy(): Promise<void> {
+    await this.sessions.closeAll();
+    await this.registry.close();
+  }
+
+  // ---- hello (PROTOCOL.md 4) -------------------------------------------------------------
+
+  /**
+   * Checks an `acheron.t_fs_hello` payload `{protocol, proto, auth_token?, binary?}`.
+   * @returns the `acheron.r_fs_hello` payload; `caps.binary_data` true when `binary` was asked for
+   * @throws ProtocolError `protocol_mismatch` (errno 71 EPROTO) for another protocol or proto;
+   *   FsError EACCES `AuthMissing: ...` / `AuthFailed: ...` when FS session auth is on and the
+   *   token is absent / does not match (compared in constant time, never logged)
+   */
+  hello(payload: Record<string, unknown>): FsHelloReply {
+    const { protocol, proto } = payload;
+    if (protocol !== FS_PROTOCOL) {
+      throw new ProtocolError('protocol_mismatch', `acheron.t_fs_hello protocol must be "${FS_PROTOCOL}" (got ${JSON.stringify(protocol ?? null)})`);
+    }
+    if (proto !== FS_PROTO) {
+      throw new ProtocolError('protocol_mismatch', `acheron.t_fs_hello proto must be ${FS_PROTO} (got ${JSON.stringify(proto ?? null)})`);
+    }
+    const expected = this.options.authToken;
+    if (expected !== null) {
+      const token = payload.auth_token;
+      if (token === undefined || token === null || token === '') {
+        throw new FsError(Errno.EACCES, 'AuthMissing: this FS node requires auth_token in acheron.t_fs_hello');
+      }
+      if (typeof token !== 'string' || !secretsEqual(token, expected)) throw new FsError(Errno.EACCES, 'AuthFailed: auth_token does not match');
+    }
+    return {
+      protocol: FS_PROTOCOL,
+      proto: FS_PROTO,
+      node: { name: this.options.nodeName || hostname(), os: process.platform, ver: this.options.version },
+      caps: {
+        readdirp: true,
+        symlink: true,
+        xattr: false,
+        locks: false,
+        statfs: true,
+        events: true,
+        case_sensitive: true,
+        max_read: MAX_READ,
+        max_write: MAX_WRITE,
+        binary_data: payload.binary === true,
+      },
+    };
+  }
+
+  // ---- helpers ---------------------------------------------------------------------------
+
+  /**
+   * The live node `id`.
+   * @throws FsError ENOENT for an unknown or stale id
+   */
+  private node(id: number): FsNode {
+    const node = this.table.get(id);
+    if (!node) throw new FsError(Errno.ENOENT, `unknown or stale node id ${id}`);
+    return node;
+  }
+
+  /** The attribute record of `node` from `st`; the session is now known to have seen it. */
+  private attr(session: FsSession, node: FsNode, st: FsStat): Attr {
+    this.table.observe(node, st);
+    session.seen.add(node.id);
+    return {
+      id: node.id,
+      k: st.kind,
+      m: st.mode,
+      n: st.nlink,
+      u: st.uid,
+      g: st.gid,
+      sz: st.size,
+      at: st.atimeNs,
+      mt: st.mtimeNs,
+      ct: st.ctimeNs,
+      gen: node.gen,
+    };
+  }
+
+  private writable(exp: FsExport): void {
+    if (exp.ro) throw new FsError(Errno.EROFS, `export ${exp.name} is read-only`);
+  }
+
+  /** A directory argument: its node and export. */
+  private dir(id: number): { dir: FsNode; exp: FsExport } {
+    const dir = this.node(id);
+    return { dir, exp: this.registry.of(dir) };
+  }
+
+  /** Entries of `dir` changed by this node: events for the directory; its watch is set up in the background. */
+  private entriesChanged(dir: FsNode): void {
+    this.inval.dirChanged(dir);
+    this.inval.nodeChanged(dir, 'attr');
+    void this.inval.watchDir(dir);
+  }
+
+  /** Forgets `node` (removed by this node) with its subtree and tells the sessions that saw them. */
+  private removed(node: FsNode | undefined): void {
+    if (!node) return;
+    const gone = this.table.forget(node);
+    for (const n of gone) this.inval.nodeChanged(n, 'all');
+    this.inval.release(gone);
+  }
+
+  // ---- operations (PROTOCOL.md 8) --------------------------------------------------------
+
+  /** `exports` -> `{exports:[{name, root, ro, desc, source_kind, caps}]}`; the roots count as seen. */
+  exports(session: FsSession): { exports: ExportInfo[] } {
+    const list = this.registry.list();
+    for (const e of list) session.seen.add(e.root);
+    return { exports: list };
+  }
+
+  /** `lookup` `node`=dir `{name}` -> `{attr}` of the entry (a symlink is reported, not followed). */
+  async lookup(session: FsSession, dirId: number, name: string): Promise<{ attr: Attr }> {
+    validateName(name);
+    const { dir, exp } = this.dir(dirId);
+    // Watched even when the name is missing: a client caching the negative answer needs the
+    // `e_fs_inval_dir` when it appears.
+    const [st] = await Promise.all([exp.backend.lookup(dir.path(), name), this.inval.watchDir(dir)]);
+    return { attr: this.attr(session, this.table.child(dir, name), st) };
+  }
+
+  /** `getattr` `node` -> `{attr}` (a symlink's own attributes). */
+  async getattr(session: FsSession, id: number): Promise<{ attr: Attr }> {
+    const node = this.node(id);
+    const st = await this.registry.of(node).backend.getattr(node.path());
+    return { attr: this.attr(session, node, st) };
+  }
+
+  /**
+   * `setattr` `node` `{mode?, uid?, gid?, sz?, at?, mt?}` -> `{attr}`; never follows a final
+   * symlink (mode on a symlink: ENOTSUP; sz: ELOOP).
+   * @throws FsError EROFS on a read-only export
+   */
+  async setattr(session: FsSession, id: number, changes: SetAttr): Promise<{ attr: Attr }> {
+    const node = this.node(id);
+    const exp = this.registry.of(node);
+    this.writable(exp);
+    const c: FsAttrChanges = { mode: changes.mode, uid: changes.uid, gid: changes.gid, size: changes.sz, atimeNs: changes.at, mtimeNs: changes.mt };
+    const st = await exp.backend.setattr(node.path(), c);
+    this.inval.nodeChanged(node, c.size !== undefined ? 'data' : 'attr');
+    return { attr: this.attr(session, node, st) };
+  }
+
+  /** `truncate` `node` `{sz}` -> `{attr}` (bytes; does not follow a final symlink). */
+  truncate(session: FsSession, id: number, size: number): Promise<{ attr: Attr }> {
+    return this.setattr(session, id, { sz: size });
+  }
+
+  /**
+   * `readdirp` `node`=dir `{cookie, max}` -> `{ents:[{name, attr}], next, eof, dir_gen}`.
+   * Entries are sorted by name and never include `.` or `..`. `cookie` 0 takes a new snapshot of
+   * the names; later pages continue in that snapshot (every name present at cookie 0 and still
+   * there is returned exactly once). `max` is clamped to 1..1024 (default 256).
+   */
+  async readdirp(session: FsSession, dirId: number, cookie: number, max: number | undefined): Promise<ReaddirpReply> {
+    const { dir, exp } = this.dir(dirId);
+    const path = dir.path();
+    const limit = Math.min(READDIRP_MAX, Math.max(1, max ?? READDIRP_DEFAULT_MAX));
+    let names = cookie === 0 ? undefined : session.listings.get(dir.id);
+    if (!names) {
+      names = (await exp.backend.readdir(path)).filter((n) => n !== '.' && n !== '..').sort();
+      if (cookie === 0) this.table.observe(dir, await exp.backend.getattr(path));
+      session.keepListing(dir.id, names);
+    }
+    const start = Math.min(cookie, names.length);
+    const page = names.slice(start, start + limit);
+    const stats = page.length > 0 ? await exp.backend.lookupMany(path, page) : [];
+    const ents: DirEntry[] = [];
+    page.forEach((name, i) => {
+      const st = stats[i];
+      if (st) ents.push({ name, attr: this.attr(session, this.table.child(dir, name), st) });
+    });
+    const next = start + page.length;
+    const eof = next >= names.length;
+    if (eof) session.listings.delete(dir.id);
+    session.seen.add(dir.id);
+    await this.inval.watchDir(dir);
+    return { ents, next, eof, dir_gen: dir.dirGen };
+  }
+
+  /**
+   * `open` `node` `{flags}` -> `{h, caps:{rd, wr}, gen}`. O_CREAT/O_EXCL are ignored (use
+   * `create`); a final symlink is followed only inside the export (else EACCES).
+   * @throws FsError EROFS for write flags on a read-only export; EMFILE past the per-session limit
+   */
+  async open(session: FsSession, id: number, flags: number): Promise<OpenReply> {
+    const node = this.node(id);
+    const exp = this.registry.of(node);
+    if (wantsWrite(flags)) this.writable(exp);
+    const { file, stat } = await exp.backend.open(node.path(), flags & ~(OpenFlags.O_CREAT | OpenFlags.O_EXCL));
+    this.table.observe(node, stat);
+    session.seen.add(node.id);
+    let h: number;
+    try {
+      h = session.addHandle(node, file);
+    } catch (e) {
+      await file.close().catch(() => undefined);
+      throw e;
+    }
+    if (flags & OpenFlags.O_TRUNC) this.inval.nodeChanged(node, 'data');
+    return { h, caps: { rd: file.readable, wr: file.writable }, gen: node.gen };
+  }
+
+  /**
+   * `create` `node`=dir `{name, mode, flags}` -> `{attr, h}`: creates a regular file with exactly
+   * the permission bits `mode` (default 0644), or opens an existing one unless O_EXCL (EEXIST);
+   * never through a symlink at `name` (ELOOP).
+   * @throws FsError EROFS on a read-only export
+   */
+  async create(session: FsSession, dirId: number, name: string, mode: number | undefined, flags: number | undefined): Promise<{ attr: Attr; h: number }> {
+    validateName(name);
+    const { dir, exp } = this.dir(dirId);
+    this.writable(exp);
+    const f = flags ?? OpenFlags.O_RDWR;
+    const { file, stat, created } = await exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f);
+    const child = this.table.child(dir, name);
+    const attr = this.attr(session, child, stat);
+    let h: number;
+    try {
+      h = session.addHandle(child, file);
+    } catch (e) {
+      await file.close().catch(() => undefined);
+      throw e;
+    }
+    if (created) this.entriesChanged(dir);
+    else if (f & OpenFlags.O_TRUNC) this.inval.nodeChanged(child, 'data');
+    await this.inval.watchDir(dir);
+    return { attr, h };
+  }
+
+  /**
+   * `read` `h` `{off, len}` -> the bytes at `off` (at most `len`, clamped to 1 MiB) and `eof`
+   * (fewer bytes than asked for: the end of the file was reached).
+   * @throws FsError EBADF (unknown handle, or not opened for reading), EISDIR
+   */
+  async read(session: FsSession, h: number, off: number, len: number): Promise<{ data: Buffer; eof: boolean }> {
+    const handle = session.handle(h);
+    if (!handle.file.readable) throw new FsError(Errno.EBADF, `handle ${h} is not open for reading`);
+    const want = Math.min(len, MAX_READ);
+    const buf = Buffer.allocUnsafe(want);
+    const n = want > 0 ? await handle.file.read(buf, off) : 0;
+    this.metrics.bytesRead.inc(n);
+    return { data: n === want ? buf : buf.subarray(0, n), eof: n < want };
+  }
+
+  /**
+   * `write` `h` `{off}` with `data` (decoded `data_b64`, or the bytes of a binary frame) -> `{n}`.
+   * @throws FsError EINVAL (more than 1 MiB), EBADF (unknown handle, or not opened for writing)
+   */
+  async write(session: FsSession, h: number, off: number, data: Buffer): Promise<{ n: number }> {
+    if (data.length > MAX_WRITE) throw new FsError(Errno.EINVAL, `write data is ${data.length} bytes; max_write is ${MAX_WRITE}`);
+    const handle = session.handle(h);
+    if (!handle.file.writable) throw new FsError(Errno.EBADF, `handle ${h} is not open for writing`);
+    const n = await handle.file.write(data, off);
+    this.metrics.bytesWritten.inc(n);
+    if (handle.node.live) this.inval.nodeChanged(handle.node, 'data');
+    return { n };
+  }
+
+  /** `fsync` `h` -> `{}`. @throws FsError EBADF */
+  async fsync(session: FsSession, h: number): Promise<Record<string, never>> {
+    await session.handle(h).file.sync();
+    return {};
+  }
+
+  /** `close` `h` -> `{}`; the handle is gone even when closing reports an error. @throws FsError EBADF */
+  async close(session: FsSession, h: number): Promise<Record<string, never>> {
+    const handle = session.handle(h);
+    session.handles.delete(h);
+    await handle.file.close();
+    return {};
+  }
+
+  /** `unlink` `node`=dir `{name}` -> `{}` (a directory: EISDIR). @throws FsError EROFS on a read-only export */
+  async unlink(dirId: number, name: string): Promise<Record<string, never>> {
+    validateName(name);
+    const { dir, exp } = this.dir(dirId);
+    this.writable(exp);
+    await exp.backend.unlink(dir.path(), name);
+    this.removed(this.table.peek(dir, name));
+    this.entriesChanged(dir);
+    return {};
+  }
+
+  /** `rmdir` `node`=dir `{name}` -> `{}` (ENOTDIR, ENOTEMPTY). @throws FsError EROFS on a read-only export */
+  async rmdir(dirId: number, name: string): Promise<Record<string, never>> {
+    validateName(name);
+    const { dir, exp } = this.dir(dirId);
+    this.writable(exp);
+    await exp.backend.rmdir(dir.path(), name);
+    this.removed(this.table.peek(dir, name));
+    this.entriesChanged(dir);
+    return {};
+  }
+
+  /** `mkdir` `node`=dir `{name, mode}` -> `{attr}` (exactly `mode`, default 0755). @throws FsError EROFS, EEXIST */
+  async mkdir(session: FsSession, dirId: number, name: string, mode: number | undefined): Promise<{ attr: Attr }> {
+    validateName(name);
+    const { dir, exp } = this.dir(dirId);
+    this.writable(exp);
+    const st = await exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE);
+    const attr = this.attr(session, this.table.child(dir, name), st);
+    this.entriesChanged(dir);
+    return { attr };
+  }
+
+  /**
+   * `symlink` `node`=dir `{name, target}` -> `{attr}`. The target is stored as given (like
+   * POSIX, it may point anywhere); following it is always confined.
+   * @throws FsError EINVAL (empty or NUL in target), ENAMETOOLONG (over 4095 bytes), EROFS
+   */
+  async symlink(session: FsSession, dirId: number, name: string, target: string): Promise<{ attr: Attr }> {
+    validateName(name);
+    if (target.length === 0 || target.includes('\0')) throw new FsError(Errno.EINVAL, 'target must be non-empty text without NUL');
+    if (Buffer.byteLength(target, 'utf8') > SYMLINK_MAX) throw new FsError(Errno.ENAMETOOLONG, `target is longer than ${SYMLINK_MAX} bytes`);
+    const { dir, exp } = this.dir(dirId);
+    this.writable(exp);
+    const st = await exp.backend.symlink(dir.path(), name, target);
+    const attr = this.attr(session, this.table.child(dir, name), st);
+    this.entriesChanged(dir);
+    return { attr };
+  }
+
+  /** `readlink` `node` -> `{target}` (the stored text; EINVAL when not a symlink). */
+  async readlink(id: number): Promise<{ target: string }> {
+    const node = this.node(id);
+    if (node.parent === null) throw new FsError(Errno.EINVAL, 'not a symlink');
+    return { target: await this.registry.of(node).backend.readlink(node.path()) };
+  }
+
+  /**
+   * `rename` `{old_parent, old_name, new_parent, new_name}` -> `{}`. The moved node keeps its id,
+   * and so does everything below a moved directory; a replaced destination is forgotten.
+   * @throws FsError EXDEV (the two directories are in different exports), EROFS, EINVAL
+   */
+  async rename(oldParentId: number, oldName: string, newParentId: number, newName: string): Promise<Record<string, never>> {
+    validateName(oldName, 'old_name');
+    validateName(newName, 'new_name');
+    const { dir: from, exp } = this.dir(oldParentId);
+    const { dir: to, exp: toExp } = this.dir(newParentId);
+    if (exp !== toExp) throw new FsError(Errno.EXDEV, 'rename across exports');
+    this.writable(exp);
+    await exp.backend.rename(from.path(), oldName, to.path(), newName);
+    const moved = this.table.peek(from, oldName);
+    if (moved) {
+      const gone = this.table.move(moved, to, newName);
+      for (const n of gone) this.inval.nodeChanged(n, 'all');
+      this.inval.release(gone);
+      this.inval.nodeChanged(moved, 'attr');
+    } else if (from !== to || oldName !== newName) {
+      this.removed(this.table.peek(to, newName));
+    }
+    this.entriesChanged(from);
+    if (to !== from) this.entriesChanged(to);
+    return {};
+  }
+
+  /** `statfs` `node` -> `{bsize, frsize, blocks, bfree, bavail, files, ffree, namemax}` of the filesystem holding the node. */
+  async statfs(id: number): Promise<StatFs> {
+    const node = this.node(id);
+    return this.registry.of(node).backend.statfs(node.path());
+  }
+}

@@ -1,0 +1,459 @@
+/**
+ * LocalDirBackend: an export served from a directory on the node's disk (`source_kind`
+ * `local_dir`), through `fs/promises`, confined to its root (PROTOCOL.md 8; see confine.ts for
+ * the rules).
+ *
+ * Every operation pins the directory it works in: `open(dir, O_PATH|O_DIRECTORY)`, then checks
+ * that the descriptor's real path is inside the root, then acts on `/proc/self/fd/<fd>/<name>`.
+ * Operations that must not follow a final symlink (setattr, truncate) act on an
+ * `O_PATH|O_NOFOLLOW` descriptor of the entry through its `/proc/self/fd` link (the kernel
+ * applies chmod/chown/utimes/truncate to exactly that inode: ENOTSUP/ELOOP for a symlink);
+ * unlink, rmdir, rename, mkdir and symlink never follow a final symlink. `open` follows a final
+ * symlink only through {@link confinedResolve}, opens with O_NOFOLLOW|O_NONBLOCK, refuses
+ * special files (devices, fifos, sockets: EACCES) and checks the real path of the new descriptor.
+ * Linux only (`/proc/self/fd`).
+ */
+import { Logger } from '@nestjs/common';
+import { constants as C, watch as fsWatch, BigIntStats } from 'node:fs';
+import { chmod, chown, lstat, mkdir, open, readdir, readlink, realpath, rename, rmdir, stat, statfs, symlink, truncate, unlink, utimes, FileHandle } from 'node:fs/promises';
+import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
+import type { FsAttrChanges, FsBackend, FsOpenFile, FsStat, FsWatch, FsWatchEvent } from '../fs-backend';
+import { confinedResolve, fdPath, isInside, realPathOfFd } from './confine';
+import { toFsError } from './errno';
+
+const O_PATH = OpenFlags.O_PATH;
+/** Client open flags passed through to open(2); the access mode is added separately. */
+const PASS_FLAGS = OpenFlags.O_TRUNC | OpenFlags.O_APPEND | OpenFlags.O_DSYNC | OpenFlags.O_SYNC | OpenFlags.O_NOATIME | OpenFlags.O_DIRECTORY;
+/** Open flags never accepted from a client. */
+const REFUSED_FLAGS = OpenFlags.O_PATH | OpenFlags.O_TMPFILE;
+
+/** Default limit of directory watches per backend (inotify watches are a per-user kernel resource). */
+export const DEFAULT_MAX_WATCHES = 8192;
+
+/** Converts Node's bigint stats to an {@link FsStat} (ns times as JSON-safe numbers). */
+export function toFsStat(st: BigIntStats): FsStat {
+  const type = Number(st.mode) & C.S_IFMT;
+  const kind = type === C.S_IFDIR ? NodeKind.DIR : type === C.S_IFLNK ? NodeKind.SYMLINK : NodeKind.FILE;
+  return {
+    kind,
+    mode: Number(st.mode),
+    nlink: Number(st.nlink),
+    uid: Number(st.uid),
+    gid: Number(st.gid),
+    size: Number(st.size),
+    atimeNs: Number(st.atimeNs),
+    mtimeNs: Number(st.mtimeNs),
+    ctimeNs: Number(st.ctimeNs),
+  };
+}
+
+function isServable(mode: number): boolean {
+  const type = mode & C.S_IFMT;
+  return type === C.S_IFREG || type === C.S_IFDIR;
+}
+
+function splitParent(path: readonly string[]): [readonly string[], string] {
+  if (path.length === 0) throw new FsError(Errno.EINVAL, 'the export root has no parent');
+  return [path.slice(0, -1), path[path.length - 1]];
+}
+
+/** Runs a filesystem call, mapping Node errors to FsErrors. */
+async function fsCall<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (e) {
+    throw toFsError(e);
+  }
+}
+
+/** An open regular file or directory of a local export. */
+class LocalOpenFile implements FsOpenFile {
+  private closed = false;
+
+  constructor(
+    private readonly fh: FileHandle,
+    readonly readable: boolean,
+    readonly writable: boolean,
+    private readonly isDir: boolean,
+  ) {}
+
+  async read(buffer: Buffer, position: number): Promise<number> {
+    if (this.closed) throw new FsError(Errno.EBADF);
+    if (this.isDir) throw new FsError(Errno.EISDIR);
+    let total = 0;
+    while (total < buffer.length) {
+      const { bytesRead } = await fsCall(() => this.fh.read(buffer, total, buffer.length - total, position + total));
+      if (bytesRead === 0) break;
+      total += bytesRead;
+    }
+    return total;
+  }
+
+  async write(data: Buffer, position: number): Promise<number> {
+    if (this.closed) throw new FsError(Errno.EBADF);
+    let total = 0;
+    while (total < data.length) {
+      const { bytesWritten } = await fsCall(() => this.fh.write(data, total, data.length - total, position + total));
+      if (bytesWritten === 0) throw new FsError(Errno.EIO, 'short write');
+      total += bytesWritten;
+    }
+    return total;
+  }
+
+  async sync(): Promise<void> {
+    if (this.closed) throw new FsError(Errno.EBADF);
+    await fsCall(() => this.fh.sync());
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await fsCall(() => this.fh.close());
+  }
+}
+
+/** Options of {@link LocalDirBackend}. */
+export interface LocalDirOptions {
+  /** Refuse every mutation (EROFS), also at this layer. */
+  ro: boolean;
+  /** Most directory watches at once (default {@link DEFAULT_MAX_WATCHES}). */
+  maxWatches?: number;
+}
+
+/** @see module documentation */
+export class LocalDirBackend implements FsBackend {
+  readonly sourceKind = 'local_dir';
+  readonly caps: Record<string, unknown>;
+  private readonly log = new Logger('LocalDirBackend');
+  private readonly maxWatches: number;
+  private readonly watches = new Set<ReturnType<typeof fsWatch>>();
+  private watchLimitLogged = false;
+
+  /**
+   * @param root the real path of the export root (no symlinks, absolute); see {@link LocalDirBackend.at}
+   */
+  private constructor(
+    readonly root: string,
+    private readonly options: LocalDirOptions,
+  ) {
+    this.maxWatches = options.maxWatches ?? DEFAULT_MAX_WATCHES;
+    this.caps = { rw: !options.ro, symlink: true, statfs: true, events: true, case_sensitive: true };
+  }
+
+  /**
+   * Opens an export on directory `path`.
+   * @throws Error (plain, for configuration errors) when `path` does not exist or is not a directory
+   */
+  static async at(path: string, options: LocalDirOptions): Promise<LocalDirBackend> {
+    const real = await realpath(path);
+    const st = await stat(real);
+    if (!st.isDirectory()) throw Object.assign(new Error(`${path} is not a directory`), { code: 'ENOTDIR' });
+    return new LocalDirBackend(real, options);
+  }
+
+  private join(path: readonly string[]): string {
+    if (path.length === 0) return this.root;
+    return this.root === '/' ? `/${path.join('/')}` : `${this.root}/${path.join('/')}`;
+  }
+
+  /**
+   * Pins directory `dir` (a final symlink is followed) as an O_PATH descriptor whose real path
+   * is inside the root.
+   * @throws FsError EACCES (outside the root), ENOENT, ENOTDIR, ELOOP
+   */
+  private async pinDir(dir: readonly string[]): Promise<FileHandle> {
+    let fh: FileHandle;
+    try {
+      fh = await open(this.join(dir), O_PATH | C.O_DIRECTORY);
+    } catch (e) {
+      // The failure may have happened outside the root (a symlink leading out): answer what
+      // resolving inside the root only says, so nothing outside can be probed.
+      await confinedResolve(this.root, dir);
+      throw toFsError(e);
+    }
+    try {
+      const real = await realPathOfFd(fh.fd);
+      if (!isInside(this.root, real)) throw new FsError(Errno.EACCES, 'outside the export root');
+      return fh;
+    } catch (e) {
+      await fh.close().catch(() => undefined);
+      throw toFsError(e);
+    }
+  }
+
+  /** Runs `fn` with directory `dir` pinned (descriptor number), then unpins it. */
+  private async inDir<T>(dir: readonly string[], fn: (fd: number) => Promise<T>): Promise<T> {
+    const fh = await this.pinDir(dir);
+    try {
+      return await fn(fh.fd);
+    } catch (e) {
+      throw toFsError(e);
+    } finally {
+      await fh.close().catch(() => undefined);
+    }
+  }
+
+  /** Opens `dir/name` itself (never following it) as O_PATH, checked inside the root, for `fn`. */
+  private async atEntry<T>(path: readonly string[], fn: (fd: number, fh: FileHandle) => Promise<T>): Promise<T> {
+    const run = async (fh: FileHandle): Promise<T> => {
+      try {
+        if (!isInside(this.root, await realPathOfFd(fh.fd))) throw new FsError(Errno.EACCES, 'outside the export root');
+        return await fn(fh.fd, fh);
+      } catch (e) {
+        throw toFsError(e);
+      } finally {
+        await fh.close().catch(() => undefined);
+      }
+    };
+    if (path.length === 0) return run(await this.pinDir([]));
+    const [dir, name] = splitParent(path);
+    return this.inDir(dir, async (dfd) => run(await open(fdPath(dfd, name), O_PATH | C.O_NOFOLLOW)));
+  }
+
+  private refuseIfRo(): void {
+    if (this.options.ro) throw new FsError(Errno.EROFS);
+  }
+
+  async getattr(path: readonly string[]): Promise<FsStat> {
+    if (path.length === 0) return this.inDir([], async (fd) => toFsStat(await stat(fdPath(fd), { bigint: true })));
+    const [dir, name] = splitParent(path);
+    return this.lookup(dir, name);
+  }
+
+  async lookup(dir: readonly string[], name: string): Promise<FsStat> {
+    return this.inDir(dir, async (fd) => toFsStat(await lstat(fdPath(fd, name), { bigint: true })));
+  }
+
+  async readdir(dir: readonly string[]): Promise<string[]> {
+    return this.inDir(dir, (fd) => readdir(fdPath(fd)));
+  }
+
+  async lookupMany(dir: readonly string[], names: readonly string[]): Promise<Array<FsStat | null>> {
+    return this.inDir(dir, (fd) =>
+      Promise.all(
+        names.map(async (name) => {
+          try {
+            return toFsStat(await lstat(fdPath(fd, name), { bigint: true }));
+          } catch (e) {
+            if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+            throw e;
+          }
+        }),
+      ),
+    );
+  }
+
+  async setattr(path: readonly string[], changes: FsAttrChanges): Promise<FsStat> {
+    this.refuseIfRo();
+    return this.atEntry(path, async (fd, fh) => {
+      // Through /proc/self/fd/<O_PATH fd> the kernel acts on exactly this inode: a symlink
+      // itself (chmod ENOTSUP, truncate ELOOP), never its target.
+      const p = fdPath(fd);
+      if (changes.mode !== undefined) await chmod(p, changes.mode & 0o7777);
+      if (changes.uid !== undefined || changes.gid !== undefined) await chown(p, changes.uid ?? -1, changes.gid ?? -1);
+      if (changes.size !== undefined) await truncate(p, changes.size);
+      if (changes.atimeNs !== undefined || changes.mtimeNs !== undefined) {
+        const now = await fh.stat({ bigint: true });
+        const at = changes.atimeNs ?? Number(now.atimeNs);
+        const mt = changes.mtimeNs ?? Number(now.mtimeNs);
+        await utimes(p, at / 1e9, mt / 1e9);
+      }
+      return toFsStat(await fh.stat({ bigint: true }));
+    });
+  }
+
+  async open(path: readonly string[], flags: number): Promise<{ file: FsOpenFile; stat: FsStat }> {
+    flags &= ~(OpenFlags.O_CREAT | OpenFlags.O_EXCL);
+    const acc = flags & OpenFlags.O_ACCMODE;
+    if (acc === OpenFlags.O_ACCMODE || (flags & REFUSED_FLAGS) !== 0) throw new FsError(Errno.EINVAL, 'unsupported open flags');
+    if (this.options.ro && wantsWrite(flags)) throw new FsError(Errno.EROFS);
+    const local = acc | (flags & PASS_FLAGS) | C.O_NOFOLLOW | C.O_NONBLOCK;
+    let target: string;
+    let dirFh: FileHandle | null = null;
+    try {
+      if (path.length === 0) {
+        target = this.root;
+      } else {
+        const [dir, name] = splitParent(path);
+        dirFh = await this.pinDir(dir);
+        const entry = fdPath(dirFh.fd, name);
+        const st = await fsCall(() => lstat(entry));
+        if (st.isSymbolicLink()) {
+          if (flags & OpenFlags.O_NOFOLLOW) throw new FsError(Errno.ELOOP);
+          target = await confinedResolve(this.root, path);
+          if (!isServable((await fsCall(() => lstat(target))).mode)) throw new FsError(Errno.EACCES, 'special files are not served');
+        } else {
+          if (!isServable(st.mode)) throw new FsError(Errno.EACCES, 'special files are not served');
+          target = entry;
+        }
+      }
+      const fh = await fsCall(() => open(target, local));
+      return await this.checkOpened(fh, acc);
+    } finally {
+      await dirFh?.close().catch(() => undefined);
+    }
+  }
+
+  /** Checks a new descriptor (regular file or directory, inside the root) and wraps it; closes it on failure. */
+  private async checkOpened(fh: FileHandle, acc: number): Promise<{ file: FsOpenFile; stat: FsStat }> {
+    try {
+      const st = await fh.stat({ bigint: true });
+      if (!isServable(Number(st.mode))) throw new FsError(Errno.EACCES, 'special files are not served');
+      if (!isInside(this.root, await realPathOfFd(fh.fd))) throw new FsError(Errno.EACCES, 'outside the export root');
+      const stat = toFsStat(st);
+      const isDir = stat.kind === NodeKind.DIR;
+      if (isDir && acc !== OpenFlags.O_RDONLY) throw new FsError(Errno.EISDIR);
+      const file = new LocalOpenFile(fh, acc !== OpenFlags.O_WRONLY, acc !== OpenFlags.O_RDONLY, isDir);
+      return { file, stat };
+    } catch (e) {
+      await fh.close().catch(() => undefined);
+      throw toFsError(e);
+    }
+  }
+
+  async create(dir: readonly string[], name: string, mode: number, flags: number): Promise<{ file: FsOpenFile; stat: FsStat; created: boolean }> {
+    this.refuseIfRo();
+    const acc = flags & OpenFlags.O_ACCMODE;
+    if (acc === OpenFlags.O_ACCMODE || (flags & REFUSED_FLAGS) !== 0) throw new FsError(Errno.EINVAL, 'unsupported open flags');
+    const local = acc | (flags & PASS_FLAGS) | C.O_NOFOLLOW | C.O_NONBLOCK;
+    return this.inDir(dir, async (dfd) => {
+      const entry = fdPath(dfd, name);
+      let fh: FileHandle;
+      let created = true;
+      try {
+        // O_EXCL never follows a symlink at `name`, so nothing is created through one.
+        fh = await open(entry, local | C.O_CREAT | C.O_EXCL, mode & 0o7777);
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || (flags & OpenFlags.O_EXCL) !== 0) throw e;
+        created = false;
+        fh = await open(entry, local);
+      }
+      const opened = await this.checkOpened(fh, acc);
+      if (opened.stat.kind === NodeKind.DIR) {
+        await opened.file.close();
+        throw new FsError(Errno.EISDIR);
+      }
+      if (created) {
+        try {
+          // The requested permission bits exactly, whatever the process umask.
+          await fh.chmod(mode & 0o7777);
+          opened.stat = toFsStat(await fh.stat({ bigint: true }));
+        } catch (e) {
+          await opened.file.close().catch(() => undefined);
+          throw e;
+        }
+      }
+      return { ...opened, created };
+    });
+  }
+
+  async mkdir(dir: readonly string[], name: string, mode: number): Promise<FsStat> {
+    this.refuseIfRo();
+    await this.inDir(dir, (fd) => mkdir(fdPath(fd, name), mode & 0o7777));
+    // The requested permission bits exactly, whatever the process umask.
+    return this.atEntry([...dir, name], async (fd, fh) => {
+      await chmod(fdPath(fd), mode & 0o7777);
+      return toFsStat(await fh.stat({ bigint: true }));
+    });
+  }
+
+  async symlink(dir: readonly string[], name: string, target: string): Promise<FsStat> {
+    this.refuseIfRo();
+    return this.inDir(dir, async (fd) => {
+      await symlink(target, fdPath(fd, name));
+      return toFsStat(await lstat(fdPath(fd, name), { bigint: true }));
+    });
+  }
+
+  async readlink(path: readonly string[]): Promise<string> {
+    const [dir, name] = splitParent(path);
+    return this.inDir(dir, (fd) => readlink(fdPath(fd, name)));
+  }
+
+  async unlink(dir: readonly string[], name: string): Promise<void> {
+    this.refuseIfRo();
+    await this.inDir(dir, (fd) => unlink(fdPath(fd, name)));
+  }
+
+  async rmdir(dir: readonly string[], name: string): Promise<void> {
+    this.refuseIfRo();
+    await this.inDir(dir, (fd) => rmdir(fdPath(fd, name)));
+  }
+
+  async rename(oldDir: readonly string[], oldName: string, newDir: readonly string[], newName: string): Promise<void> {
+    this.refuseIfRo();
+    await this.inDir(oldDir, (from) => this.inDir(newDir, (to) => rename(fdPath(from, oldName), fdPath(to, newName))));
+  }
+
+  async statfs(path: readonly string[]): Promise<StatFs> {
+    const figures = (fd: number) =>
+      statfs(fdPath(fd)).then((s) => ({
+        bsize: s.bsize,
+        frsize: s.bsize,
+        blocks: s.blocks,
+        bfree: s.bfree,
+        bavail: s.bavail,
+        files: s.files,
+        ffree: s.ffree,
+        namemax: NAME_MAX,
+      }));
+    try {
+      return await this.inDir(path, figures);
+    } catch (e) {
+      // A file: the figures of the directory holding it.
+      if (e instanceof FsError && e.errno === Errno.ENOTDIR && path.length > 0) return this.inDir(path.slice(0, -1), figures);
+      throw e;
+    }
+  }
+
+  async watch(dir: readonly string[], listener: (event: FsWatchEvent) => void): Promise<FsWatch | null> {
+    if (this.watches.size >= this.maxWatches) {
+      if (!this.watchLimitLogged) this.log.warn({ msg: 'directory watch limit reached; further directories get no on-disk change events', limit: this.maxWatches });
+      this.watchLimitLogged = true;
+      return null;
+    }
+    return this.inDir(dir, async (fd) => {
+      const real = await realPathOfFd(fd);
+      const ino = (await stat(fdPath(fd), { bigint: true })).ino;
+      const self = real.slice(real.lastIndexOf('/') + 1);
+      let watcher: ReturnType<typeof fsWatch>;
+      const close = () => {
+        if (this.watches.delete(watcher)) watcher.close();
+      };
+      // The directory itself was removed, moved or replaced: the watch is dead. Say so with a
+      // name-less event (the service drops the watch and sets up a new one on next use).
+      const gone = () => {
+        close();
+        listener({ type: 'rename', name: null });
+      };
+      try {
+        watcher = fsWatch(real, { persistent: false }, (type, filename) => {
+          const name = typeof filename === 'string' && filename.length > 0 ? filename : null;
+          const event: FsWatchEvent = { type: type === 'change' ? 'change' : 'rename', name };
+          // inotify names events on the watched directory itself by its own name.
+          if (name === self && type === 'rename') {
+            lstat(real, { bigint: true }).then(
+              (st) => (st.ino === ino ? listener(event) : gone()),
+              () => gone(),
+            );
+            return;
+          }
+          listener(event);
+        });
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        if (!this.watchLimitLogged) this.log.warn({ msg: 'cannot watch a directory; on-disk changes there send no events', code });
+        this.watchLimitLogged = code === 'ENOSPC';
+        return null;
+      }
+      this.watches.add(watcher);
+      watcher.on('error', gone);
+      return { close };
+    });
+  }
+
+  async close(): Promise<void> {
+    for (const w of this.watches) w.close();
+    this.watches.clear();
+  }
+}

@@ -1,0 +1,68 @@
+import { NodeTable } from './node-table';
+import type { FsStat } from './fs-backend';
+
+function stat(over: Partial<FsStat> = {}): FsStat {
+  return { kind: 1, mode: 0o100644, nlink: 1, uid: 0, gid: 0, size: 0, atimeNs: 1, mtimeNs: 1, ctimeNs: 1, ...over };
+}
+
+describe('NodeTable', () => {
+  it('gives each path one stable id, below 2^53, unique across exports', () => {
+    const t = new NodeTable();
+    const a = t.addRoot('a');
+    const b = t.addRoot('b');
+    const x = t.child(a, 'x');
+    expect(t.child(a, 'x')).toBe(x);
+    expect(t.child(b, 'x').id).not.toBe(x.id);
+    expect(new Set([a.id, b.id, x.id]).size).toBe(3);
+    expect(x.id).toBeLessThan(2 ** 53);
+    expect(t.get(x.id)).toBe(x);
+    expect(x.path()).toEqual(['x']);
+    expect(a.path()).toEqual([]);
+  });
+
+  it('moves a directory with its subtree: descendants keep their ids under the new path', () => {
+    const t = new NodeTable();
+    const root = t.addRoot('w');
+    const dir = t.child(root, 'dir');
+    const deep = t.child(t.child(dir, 'sub'), 'f.txt');
+    const other = t.child(root, 'other');
+    expect(t.move(dir, other, 'renamed')).toEqual([]);
+    expect(deep.path()).toEqual(['other', 'renamed', 'sub', 'f.txt']);
+    expect(t.peek(root, 'dir')).toBeUndefined();
+    expect(t.peek(other, 'renamed')).toBe(dir);
+    expect(t.get(deep.id)).toBe(deep);
+    expect(other.contains(deep)).toBe(true);
+  });
+
+  it('forgets a replaced destination and its subtree', () => {
+    const t = new NodeTable();
+    const root = t.addRoot('w');
+    const src = t.child(root, 'src');
+    const dst = t.child(root, 'dst');
+    const below = t.child(dst, 'below');
+    const gone = t.move(src, root, 'dst');
+    expect(gone.map((n) => n.id).sort()).toEqual([dst.id, below.id].sort());
+    expect(t.get(dst.id)).toBeUndefined();
+    expect(t.get(below.id)).toBeUndefined();
+    expect(dst.live).toBe(false);
+    expect(t.peek(root, 'dst')).toBe(src);
+    // a path created again gets a new id
+    expect(t.child(dst, 'x')).toBeDefined();
+    const again = t.child(root, 'src');
+    expect(again.id).not.toBe(src.id);
+  });
+
+  it('observe bumps gen when ctime moves and dirGen when a directory mtime moves', () => {
+    const t = new NodeTable();
+    const root = t.addRoot('w');
+    const f = t.child(root, 'f');
+    expect(t.observe(f, stat({ ctimeNs: 10 }))).toBe(false);
+    expect(f.gen).toBe(1);
+    expect(t.observe(f, stat({ ctimeNs: 10 }))).toBe(false);
+    expect(t.observe(f, stat({ ctimeNs: 11 }))).toBe(true);
+    expect(f.gen).toBe(2);
+    t.observe(root, stat({ kind: 2, mtimeNs: 5 }));
+    t.observe(root, stat({ kind: 2, mtimeNs: 6 }));
+    expect(root.dirGen).toBe(2);
+  });
+});

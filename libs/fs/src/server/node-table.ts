@@ -1,0 +1,154 @@
+/**
+ * The node table of an FS node (PROTOCOL.md 8): node ids assigned by the node, below 2^53,
+ * stable for a path for the life of the process.
+ *
+ * Nodes form one tree per export (parent, name, children), so a path is the chain of names up
+ * to the export root, and a rename moves a node with its whole subtree: every descendant keeps
+ * its id under the new path, and an open handle below a renamed directory keeps working. A node
+ * is created the first time a path is handed out and forgotten when this node removes it
+ * (unlink, rmdir, or replaced by a rename); a path created again later gets a new id.
+ *
+ * Generations: `gen` grows whenever the node is seen or told to have changed (its ctime moved,
+ * an invalidation); `dirGen` grows whenever a directory's entries changed.
+ */
+import { Injectable } from '@nestjs/common';
+import type { FsStat } from './fs-backend';
+
+/** Largest node id handed out (ids are JSON numbers, exact below 2^53). */
+export const MAX_NODE_ID = Number.MAX_SAFE_INTEGER;
+
+/** One node of the table. */
+export class FsNode {
+  /** Child nodes by name (only those handed out). */
+  readonly children = new Map<string, FsNode>();
+  /** Generation of the node (see module documentation). */
+  gen = 1;
+  /** Generation of a directory's entries. */
+  dirGen = 1;
+  /** Kind last seen (1 file, 2 dir, 3 symlink), 0 before the first stat. */
+  kind = 0;
+  /** ctime / mtime last seen, ns; size last seen, bytes. */
+  ctimeNs = -1;
+  mtimeNs = -1;
+  size = -1;
+  /** False once forgotten. */
+  live = true;
+  /** Opaque per-node state of the invalidation service (its directory watch). */
+  watch: { close(): void } | null = null;
+
+  constructor(
+    readonly id: number,
+    /** Name of the export the node belongs to. */
+    readonly exportName: string,
+    public parent: FsNode | null,
+    public name: string,
+  ) {}
+
+  /** The path below the export root: names from the root down to this node (`[]` for the root). */
+  path(): string[] {
+    const names: string[] = [];
+    for (let n: FsNode | null = this; n && n.parent; n = n.parent) names.push(n.name);
+    return names.reverse();
+  }
+
+  /** True when `other` is this node or below it. */
+  contains(other: FsNode): boolean {
+    for (let n: FsNode | null = other; n; n = n.parent) if (n === this) return true;
+    return false;
+  }
+}
+
+/** The table: id -> node, plus the per-export trees. @see module documentation */
+@Injectable()
+export class NodeTable {
+  private readonly byId = new Map<number, FsNode>();
+  private nextId = 1;
+
+  /** Number of live nodes. */
+  get size(): number {
+    return this.byId.size;
+  }
+
+  private allocate(exportName: string, parent: FsNode | null, name: string): FsNode {
+    if (this.nextId > MAX_NODE_ID) throw new Error('node ids exhausted');
+    const node = new FsNode(this.nextId++, exportName, parent, name);
+    this.byId.set(node.id, node);
+    if (parent) parent.children.set(name, node);
+    return node;
+  }
+
+  /** Creates the root node of an export. */
+  addRoot(exportName: string): FsNode {
+    return this.allocate(exportName, null, '');
+  }
+
+  /** The live node with id `id`, or undefined (unknown or forgotten: a stale id). */
+  get(id: number): FsNode | undefined {
+    return this.byId.get(id);
+  }
+
+  /** The node of `parent/name`, created (with a new id) when not yet handed out. */
+  child(parent: FsNode, name: string): FsNode {
+    return parent.children.get(name) ?? this.allocate(parent.exportName, parent, name);
+  }
+
+  /** The node of `parent/name` if it was handed out. */
+  peek(parent: FsNode, name: string): FsNode | undefined {
+    return parent.children.get(name);
+  }
+
+  /**
+   * Moves `node` (with its subtree) to `newParent/newName` after a rename. A node already at the
+   * destination is forgotten (rename(2) replaced it) and returned with its subtree.
+   * @returns the forgotten nodes (empty when the destination was not known)
+   */
+  move(node: FsNode, newParent: FsNode, newName: string): FsNode[] {
+    if (node.parent === newParent && node.name === newName) return [];
+    const displaced = newParent.children.get(newName);
+    const gone = displaced && displaced !== node ? this.forget(displaced) : [];
+    node.parent?.children.delete(node.name);
+    node.parent = newParent;
+    node.name = newName;
+    newParent.children.set(newName, node);
+    return gone;
+  }
+
+  /**
+   * Forgets `node` and its subtree: their ids become stale (ENOENT).
+   * @returns the forgotten nodes
+   */
+  forget(node: FsNode): FsNode[] {
+    if (!node.parent) return [];
+    node.parent.children.delete(node.name);
+    const gone: FsNode[] = [];
+    const stack = [node];
+    while (stack.length > 0) {
+      const n = stack.pop()!;
+      n.live = false;
+      this.byId.delete(n.id);
+      gone.push(n);
+      for (const c of n.children.values()) stack.push(c);
+      n.children.clear();
+    }
+    return gone;
+  }
+
+  /**
+   * Records what a stat said about `node`: bumps `gen` when its ctime moved since last seen,
+   * and `dirGen` when a directory's mtime moved (its entries changed).
+   * @returns true when the node changed since it was last seen
+   */
+  observe(node: FsNode, st: FsStat): boolean {
+    let changed = false;
+    if (node.ctimeNs !== -1 && (st.ctimeNs !== node.ctimeNs || st.kind !== node.kind)) {
+      node.gen++;
+      changed = true;
+    }
+    if (st.kind === 2 && node.mtimeNs !== -1 && st.mtimeNs !== node.mtimeNs) node.dirGen++;
+    node.kind = st.kind;
+    node.ctimeNs = st.ctimeNs;
+    node.mtimeNs = st.mtimeNs;
+    node.size = st.size;
+    return changed;
+  }
+}

@@ -1,0 +1,246 @@
+/**
+ * Wire shapes of the FS session protocol on `/v2/fs` (PROTOCOL.md 4 and 8), shared by the FS
+ * node server (libs/fs) and FS clients (libs/client, the workspace router).
+ *
+ * Units: sizes and offsets in bytes; `at`/`mt`/`ct` in ns since the epoch (JSON numbers: a
+ * JavaScript reader loses precision below about 256 ns, which PROTOCOL.md 8 accepts); node ids
+ * and handles are unsigned integers below 2^53.
+ */
+import { Errno, FsError } from './errors';
+
+/** WebSocket path of FS sessions on an FS node (PROTOCOL.md 1). */
+export const FS_ENDPOINT_PATH = '/v2/fs';
+
+/** Request type prefix of FS operations: `acheron.t_fs_<op>` (PROTOCOL.md 8). */
+export const FS_REQUEST_PREFIX = 'acheron.t_fs_';
+/** Reply type prefix: `acheron.r_fs_<op>`. */
+export const FS_REPLY_PREFIX = 'acheron.r_fs_';
+/** Error reply type of FS sessions (PROTOCOL.md 2). */
+export const FS_ERROR_TYPE = 'acheron.err_fs';
+/** Push: a node changed (payload {@link InvalEvent}). */
+export const FS_INVAL_EVENT = 'acheron.e_fs_inval';
+/** Push: a directory's entries changed (payload {@link InvalDirEvent}). */
+export const FS_INVAL_DIR_EVENT = 'acheron.e_fs_inval_dir';
+
+/** Every FS operation of PROTOCOL.md 8, in table order. */
+export const FS_OPS = [
+  'hello',
+  'exports',
+  'lookup',
+  'getattr',
+  'setattr',
+  'readdirp',
+  'open',
+  'create',
+  'read',
+  'write',
+  'fsync',
+  'close',
+  'truncate',
+  'unlink',
+  'mkdir',
+  'rmdir',
+  'rename',
+  'symlink',
+  'readlink',
+  'statfs',
+] as const;
+export type FsOp = (typeof FS_OPS)[number];
+
+/** Largest `read` `len` (larger is clamped) and `write` data (larger is EINVAL), bytes (PROTOCOL.md 8). */
+export const MAX_READ = 1024 * 1024;
+export const MAX_WRITE = 1024 * 1024;
+
+/** Longest name of one directory entry, bytes of UTF-8 (Linux NAME_MAX). */
+export const NAME_MAX = 255;
+/** Longest symlink target, bytes of UTF-8 (Linux PATH_MAX - 1). */
+export const SYMLINK_MAX = 4095;
+
+/** Node kind in {@link Attr.k} (PROTOCOL.md 8). Other file types (fifo, socket, device) report k=1 and their type in `m`. */
+export const NodeKind = { FILE: 1, DIR: 2, SYMLINK: 3 } as const;
+export type NodeKindValue = (typeof NodeKind)[keyof typeof NodeKind];
+
+/**
+ * Linux open(2) flag bits as sent in `open` / `create` `flags` (PROTOCOL.md 8). The numbers are
+ * the x86-64/arm64 Linux values whatever the client's platform.
+ */
+export const OpenFlags = {
+  O_RDONLY: 0,
+  O_WRONLY: 1,
+  O_RDWR: 2,
+  /** Mask of the access mode bits. */
+  O_ACCMODE: 3,
+  O_CREAT: 0o100,
+  O_EXCL: 0o200,
+  O_NOCTTY: 0o400,
+  O_TRUNC: 0o1000,
+  O_APPEND: 0o2000,
+  O_NONBLOCK: 0o4000,
+  O_DSYNC: 0o10000,
+  O_DIRECTORY: 0o200000,
+  O_NOFOLLOW: 0o400000,
+  O_NOATIME: 0o1000000,
+  O_CLOEXEC: 0o2000000,
+  O_SYNC: 0o4010000,
+  O_PATH: 0o10000000,
+  O_TMPFILE: 0o20200000,
+} as const;
+
+/** True when open `flags` ask for write access, truncation, appending or creation (refused on `:ro` exports). */
+export function wantsWrite(flags: number): boolean {
+  const acc = flags & OpenFlags.O_ACCMODE;
+  return acc === OpenFlags.O_WRONLY || acc === OpenFlags.O_RDWR || (flags & (OpenFlags.O_TRUNC | OpenFlags.O_APPEND | OpenFlags.O_CREAT)) !== 0;
+}
+
+/**
+ * Attributes of one node (PROTOCOL.md 8): `id` node id, `k` kind ({@link NodeKind}), `m` full
+ * st_mode (type and permission bits), `n` link count, `u`/`g` owner ids, `sz` size in bytes,
+ * `at`/`mt`/`ct` access/modification/change times in ns since the epoch, `gen` the node's
+ * generation (grows whenever the node is seen or told to have changed).
+ */
+export interface Attr {
+  id: number;
+  k: number;
+  m: number;
+  n: number;
+  u: number;
+  g: number;
+  sz: number;
+  at: number;
+  mt: number;
+  ct: number;
+  gen: number;
+}
+
+/** One `readdirp` entry (never `.` or `..`). */
+export interface DirEntry {
+  name: string;
+  attr: Attr;
+}
+
+/**
+ * One export as listed by `exports` (PROTOCOL.md 8): `root` is the node id of its root
+ * directory; `source_kind` says what serves it (`local_dir` for a directory on the node's
+ * disk, `synthetic` for a generated tree such as a terminal service).
+ */
+export interface ExportInfo {
+  name: string;
+  root: number;
+  ro: boolean;
+  desc: string;
+  source_kind: string;
+  caps: Record<string, unknown>;
+}
+
+/** `acheron.t_fs_hello` payload (PROTOCOL.md 4, 8). */
+export interface FsHelloRequest {
+  protocol: string;
+  proto: number;
+  /** FS session token, required when the node has FS session auth on. */
+  auth_token?: string;
+  /** Ask for the binary data path (PROTOCOL.md 8). */
+  binary?: boolean;
+}
+
+/** Capabilities announced in `acheron.r_fs_hello` (PROTOCOL.md 4); `max_read`/`max_write` in bytes. */
+export interface FsCaps {
+  readdirp: boolean;
+  symlink: boolean;
+  xattr: boolean;
+  locks: boolean;
+  statfs: boolean;
+  events: boolean;
+  case_sensitive: boolean;
+  max_read: number;
+  max_write: number;
+  /** True when the binary data path was asked for and is granted. */
+  binary_data: boolean;
+}
+
+/** `acheron.r_fs_hello` payload (PROTOCOL.md 4). */
+export interface FsHelloReply {
+  protocol: string;
+  proto: number;
+  node: { name: string; os: string; ver: string };
+  caps: FsCaps;
+}
+
+/** `setattr` payload: permission bits, owner ids, size in bytes, times in ns since the epoch. */
+export interface SetAttr {
+  mode?: number;
+  uid?: number;
+  gid?: number;
+  sz?: number;
+  at?: number;
+  mt?: number;
+}
+
+/** `readdirp` reply: `next` is the cookie of the following page; `dir_gen` the directory's entry generation. */
+export interface ReaddirpReply {
+  ents: DirEntry[];
+  next: number;
+  eof: boolean;
+  dir_gen: number;
+}
+
+/** `open` reply: handle `h`, what it may do, and the node's generation at open time. */
+export interface OpenReply {
+  h: number;
+  caps: { rd: boolean; wr: boolean };
+  gen: number;
+}
+
+/** `read` reply on the JSON path (`data_b64`); on the binary path the bytes follow the header and `data_b64` is absent. */
+export interface ReadReply {
+  data_b64?: string;
+  /** Byte count. */
+  n: number;
+  eof: boolean;
+}
+
+/** `statfs` reply: `bsize`/`frsize` in bytes, block and inode counts, `namemax` in bytes. */
+export interface StatFs {
+  bsize: number;
+  frsize: number;
+  blocks: number;
+  bfree: number;
+  bavail: number;
+  files: number;
+  ffree: number;
+  namemax: number;
+}
+
+/**
+ * `acheron.e_fs_inval` payload: node `node` changed. `what`: `attr` (attributes only),
+ * `data` (content, and so size/times), `all` (anything, including kind or existence; drop
+ * every cache of the node). `gen` is the node's generation after the change.
+ */
+export interface InvalEvent {
+  node: number;
+  what: 'attr' | 'data' | 'all';
+  gen: number;
+}
+
+/** `acheron.e_fs_inval_dir` payload: the entries of directory `dir` changed; `dir_gen` is its new entry generation. */
+export interface InvalDirEvent {
+  dir: number;
+  dir_gen: number;
+}
+
+/**
+ * Decodes standard base64 strictly (RFC 4648 section 4, padded): the length is a multiple of 4,
+ * only the base64 alphabet, padding only at the end. Used for `data_b64` (PROTOCOL.md 8).
+ * Node's decoder skips characters outside the alphabet and stops at `=`, so any of those shows
+ * as a decoded length other than the one the text's length implies; the URL-safe `-` and `_`,
+ * which Node also accepts, are refused explicitly. Linear and without a regular expression (a
+ * 1 MiB write is 1.4 MB of text).
+ * @throws FsError EINVAL when `text` is not strict base64
+ */
+export function decodeBase64Strict(text: string): Buffer {
+  const invalid = () => new FsError(Errno.EINVAL, 'data_b64 is not valid base64 (standard alphabet, padded)');
+  if (text.length % 4 !== 0 || text.includes('-') || text.includes('_')) throw invalid();
+  const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
+  const buf = Buffer.from(text, 'base64');
+  if (buf.length !== (text.length / 4) * 3 - padding) throw invalid();
+  return buf;
+}
