@@ -67,7 +67,12 @@ describe('start-up and configuration', () => {
     ['an export name that is not identifier-safe', ['--export', `.hidden=${__dirname}`], /identifier-safe/],
     ['a duplicate export name', ['--export', `a=${__dirname}`, '--export', `a=${__dirname}:ro`], /given twice/],
     ['a bad port', ['--port', '70000'], /port number/],
-    ['an unknown flag', ['--control-url', 'ws://x/'], /Unknown option/],
+    ['an unknown flag', ['--no-such-flag'], /Unknown option/],
+    ['daemon mode without a role token', ['--control-url', 'ws://127.0.0.1:1/'], /needs a role token/],
+    ['a malformed --label', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--label', 'novalue'], /--label must be KEY=VALUE/],
+    ['a --label without daemon mode', ['--label', 'a=b'], /needs --control-url/],
+    ['a bad --pair-mode', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--pair-mode', 'magic'], /--pair-mode must be invite or request/],
+    ['an invalid service manifest', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--service-manifest', __filename], /invalid service manifest: .*fs-node\.e2e-spec\.ts/],
   ])('exits 2 with a clear message for %s', (_name, args, message) => {
     const r = runFsNode(['--port', '0', ...args]);
     expect(r.code).toBe(2);

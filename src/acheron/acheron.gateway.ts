@@ -262,6 +262,8 @@ export class AcheronGateway {
     const fid = u32(frame, 'fid');
     const state = fidState(locals, fid);
     locals.fids.delete(fid);
+    // The fid is gone either way; an error closing what it opened (a terminal request that
+    // was not valid, a failed flush) is still reported.
     await state.open?.routed?.close();
     return {};
   }
@@ -297,7 +299,12 @@ export class AcheronGateway {
 
   private async routedFs(node: Extract<NsNode, { kind: 'routed' }>): Promise<{ fs: RoutedFs; rel: string[] }> {
     const t = node.target;
-    if (t.type === 'node') return { fs: await this.routes.fsOf(t.node_id, t.export_name), rel: t.rel };
+    if (t.type === 'node') {
+      // The fs service's root lists only exports no other catalog service claims: a terminal
+      // export is reachable only through its own (permission-filtered) service mount.
+      const claimed = this.namespace.claimedExports(t.node_id);
+      return { fs: await this.routes.fsOf(t.node_id, t.export_name, (name) => !claimed.has(name)), rel: t.rel };
+    }
     throw new ProtocolError('eio', `project filesystems are not routed yet (/projects/${t.project_id}/fs)`);
   }
 

@@ -104,6 +104,20 @@ export class NamespaceService {
     return { actor, viewer: { role: actor.role, holdsProjectToken: held !== null } };
   }
 
+  /**
+   * Export names of a node claimed by catalog services other than `fs` (their `service_id`
+   * and `mounts[].mount_id`), whatever the viewer may see.
+   */
+  claimedExports(nodeId: string): Set<string> {
+    const out = new Set<string>();
+    for (const s of this.catalog.servicesOf(nodeId)) {
+      if (s.kind === 'fs') continue;
+      out.add(s.service_id);
+      for (const m of s.mounts) out.add(m.mount_id);
+    }
+    return out;
+  }
+
   /** Roots of the namespace for a session. */
   roots(view: NsView): string[] {
     return view.actor.role === 'admin' ? ['nodes', 'projects', 'debug'] : ['nodes', 'projects'];

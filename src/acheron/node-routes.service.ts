@@ -133,7 +133,12 @@ class ExportFs implements RoutedFs {
           }
         },
         async close() {
-          await client.request('close', { h }).catch(() => undefined);
+          try {
+            await client.request('close', { h });
+          } catch (e) {
+            // A terminal runs its request at close: its EINVAL must reach the caller.
+            throw toRuntimeError(e, label);
+          }
         },
       };
     } catch (e) {
@@ -199,10 +204,11 @@ export class NodeRoutesService implements OnModuleDestroy {
   }
 
   /**
-   * The routed filesystem of a node export, or of the node's FS root (`exportName` null).
+   * The routed filesystem of a node export, or of the node's FS root (`exportName` null), which
+   * lists only the exports in `fsExports` (those no other catalog service claims).
    * @throws ProtocolError `enoent` (unknown node or export), `eio` naming the node when it cannot be reached
    */
-  async fsOf(nodeId: string, exportName: string | null): Promise<RoutedFs> {
+  async fsOf(nodeId: string, exportName: string | null, fsExports: (name: string) => boolean = () => true): Promise<RoutedFs> {
     const node = this.store.state.nodes.get(nodeId);
     if (!node) throw new ProtocolError('enoent', `node ${nodeId} not found`);
     const label = `node ${node.node_name} (${nodeId})`;
@@ -226,7 +232,7 @@ export class NodeRoutesService implements OnModuleDestroy {
     } catch (e) {
       throw toRuntimeError(e, label);
     }
-    if (exportName === null) return new NodeExportsFs(conn.exports, label);
+    if (exportName === null) return new NodeExportsFs(new Map([...conn.exports].filter(([name]) => fsExports(name))), label);
     const fs = conn.exports.get(exportName);
     if (!fs) throw new ProtocolError('enoent', `${exportName}: no such export on ${label}`);
     return fs;

@@ -69,8 +69,9 @@ class RuntimePath {
     return this.c.acheron('acheron.t_stat', { fid: this.fid });
   }
 
+  /** Releases the fid; an error closing what it opened (e.g. an invalid terminal request) is thrown. */
   async clunk(): Promise<void> {
-    await this.c.acheron('acheron.t_clunk', { fid: this.fid }).catch(() => undefined);
+    await this.c.acheron('acheron.t_clunk', { fid: this.fid });
   }
 }
 

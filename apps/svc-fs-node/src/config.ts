@@ -1,7 +1,7 @@
 /**
  * Configuration of `svc-fs-node`, read once at start from flags and the environment
- * (PROTOCOL.md 1, SPEC.md "Command-line programs", issue 3 item 5). Standalone mode only; the
- * control daemon flags (`--control-url`, ...) belong to a later change and are refused as unknown.
+ * (PROTOCOL.md 1, SPEC.md "Command-line programs", issue 3 item 5, issue 4 item 2). With
+ * `--control-url` the node runs in control daemon mode (pairing, lease, catalog upsert).
  */
 import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
@@ -38,8 +38,40 @@ export class FsNodeConfig {
   logLevel: string;
   /** How long shutdown waits for requests in flight, ms (`SVC_SHUTDOWN_GRACE_MS`, default 5000). */
   shutdownGraceMs: number;
+  /** `--terminal-id` values: one terminal export `terminal-<id>` each. */
+  terminalIds: string[];
+  /** Directory terminal requests run in (`--terminal-cwd`; default the first read-write export). */
+  terminalCwd: string | null;
+  /** Control daemon mode settings; null in standalone mode. */
+  daemon: DaemonConfig | null;
   /** `--help` was given. */
   help: boolean;
+}
+
+/** Control daemon mode settings (issue 4 item 2). */
+export interface DaemonConfig {
+  controlUrl: string;
+  /** Role token for the control plane (`--control-auth-token`, else `SVC_AUTH_TOKEN`). */
+  controlAuthToken: string;
+  pairMode: 'invite' | 'request';
+  inviteToken: string | null;
+  /** Advertised FS URL (`--fs-url`); null: derived from the listen address once bound. */
+  fsUrl: string | null;
+  stateFile: string;
+  /** ms */
+  leaseTtlMs: number;
+  /** ms */
+  refreshIntervalMs: number;
+  /** ms */
+  reconnectBackoffMs: number;
+  /** ms */
+  reconnectBackoffMaxMs: number;
+  operatorToken: string | null;
+  fsService: boolean;
+  terminalAllowUser: boolean;
+  manifestFiles: string[];
+  servicesDir: string | null;
+  labels: Record<string, string>;
 }
 
 /** A configuration error: printed as `svc-fs-node: <message>`, exit code 2. */
@@ -53,8 +85,28 @@ Serves directories as FS exports on ws://ADDR:PORT/v2/fs (standalone mode).
   --port PORT          WebSocket port, 0 picks a free one (default ${DEFAULT_FS_NODE_PORT})
   --export SPEC        NAME=PATH[:ro|:rw], repeatable (default work=.:rw); NAME is identifier-safe
   --auth-token T       require auth_token T in acheron.t_fs_hello (or SVC_FS_NODE_AUTH_TOKEN)
-  --node-name NAME     node name reported in the hello (default: the host name)
+  --node-name NAME     node name reported in the hello and to the control plane (default: the host name)
+  --terminal-id ID     serve a terminal export terminal-ID (repeatable); requests run in --terminal-cwd
+  --terminal-cwd DIR   directory terminal requests run in (default: the first read-write export)
   -h, --help           this text
+
+control daemon mode (pairs with svc, keeps a lease, publishes the node's service catalog):
+  --control-url URL             svc WebSocket URL, e.g. ws://127.0.0.1:18790/
+  --control-auth-token T        role token for svc (default $SVC_AUTH_TOKEN)
+  --pair-mode invite|request    pair with an invite (default) or by a join request an admin approves
+  --invite-token T              the invite (from svc-control node_invite_create)
+  --fs-url URL                  FS URL advertised to svc (default ws://BIND:PORT/v2/fs)
+  --state-file PATH             credentials file, mode 0600 (default ./.svc-fs-node-state.json)
+  --lease-ttl-ms MS             lease length asked for (default 900000)
+  --refresh-interval-ms MS      lease refresh period (default a third of the lease)
+  --reconnect-backoff-ms MS     first retry delay when svc is unreachable (default 1000)
+  --reconnect-backoff-max-ms MS largest retry delay (default 30000)
+  --operator-token T            added to the node's control payloads
+  --no-fs-service               do not advertise the fs service
+  --terminal-allow-user         terminals visible to users holding a project token (default admin only)
+  --service-manifest PATH       publish the services in a manifest file (repeatable)
+  --services-dir DIR            publish every *.json manifest in DIR (re-read on change)
+  --label KEY=VALUE             node label (repeatable)
 
 environment:
   SVC_FS_NODE_AUTH_TOKEN   FS session token when --auth-token is not given
@@ -121,7 +173,7 @@ function nonEmpty(value: string | undefined): string | null {
  *   export path that is not a directory
  */
 export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = process.cwd()): FsNodeConfig {
-  let values: { bind?: string; port?: string; export?: string[]; 'auth-token'?: string; 'node-name'?: string; help?: boolean };
+  let values: Record<string, string | string[] | boolean | undefined>;
   try {
     ({ values } = parseArgs({
       args: argv,
@@ -131,6 +183,24 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
         export: { type: 'string', multiple: true },
         'auth-token': { type: 'string' },
         'node-name': { type: 'string' },
+        'terminal-id': { type: 'string', multiple: true },
+        'terminal-cwd': { type: 'string' },
+        'control-url': { type: 'string' },
+        'control-auth-token': { type: 'string' },
+        'pair-mode': { type: 'string' },
+        'invite-token': { type: 'string' },
+        'fs-url': { type: 'string' },
+        'state-file': { type: 'string' },
+        'lease-ttl-ms': { type: 'string' },
+        'refresh-interval-ms': { type: 'string' },
+        'reconnect-backoff-ms': { type: 'string' },
+        'reconnect-backoff-max-ms': { type: 'string' },
+        'operator-token': { type: 'string' },
+        'no-fs-service': { type: 'boolean' },
+        'terminal-allow-user': { type: 'boolean' },
+        'service-manifest': { type: 'string', multiple: true },
+        'services-dir': { type: 'string' },
+        label: { type: 'string', multiple: true },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -142,24 +212,95 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
   const config = new FsNodeConfig();
   config.help = Boolean(values.help);
   if (config.help) return config;
-  config.bind = values.bind ?? DEFAULT_BIND;
+  const str = (k: string) => values[k] as string | undefined;
+  const list = (k: string) => (values[k] as string[] | undefined) ?? [];
+  config.bind = str('bind') ?? DEFAULT_BIND;
   if (config.bind === '') throw new ConfigError('--bind must not be empty');
-  config.port = values.port !== undefined ? parsePort(values.port, '--port') : DEFAULT_FS_NODE_PORT;
-  config.exports = (values.export ?? ['work=.:rw']).map((s) => parseExport(s, cwd));
+  config.port = str('port') !== undefined ? parsePort(str('port')!, '--port') : DEFAULT_FS_NODE_PORT;
+  config.exports = (values.export ? list('export') : ['work=.:rw']).map((s) => parseExport(s, cwd));
   const seen = new Set<string>();
   for (const e of config.exports) {
     if (seen.has(e.name)) throw new ConfigError(`--export name "${e.name}" is given twice`);
     seen.add(e.name);
   }
-  const token = values['auth-token'] ?? nonEmpty(env.SVC_FS_NODE_AUTH_TOKEN);
+  const token = str('auth-token') ?? nonEmpty(env.SVC_FS_NODE_AUTH_TOKEN);
   if (token === '') throw new ConfigError('--auth-token must not be empty');
   config.authToken = token ?? null;
-  config.nodeName = values['node-name'] ?? hostname();
+  config.nodeName = str('node-name') ?? hostname();
   if (config.nodeName === '' || config.nodeName.length > 256) throw new ConfigError('--node-name must be 1 to 256 characters');
   config.metricsPort = nonEmpty(env.SVC_METRICS_PORT) !== null ? parsePort(env.SVC_METRICS_PORT as string, 'SVC_METRICS_PORT') : null;
   config.maxMessageBytes = parseInt(env.SVC_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, 'SVC_MAX_MESSAGE_BYTES', MIN_MAX_MESSAGE_BYTES);
   config.logLevel = (nonEmpty(env.SVC_LOG_LEVEL) ?? 'info').toLowerCase();
   if (!LOG_LEVELS.includes(config.logLevel)) throw new ConfigError(`SVC_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
   config.shutdownGraceMs = parseInt(env.SVC_SHUTDOWN_GRACE_MS, 5000, 'SVC_SHUTDOWN_GRACE_MS', 0);
+  config.terminalIds = list('terminal-id');
+  for (const id of config.terminalIds) {
+    if (!isIdentifierSafe(`terminal-${id}`) || !isIdentifierSafe(id)) throw new ConfigError(`--terminal-id "${id}" must be identifier-safe`);
+    if (config.exports.some((e) => e.name === `terminal-${id}`)) throw new ConfigError(`--terminal-id ${id} clashes with --export terminal-${id}`);
+  }
+  if (new Set(config.terminalIds).size !== config.terminalIds.length) throw new ConfigError('--terminal-id values must differ');
+  config.terminalCwd = str('terminal-cwd') !== undefined ? resolve(cwd, str('terminal-cwd')!) : null;
+  if (config.terminalIds.length > 0 && config.terminalCwd === null && !config.exports.some((e) => !e.ro)) {
+    throw new ConfigError('--terminal-id needs a read-write export or --terminal-cwd DIR for requests to run in');
+  }
+  config.daemon = loadDaemonConfig(values, env, cwd);
   return config;
+}
+
+function parseMs(value: string | undefined, fallback: number, what: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (value === undefined) return fallback;
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) throw new ConfigError(`${what} must be an integer from ${min} to ${max} (ms; got "${value}")`);
+  return Number(value);
+}
+
+/**
+ * Parses one `--label KEY=VALUE`: KEY identifier-safe, VALUE any text.
+ * @throws ConfigError naming the label when malformed
+ */
+export function parseLabel(spec: string): [string, string] {
+  const eq = spec.indexOf('=');
+  const key = eq > 0 ? spec.slice(0, eq) : '';
+  if (!isIdentifierSafe(key)) throw new ConfigError(`--label must be KEY=VALUE with an identifier-safe KEY (got "${spec}")`);
+  return [key, spec.slice(eq + 1)];
+}
+
+/** The daemon settings, or null without `--control-url`; daemon-only flags without it are an error. */
+function loadDaemonConfig(values: Record<string, unknown>, env: NodeJS.ProcessEnv, cwd: string): DaemonConfig | null {
+  const str = (k: string) => values[k] as string | undefined;
+  const controlUrl = str('control-url');
+  const labels = ((values.label as string[] | undefined) ?? []).map(parseLabel);
+  if (controlUrl === undefined) {
+    const daemonOnly = ['control-auth-token', 'pair-mode', 'invite-token', 'fs-url', 'state-file', 'lease-ttl-ms', 'refresh-interval-ms', 'reconnect-backoff-ms', 'reconnect-backoff-max-ms', 'operator-token', 'no-fs-service', 'terminal-allow-user', 'service-manifest', 'services-dir', 'label'];
+    const given = daemonOnly.filter((k) => values[k] !== undefined);
+    if (given.length > 0) throw new ConfigError(`--${given[0]} needs --control-url (control daemon mode)`);
+    return null;
+  }
+  if (!/^wss?:\/\/\S+$/.test(controlUrl)) throw new ConfigError(`--control-url must be a ws:// or wss:// URL (got "${controlUrl}")`);
+  const controlAuthToken = str('control-auth-token') ?? nonEmpty(env.SVC_AUTH_TOKEN);
+  if (!controlAuthToken) throw new ConfigError('control daemon mode needs a role token: --control-auth-token T or SVC_AUTH_TOKEN');
+  const pairMode = str('pair-mode') ?? 'invite';
+  if (pairMode !== 'invite' && pairMode !== 'request') throw new ConfigError(`--pair-mode must be invite or request (got "${pairMode}")`);
+  const fsUrl = str('fs-url') ?? null;
+  if (fsUrl !== null && !/^wss?:\/\/\S+$/.test(fsUrl)) throw new ConfigError(`--fs-url must be a ws:// or wss:// URL (got "${fsUrl}")`);
+  const leaseTtlMs = parseMs(str('lease-ttl-ms'), 900_000, '--lease-ttl-ms', 1000, 86_400_000);
+  const reconnectBackoffMs = parseMs(str('reconnect-backoff-ms'), 1000, '--reconnect-backoff-ms', 10);
+  const servicesDir = str('services-dir') !== undefined ? resolve(cwd, str('services-dir')!) : null;
+  return {
+    controlUrl,
+    controlAuthToken,
+    pairMode,
+    inviteToken: str('invite-token') ?? null,
+    fsUrl,
+    stateFile: resolve(cwd, str('state-file') ?? './.svc-fs-node-state.json'),
+    leaseTtlMs,
+    refreshIntervalMs: parseMs(str('refresh-interval-ms'), Math.max(500, Math.floor(leaseTtlMs / 3)), '--refresh-interval-ms', 100),
+    reconnectBackoffMs,
+    reconnectBackoffMaxMs: parseMs(str('reconnect-backoff-max-ms'), Math.max(30_000, reconnectBackoffMs), '--reconnect-backoff-max-ms', reconnectBackoffMs),
+    operatorToken: str('operator-token') ?? null,
+    fsService: values['no-fs-service'] !== true,
+    terminalAllowUser: values['terminal-allow-user'] === true,
+    manifestFiles: ((values['service-manifest'] as string[] | undefined) ?? []).map((f) => resolve(cwd, f)),
+    servicesDir,
+    labels: Object.fromEntries(labels),
+  };
 }

@@ -1,23 +1,29 @@
 #!/usr/bin/env node
 /**
- * `svc-fs-node`: the FS node (standalone mode). Bootstrap only: configuration, the exports,
- * the envelope WebSocket adapter on `/v2/fs`, the ops HTTP listener, and graceful shutdown
- * (PROTOCOL.md 1, 8).
+ * `svc-fs-node`: the FS node. Bootstrap only: configuration, the exports (directories and
+ * terminal services), the envelope WebSocket adapter on `/v2/fs`, the ops HTTP listener, the
+ * control daemon with `--control-url` (pairing, lease, catalog), and graceful shutdown
+ * (PROTOCOL.md 1, 8; issue 4 item 2).
  *
  * Prints exactly one stdout line, `listening on ws://HOST:PORT/v2/fs`, once it accepts
  * sessions; logs are JSON lines on stderr. Exit codes: 0 after a clean shutdown (SIGTERM,
- * SIGINT); 2 for an invalid configuration (malformed --export, an export path that does not
- * exist or is not a directory, a bad port) or a port that cannot be bound.
+ * SIGINT); 2 for an invalid configuration (malformed --export or --label, an export path that
+ * does not exist or is not a directory, an invalid service manifest, a bad port) or a port that
+ * cannot be bound; 3 when the control daemon cannot go on (join request denied, invite used up
+ * after the node was deleted, role token refused).
  */
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { ExportDefinition, FsMetrics, FsEndpointProfile, LocalDirBackend } from '@svc/fs';
+import { ExportDefinition, FsEndpointProfile, FsMetrics, FsNodeOptions, LocalDirBackend, TerminalBackend } from '@svc/fs';
 import { AppLogger, ReadinessService } from '@svc/ops';
 import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
 import { ConfigError, FS_NODE_USAGE, FsNodeConfig, loadFsNodeConfig } from './config';
 import { FsNodeAppModule } from './fs-node.module';
+import { ManifestError, loadManifests } from './daemon/catalog-record';
+import { ControlDaemon, DaemonFatal } from './daemon/control-daemon';
 
 function die(message: string, code = 2): never {
   process.stderr.write(`svc-fs-node: ${message}\n`);
@@ -31,6 +37,15 @@ function version(): string {
   } catch {
     return '0.0.0';
   }
+}
+
+/**
+ * The FS URL to advertise when `--fs-url` is not given: the listening URL, with a wildcard bind
+ * address replaced by the host name (other machines cannot dial 0.0.0.0).
+ */
+function advertisedUrl(url: string, bind: string): string {
+  if (bind !== '0.0.0.0' && bind !== '::') return url;
+  return url.replace(/^ws:\/\/(\[::\]|0\.0\.0\.0)/, `ws://${hostname()}`);
 }
 
 async function main(): Promise<void> {
@@ -55,9 +70,29 @@ async function main(): Promise<void> {
       die(`--export ${spec.name}: ${spec.path}: ${(e as Error).message}`);
     }
   }
+  const terminalBase = config.terminalCwd ?? config.exports.find((e) => !e.ro)?.path ?? null;
+  for (const id of config.terminalIds) {
+    exports.push({ name: `terminal-${id}`, ro: false, desc: `terminal ${id}: write control/invoke.json, read the result`, backend: new TerminalBackend(id, terminalBase!) });
+  }
+  if (config.daemon) {
+    // An invalid manifest is a startup error naming the file and field; nothing is published.
+    try {
+      loadManifests(config.daemon.manifestFiles, config.daemon.servicesDir);
+    } catch (e) {
+      if (e instanceof ManifestError) die(`invalid service manifest: ${e.message}`);
+      throw e;
+    }
+  }
+  const fsOptions: FsNodeOptions = {
+    exports,
+    authToken: config.authToken,
+    authRequired: config.daemon !== null,
+    nodeName: config.nodeName,
+    version: version(),
+  };
 
   const app = await NestFactory.create(
-    FsNodeAppModule.forRoot(config, { exports, authToken: config.authToken, nodeName: config.nodeName, version: version() }),
+    FsNodeAppModule.forRoot(config, fsOptions),
     { bufferLogs: true, abortOnError: false },
   );
   const logger = app.get(AppLogger);
@@ -88,11 +123,13 @@ async function main(): Promise<void> {
   app.flushLogs();
 
   let stopping = false;
+  let daemon: ControlDaemon | null = null;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     logger.log({ msg: `received ${signal}; shutting down` }, 'Bootstrap');
     readiness.beginShutdown();
+    await daemon?.stop();
     await adapter.shutdown(config.shutdownGraceMs);
     await app.close();
     process.exit(0);
@@ -114,11 +151,41 @@ async function main(): Promise<void> {
       url,
       node_name: config.nodeName,
       exports: exports.map((e) => ({ name: e.name, ro: e.ro, root: (e.backend as LocalDirBackend).root })),
-      fs_auth: config.authToken !== null,
+      fs_auth: config.authToken !== null || config.daemon !== null,
+      control_url: config.daemon?.controlUrl ?? null,
     },
     'Bootstrap',
   );
   process.stdout.write(`listening on ${url}\n`);
+
+  if (config.daemon) {
+    const d = config.daemon;
+    daemon = new ControlDaemon(
+      {
+        ...d,
+        nodeName: config.nodeName,
+        fsUrl: d.fsUrl ?? advertisedUrl(url, config.bind),
+        fixedFsAuthToken: config.authToken,
+        terminalIds: config.terminalIds,
+      },
+      {
+        exports: () => exports.filter((e) => e.backend instanceof LocalDirBackend).map((e) => ({ name: e.name, ro: e.ro })),
+        setFsAuthToken: (token) => {
+          fsOptions.authToken = token;
+        },
+      },
+    );
+    daemon.on('fatal', (e: DaemonFatal) => {
+      logger.error({ msg: `control daemon stopped: ${e.message}` }, 'ControlDaemon');
+      process.stderr.write(`svc-fs-node: ${e.message}\n`);
+      void adapter.shutdown(0).finally(() => process.exit(3));
+    });
+    try {
+      await daemon.start();
+    } catch (e) {
+      die((e as Error).message);
+    }
+  }
 }
 
 main().catch((e) => die(`fatal: ${(e as Error).stack ?? String(e)}`, 1));

@@ -20,8 +20,14 @@ export interface ExportDefinition {
 export class FsNodeOptions {
   /** The exports, in listing order. */
   exports: ExportDefinition[];
-  /** FS session token (`--auth-token` / `SVC_FS_NODE_AUTH_TOKEN`); null: FS session auth off. */
+  /**
+   * FS session token (`--auth-token` / `SVC_FS_NODE_AUTH_TOKEN`, or the paired `fs_auth_token`
+   * in control daemon mode); null: FS session auth off, unless {@link authRequired}. The daemon
+   * changes it at run time (pairing, re-pairing); sessions check it at their hello.
+   */
   authToken: string | null;
+  /** Refuse every session while {@link authToken} is null (daemon mode before pairing). */
+  authRequired?: boolean;
   /** Node name reported in `acheron.r_fs_hello` `node.name`. */
   nodeName: string;
   /** Software version reported in `acheron.r_fs_hello` `node.ver`. */

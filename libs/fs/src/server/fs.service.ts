@@ -84,11 +84,12 @@ export class FsService implements OnModuleDestroy {
       throw new ProtocolError('protocol_mismatch', `acheron.t_fs_hello proto must be ${FS_PROTO} (got ${JSON.stringify(proto ?? null)})`);
     }
     const expected = this.options.authToken;
-    if (expected !== null) {
+    if (expected !== null || this.options.authRequired) {
       const token = payload.auth_token;
       if (token === undefined || token === null || token === '') {
         throw new FsError(Errno.EACCES, 'AuthMissing: this FS node requires auth_token in acheron.t_fs_hello');
       }
+      if (expected === null) throw new FsError(Errno.EACCES, 'AuthFailed: this FS node is not paired with its control plane yet');
       if (typeof token !== 'string' || !secretsEqual(token, expected)) throw new FsError(Errno.EACCES, 'AuthFailed: auth_token does not match');
     }
     return {

@@ -12,3 +12,4 @@ export * from './fs.module';
 export * from './local/confine';
 export * from './local/errno';
 export * from './local/local-dir.backend';
+export * from './terminal/terminal.backend';
