@@ -1,0 +1,213 @@
+/**
+ * e2e: `svc-fs-node` control daemon mode (issue 4 item 2) against the built `svc`: pairing by
+ * invite and by approved request, the published catalog record (SPEC.md "Built-in providers"),
+ * labels, --no-fs-service, manifests and a services dir, lease recovery after the control plane
+ * was down for 10 s, re-pairing after node_delete, and the fatal cases (exit 3).
+ */
+import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client, closeSessions, failure, session } from './helpers/control';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+
+afterEach(() => closeSessions());
+afterAll(async () => {
+  await killAll();
+  cleanupTmp();
+});
+
+const FAST = ['--lease-ttl-ms', '4000', '--refresh-interval-ms', '500', '--reconnect-backoff-ms', '200', '--reconnect-backoff-max-ms', '1000'];
+
+interface Service {
+  service_id: string;
+  [k: string]: unknown;
+}
+
+function startNode(controlUrl: string, extra: string[], dir = tmpDir('node-')): Promise<Running & { dir: string; stateFile: string }> {
+  const stateFile = join(dir, 'state.json');
+  mkdirSync(join(dir, 'work'), { recursive: true });
+  return startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${join(dir, 'work')}`, '--control-url', controlUrl, '--state-file', stateFile, ...FAST, ...extra], {
+    SVC_AUTH_TOKEN: ADMIN_TOKEN,
+  }).then((r) => ({ ...r, dir, stateFile }));
+}
+
+async function nodeNamed(admin: Client, name: string): Promise<{ node_id: string; fs_url: string; state: string; last_seen_ms: number }> {
+  return waitFor(async () => {
+    const { nodes } = await admin.request<{ nodes: Array<{ node_id: string; node_name: string; fs_url: string; state: string; last_seen_ms: number }> }>('node_list');
+    return nodes.find((n) => n.node_name === name);
+  }, 10_000);
+}
+
+async function servicesOf(admin: Client, nodeId: string, count: number): Promise<Service[]> {
+  return waitFor(async () => {
+    const r = await admin.request<{ services: Service[] }>('node_service_get', { node_id: nodeId });
+    return r.services.length === count ? r.services : undefined;
+  }, 10_000);
+}
+
+describe('pairing and the published record', () => {
+  it('pairs by invite and publishes the built-in fs and terminal services, labels and platform', async () => {
+    const svc = await startSvc();
+    const admin = await session(svc.url);
+    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'inv-node', '--terminal-id', 't1', '--label', 'zone=eu', '--label', 'tier=gold']);
+    const info = await nodeNamed(admin, 'inv-node');
+    expect(info.fs_url).toBe(node.url);
+    const services = await servicesOf(admin, info.node_id, 2);
+    const id = info.node_id;
+    expect(services).toEqual([
+      {
+        service_id: 'fs',
+        kind: 'fs',
+        version: '1',
+        state: 'online',
+        endpoints: [`/nodes/${id}/fs`],
+        capabilities: { rw: true, export_count: 1 },
+        mounts: [{ mount_id: 'fs', mount_path: `/nodes/${id}/fs`, state: 'online' }],
+        ops: {},
+        runtime: {},
+        permissions: {},
+        schema: {},
+      },
+      {
+        service_id: 'terminal-t1',
+        kind: 'terminal',
+        version: '1',
+        state: 'online',
+        endpoints: [`/nodes/${id}/terminal/t1`],
+        capabilities: { pty: true, terminal_id: 't1', invoke: true },
+        mounts: [{ mount_id: 'terminal-t1', mount_path: `/nodes/${id}/terminal/t1`, state: 'online' }],
+        ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } },
+        runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' },
+        permissions: { default: 'deny-by-default' },
+        schema: {},
+      },
+    ]);
+    const record = await admin.request<{ labels: Record<string, string>; platform: Record<string, string> }>('node_service_get', { node_id: id });
+    expect(record.labels).toEqual({ zone: 'eu', tier: 'gold' });
+    expect(record.platform).toEqual({ os: process.platform, arch: process.arch, runtime_kind: 'native' });
+    // credentials persisted 0600, usable after a restart without a new invite
+    expect(statSync(node.stateFile).mode & 0o777).toBe(0o600);
+    const saved = JSON.parse(readFileSync(node.stateFile, 'utf8'));
+    expect(saved.credentials.node_id).toBe(id);
+    await node.stop();
+    const again = await startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${join(node.dir, 'work')}`, '--control-url', svc.url, '--state-file', node.stateFile, '--node-name', 'inv-node', ...FAST], { SVC_AUTH_TOKEN: ADMIN_TOKEN });
+    await waitFor(async () => (await admin.request<{ node: { fs_url: string } }>('node_get', { node_id: id })).node.fs_url === again.url, 10_000);
+    expect((await admin.request<{ nodes: unknown[] }>('node_list')).nodes).toHaveLength(1);
+  });
+
+  it('pairs by an approved request; --no-fs-service, --terminal-allow-user, manifests and a services dir', async () => {
+    const svc = await startSvc();
+    const admin = await session(svc.url);
+    const dir = tmpDir('node-');
+    const manifest = join(dir, 'manifest.json');
+    writeFileSync(manifest, JSON.stringify({ service_id: 'search', kind: 'index', state: 'online', endpoints: ['/search'] }));
+    const servicesDir = join(dir, 'services.d');
+    mkdirSync(servicesDir);
+    writeFileSync(join(servicesDir, 'a.json'), JSON.stringify({ services: [{ service_id: 'gpu', kind: 'compute', state: 'online', endpoints: ['/gpu'], capabilities: { cuda: true } }] }));
+    const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'req-node', '--no-fs-service', '--terminal-id', 'x', '--terminal-allow-user', '--service-manifest', manifest, '--services-dir', servicesDir], dir);
+    const pending = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((p) => p.node_name === 'req-node'), 10_000);
+    await admin.request('node_join_approve', { request_id: pending.request_id });
+    const info = await nodeNamed(admin, 'req-node');
+    const services = await servicesOf(admin, info.node_id, 3);
+    expect(services.map((s) => s.service_id)).toEqual(['terminal-x', 'search', 'gpu']);
+    expect(services[0].permissions).toEqual({ allow_roles: ['admin', 'user'], require_project_token: true });
+    expect(services[2]).toMatchObject({ kind: 'compute', capabilities: { cuda: true }, version: '1' });
+    // a change in the services dir is published again
+    writeFileSync(join(servicesDir, 'b.json'), JSON.stringify({ service_id: 'extra', kind: 'misc', state: 'online', endpoints: ['/extra'] }));
+    expect((await servicesOf(admin, info.node_id, 4)).map((s) => s.service_id)).toEqual(['terminal-x', 'search', 'gpu', 'extra']);
+    // an invalid manifest there keeps the last good record and says why
+    writeFileSync(join(servicesDir, 'c.json'), JSON.stringify({ service_id: 'bad id', kind: 'x', state: 'online', endpoints: [] }));
+    await waitFor(() => /invalid manifest; the last published record stays: .*c\.json: services\[0\]\.service_id/.test(node.stderr()), 5000);
+    expect((await admin.request<{ services: Service[] }>('node_service_get', { node_id: info.node_id })).services).toHaveLength(4);
+    void node;
+  });
+
+  it('exits 3 with a clear message when the join request is denied', async () => {
+    const svc = await startSvc();
+    const admin = await session(svc.url);
+    const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'denied-node']);
+    const pending = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((p) => p.node_name === 'denied-node'), 10_000);
+    await admin.request('node_join_deny', { request_id: pending.request_id });
+    const exit = await node.exited;
+    expect(exit.code).toBe(3);
+    expect(node.stderr()).toContain(`join request ${pending.request_id} was denied`);
+  });
+});
+
+describe('resilience', () => {
+  it('keeps serving FS while the control plane is down and re-establishes its lease after it returns', async () => {
+    const stateDir = tmpDir('svc-state-');
+    let svc = await startSvc({ stateDir });
+    const port = new URL(svc.url).port;
+    const admin = await session(svc.url);
+    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'res-node']);
+    const info = await nodeNamed(admin, 'res-node');
+    closeSessions();
+    await svc.kill();
+    await sleep(10_000);
+    // the FS server kept serving
+    expect(node.proc.exitCode).toBeNull();
+    expect(/control plane unreachable \(attempt \d+\)/.test(node.stderr())).toBe(true);
+    const restartedAt = Date.now();
+    svc = await startSvc({ stateDir, args: ['--port', port] });
+    const admin2 = await session(svc.url);
+    await waitFor(async () => {
+      const { node: n } = await admin2.request<{ node: { last_seen_ms: number; state: string } }>('node_get', { node_id: info.node_id });
+      return n.last_seen_ms >= restartedAt && n.state === 'online';
+    }, 10_000);
+    expect(node.proc.exitCode).toBeNull();
+  }, 60_000);
+
+  it('re-pairs by request after node_delete', async () => {
+    const svc = await startSvc();
+    const admin = await session(svc.url);
+    const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'again-node']);
+    const approve = async () => {
+      const p = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((x) => x.node_name === 'again-node'), 10_000);
+      await admin.request('node_join_approve', { request_id: p.request_id });
+    };
+    await approve();
+    const first = await nodeNamed(admin, 'again-node');
+    await admin.request('node_delete', { node_id: first.node_id });
+    await approve();
+    const second = await waitFor(async () => {
+      const { nodes } = await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list');
+      return nodes.find((n) => n.node_name === 'again-node' && n.node_id !== first.node_id);
+    }, 10_000);
+    await servicesOf(admin, second.node_id, 1);
+    expect(node.proc.exitCode).toBeNull();
+    expect((await failure(admin.request('node_get', { node_id: first.node_id }))).code).toBe('node_not_found');
+  });
+
+  it('says clearly that invite mode needs a new invite after node_delete, and exits 3', async () => {
+    const svc = await startSvc();
+    const admin = await session(svc.url);
+    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'gone-node']);
+    const info = await nodeNamed(admin, 'gone-node');
+    await admin.request('node_delete', { node_id: info.node_id });
+    const exit = await node.exited;
+    expect(exit.code).toBe(3);
+    expect(node.stderr()).toContain('needs a new invite');
+    expect(node.stderr()).toContain('invite_redeemed');
+  });
+
+  it('refuses FS sessions until paired, then opens them with the topology auth_token', async () => {
+    const svc = await startSvc();
+    const admin = await session(svc.url);
+    const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'auth-node']);
+    const { FsClient } = await import('../libs/client/src');
+    await expect(FsClient.connect({ url: node.url, authToken: 'anything' })).rejects.toMatchObject({ errno: 13 });
+    const p = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((x) => x.node_name === 'auth-node'), 10_000);
+    const creds = await admin.request<{ node_id: string; fs_auth_token: string }>('node_join_approve', { request_id: p.request_id });
+    await nodeNamed(admin, 'auth-node');
+    const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'auth' });
+    await admin.request('project_mount_set', { project_id: project.project_id, node_id: creds.node_id, export_name: 'work', mount_path: '/w' });
+    const status = await admin.request<{ mounts: Array<{ auth_token: string }> }>('workspace_status', project);
+    const c = await waitFor(() => FsClient.connect({ url: node.url, authToken: status.mounts[0].auth_token }).catch(() => undefined), 5000);
+    expect(c.hello.protocol).toBe('unified-v2-fs');
+    c.close();
+    await expect(FsClient.connect({ url: node.url })).rejects.toMatchObject({ errno: 13 });
+  });
+});
