@@ -1,13 +1,21 @@
 /**
- * `npm run demo`: the end-to-end demo on an embedded default. Starts `svc` on a temporary
- * state directory and drives it with `svc-control` the way an operator would, printing each
- * step. Everything it starts is stopped on exit or Ctrl-C.
+ * `npm run demo`: the end-to-end demo (issue 3 item 9). Builds if needed, starts `svc` and two
+ * `svc-fs-node`s exporting real directories, joins them with invites, creates a project, sets
+ * its mounts, and then, through the real `svc-fs-mount`, lists the workspace, reads a file,
+ * writes one, kills the primary node of the failover path and reads again from the survivor,
+ * printing each step. Everything it starts is stopped on exit or Ctrl-C.
+ *
+ *   node-a: docs    = this repository's docs/ (read-only)     -> /docs
+ *           shared  = a temporary directory                     -> /shared (primary)
+ *   node-b: samples = a temporary directory with sample files  -> /samples
+ *           shared  = the same temporary directory              -> /shared (standby)
  *
  * Flags: `--ci` (non-interactive; the demo never waits for input, the flag is accepted so CI
  * can say so), `--keep` (leave the temporary directory for inspection).
  */
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -15,6 +23,8 @@ const ROOT = resolve(__dirname, '..', '..');
 const BIN = {
   svc: join(ROOT, 'dist/src/main.js'),
   control: join(ROOT, 'dist/apps/svc-control/src/main.js'),
+  fsNode: join(ROOT, 'dist/apps/svc-fs-node/src/main.js'),
+  fsMount: join(ROOT, 'dist/apps/svc-fs-mount/src/main.js'),
 };
 const keep = process.argv.includes('--keep');
 const work = mkdtempSync(join(tmpdir(), 'svc-demo-'));
@@ -36,8 +46,20 @@ function cleanup(): void {
   if (!keep) rmSync(work, { recursive: true, force: true });
 }
 
+/** A free TCP port on 127.0.0.1 (so a node's fs_url is known before it starts). */
+function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => res(port));
+    });
+  });
+}
+
 /** Starts a server program and resolves with the URL of its `listening on` line. */
-function startServer(name: string, script: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<string> {
+function startServer(name: string, script: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ url: string; child: ChildProcess }> {
   const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, SVC_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let err = '';
@@ -47,7 +69,7 @@ function startServer(name: string, script: string, args: string[], env: NodeJS.P
     child.stdout!.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = /listening on (\S+)/.exec(out);
-      if (m) res(m[1]);
+      if (m) res({ url: m[1], child });
     });
     child.once('exit', (code) => rej(new Error(`${name} exited with ${code}: ${err}`)));
   });
@@ -62,8 +84,34 @@ function control(url: string, op: string, payload: object = {}): Record<string, 
   return JSON.parse(r.stdout) as Record<string, unknown>;
 }
 
-function show(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2).replace(/^/gm, '  ')}\n`);
+/** The workspace options of every svc-fs-mount run (tokens masked when shown). */
+let mountArgs: string[] = [];
+
+/**
+ * Runs the real `svc-fs-mount` with the workspace options, shows the command (tokens masked)
+ * and its output, and returns its standard output.
+ * @throws when it exits non-zero and `allowFailure` is not set
+ */
+function mount(args: string[], options: { input?: string; allowFailure?: boolean; maxLines?: number } = {}): string {
+  const shown = [...mountArgs, ...args].map((a, i, all) => (/^--(auth|project)-token$/.test(all[i - 1] ?? '') ? `${a.slice(0, 4)}...` : a));
+  process.stdout.write(`$ svc-fs-mount ${shown.map((a) => (/[\s'"|]/.test(a) ? `'${a}'` : a)).join(' ')}${options.input !== undefined ? ' <<< ...' : ''}\n`);
+  const t0 = Date.now();
+  const r = spawnSync(process.execPath, [BIN.fsMount, ...mountArgs, ...args], { input: options.input ?? '', encoding: 'utf8', env: { ...process.env, SVC_AUTH_TOKEN: '' } });
+  const ms = Date.now() - t0;
+  let lines = r.stdout.replace(/\n$/, '').split('\n');
+  if (options.maxLines && lines.length > options.maxLines) lines = [...lines.slice(0, options.maxLines), `... (${lines.length - options.maxLines} more lines)`];
+  if (r.stdout) process.stdout.write(`${lines.map((l) => `  ${l}`).join('\n')}\n`);
+  if (r.stderr) process.stdout.write(`${r.stderr.replace(/\n$/, '').replace(/^/gm, '  ! ')}\n`);
+  process.stdout.write(`  (exit ${r.status}, ${ms} ms)\n`);
+  if (r.status !== 0 && !options.allowFailure) throw new Error(`svc-fs-mount ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
+  return r.stdout;
+}
+
+function ensureBuilt(): void {
+  if (Object.values(BIN).every((p) => existsSync(p))) return;
+  step('build (dist/ is missing)');
+  const r = spawnSync('npm', ['run', 'build', '--silent'], { cwd: ROOT, stdio: 'inherit' });
+  if (r.status !== 0) throw new Error('npm run build failed');
 }
 
 async function main(): Promise<void> {
@@ -71,46 +119,93 @@ async function main(): Promise<void> {
     cleanup();
     process.exit(130);
   });
+  process.on('SIGTERM', () => {
+    cleanup();
+    process.exit(143);
+  });
+  ensureBuilt();
+
   step('start the control plane (svc) on a free port, state in a temporary directory');
-  const url = await startServer('svc', BIN.svc, ['--port', '0', '--state-dir', join(work, 'state')], { SVC_ADMIN_TOKEN: ADMIN });
+  const { url } = await startServer('svc', BIN.svc, ['--port', '0', '--state-dir', join(work, 'state')], { SVC_ADMIN_TOKEN: ADMIN });
   process.stdout.write(`svc listening on ${url}\n`);
 
-  step('create a project (its token is shown once)');
-  const project = control(url, 'project_create', { name: 'demo', vision: 'one tree over several machines' });
-  show({ project_id: project.project_id, project_token: `${String(project.project_token).slice(0, 6)}...` });
+  step('prepare directories: sample files for node-b, a shared directory exported by both nodes');
+  const samples = join(work, 'samples');
+  const shared = join(work, 'shared');
+  mkdirSync(join(samples, 'notes'), { recursive: true });
+  mkdirSync(shared);
+  writeFileSync(join(samples, 'hello.txt'), 'Hello from node-b.\n');
+  writeFileSync(join(samples, 'notes', 'todo.md'), '- try the failover\n- read docs/protocol.md\n');
+  writeFileSync(join(shared, 'README.txt'), 'This directory is exported by node-a and node-b.\n');
+  process.stdout.write(`samples: ${samples}\nshared:  ${shared}\ndocs:    ${join(ROOT, 'docs')} (read-only on node-a)\n`);
 
-  step('invite two nodes and join them (what svc-fs-node does when it pairs)');
-  const nodes: Array<Record<string, unknown>> = [];
-  for (const name of ['node-a', 'node-b']) {
+  step('invite two nodes and join them with their FS URLs (each node then serves FS sessions with its fs_auth_token)');
+  const plan = [
+    { name: 'node-a', lease: 300_000, exports: [`docs=${join(ROOT, 'docs')}:ro`, `shared=${shared}`] },
+    { name: 'node-b', lease: 120_000, exports: [`samples=${samples}`, `shared=${shared}`] },
+  ];
+  const nodes: Array<{ id: string; name: string; child: ChildProcess; url: string }> = [];
+  for (const p of plan) {
+    const port = await freePort();
+    const fsUrl = `ws://127.0.0.1:${port}/v2/fs`;
     const invite = control(url, 'node_invite_create', { ttl_ms: 600_000 });
-    const creds = control(url, 'node_join', { invite_token: invite.invite_token, node_name: name, fs_url: `ws://127.0.0.1:0/v2/fs`, lease_ttl_ms: 60_000 });
-    nodes.push(creds);
-    show({ node_id: creds.node_id, node_name: creds.node_name, lease_expires_at_ms: creds.lease_expires_at_ms });
+    const creds = control(url, 'node_join', { invite_token: invite.invite_token, node_name: p.name, fs_url: fsUrl, lease_ttl_ms: p.lease });
+    let started: { url: string; child: ChildProcess } | null = null;
+    for (let attempt = 0, nodePort = port; !started; attempt++, nodePort = await freePort()) {
+      const args = ['--port', String(nodePort), '--node-name', p.name, '--auth-token', String(creds.fs_auth_token)];
+      for (const e of p.exports) args.push('--export', e);
+      process.stdout.write(`$ svc-fs-node --port ${nodePort} --node-name ${p.name} --auth-token ${String(creds.fs_auth_token).slice(0, 4)}... ${p.exports.map((e) => `--export ${e}`).join(' ')}\n`);
+      try {
+        started = await startServer(p.name, BIN.fsNode, args);
+      } catch (e) {
+        // the port was taken in between (another program): try another one, up to 3 times
+        if (attempt >= 2) throw e;
+        process.stdout.write(`  port ${nodePort} was taken, trying another one\n`);
+        continue;
+      }
+      if (nodePort !== port) control(url, 'node_lease_refresh', { node_id: creds.node_id, node_secret: creds.node_secret, fs_url: started.url, lease_ttl_ms: p.lease });
+    }
+    process.stdout.write(`  ${p.name} (${creds.node_id}) listening on ${started.url}\n`);
+    nodes.push({ id: String(creds.node_id), name: p.name, child: started.child, url: started.url });
   }
 
-  step('mount: /docs on node-a, /shared on both nodes (a failover group)');
-  control(url, 'project_mount_set', { project_id: project.project_id, node_id: nodes[0].node_id, export_name: 'docs', mount_path: '/docs' });
-  control(url, 'project_mount_set', { project_id: project.project_id, node_id: nodes[0].node_id, export_name: 'shared', mount_path: '/shared' });
-  control(url, 'project_mount_set', { project_id: project.project_id, node_id: nodes[1].node_id, export_name: 'shared', mount_path: '/shared' });
+  step('create a project and mount /docs (node-a), /samples (node-b), /shared (node-a, then node-b: a failover group)');
+  const project = control(url, 'project_create', { name: 'demo', vision: 'one tree over several machines' });
+  const projectId = String(project.project_id);
+  control(url, 'project_mount_set', { project_id: projectId, node_id: nodes[0].id, export_name: 'docs', mount_path: '/docs' });
+  control(url, 'project_mount_set', { project_id: projectId, node_id: nodes[1].id, export_name: 'samples', mount_path: '/samples' });
+  control(url, 'project_mount_set', { project_id: projectId, node_id: nodes[0].id, export_name: 'shared', mount_path: '/shared' });
+  control(url, 'project_mount_set', { project_id: projectId, node_id: nodes[1].id, export_name: 'shared', mount_path: '/shared' });
+  mountArgs = ['--workspace-url', url, '--auth-token', ADMIN, '--project-id', projectId, '--project-token', String(project.project_token)];
 
-  step('workspace status: one selected mount per path, availability rollup');
-  const status = control(url, 'workspace_status', { project_id: project.project_id, project_token: project.project_token });
-  show({
-    mounts: (status.mounts as Array<Record<string, unknown>>).map((m) => `${m.mount_path} -> ${m.node_name} (${m.state})`),
-    availability: status.availability,
-    drift: status.drift,
-  });
+  step('the workspace as svc-fs-mount sees it: topology, states and a probe of every endpoint');
+  mount(['status']);
 
-  step('node-b refreshes its lease; node-a lets its lease lapse (1 s): /shared fails over');
-  control(url, 'node_lease_refresh', { node_id: nodes[1].node_id, node_secret: nodes[1].node_secret, lease_ttl_ms: 120_000 });
-  control(url, 'node_lease_refresh', { node_id: nodes[0].node_id, node_secret: nodes[0].node_secret, lease_ttl_ms: 1000 });
-  await new Promise((r) => setTimeout(r, 1300));
-  const after = control(url, 'workspace_status', { project_id: project.project_id, project_token: project.project_token });
-  show({
-    mounts: (after.mounts as Array<Record<string, unknown>>).map((m) => `${m.mount_path} -> ${m.node_name} (${m.state})`),
-    availability: after.availability,
-    drift: (after.drift as { items: Array<{ message: string }> }).items.map((d) => d.message),
-  });
+  step('list the workspace: / is synthetic (mount path segments), below are the nodes\' directories');
+  mount(['readdir', '/']);
+  mount(['readdir', '/docs']);
+  mount(['readdir', '/samples']);
+
+  step('read a file from node-a (docs/ of this repository, read-only)');
+  mount(['cat', '/docs/protocol.md'], { maxLines: 8 });
+
+  step('write a file on node-b, read it back; writing to the read-only /docs is refused (EROFS)');
+  const text = `written through svc-fs-mount at ${new Date().toISOString()}\n`;
+  mount(['write', '/samples/from-demo.txt', '-'], { input: text });
+  const back = mount(['cat', '/samples/from-demo.txt']);
+  if (back !== text) throw new Error('the file read back differs from what was written');
+  mount(['write', '/docs/nope.txt', 'x'], { allowFailure: true });
+
+  step('read /shared from its primary (node-a)');
+  mount(['cat', '/shared/README.txt']);
+
+  step('kill node-a (SIGKILL), then read /shared again: svc-fs-mount fails over to node-b');
+  nodes[0].child.kill('SIGKILL');
+  await new Promise((r) => nodes[0].child.once('exit', r));
+  process.stdout.write(`  node-a (pid ${nodes[0].child.pid}) killed\n`);
+  const survivor = mount(['cat', '/shared/README.txt']);
+  if (!survivor.includes('exported by node-a and node-b')) throw new Error('the survivor did not serve /shared');
+  mount(['status'], { allowFailure: true });
 
   step('done: stopping everything the demo started');
 }

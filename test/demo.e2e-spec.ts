@@ -1,15 +1,35 @@
 /**
  * e2e: the README's first command runs to the end (`npm run demo -- --ci`, here the built
- * script directly) and exits 0, leaving no process behind.
+ * script directly) and exits 0, leaving no process behind: svc, two svc-fs-nodes, a project,
+ * and svc-fs-mount listing, reading, writing and failing over.
  */
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT, runCli } from './helpers/processes';
 
 it('runs the demo to the end and exits 0', async () => {
   const r = await runCli(join(ROOT, 'dist/scripts/demo.js'), ['--ci'], { timeoutMs: 120_000 });
   if (r.code !== 0) throw new Error(`demo exited ${r.code}\n${r.stdout}\n${r.stderr}`);
-  expect(r.stdout).toContain('==> done');
-  expect(r.stdout).toMatch(/\/shared -> node-b \(online\)/);
+  const out = r.stdout;
+  expect(out).toContain('==> done');
+  // the workspace listing: / is synthetic, one entry per first mount path segment
+  expect(out).toMatch(/readdir \/\n(  dr-xr-xr-x .*\n){3}/);
+  expect(out).toMatch(/^ {2}dr-xr-xr-x .* docs$/m);
+  expect(out).toMatch(/^ {2}dr-xr-xr-x .* samples$/m);
+  expect(out).toMatch(/^ {2}dr-xr-xr-x .* shared$/m);
+  // a file of docs/ read through node-a, a file written on node-b and read back, EROFS on docs
+  expect(out).toContain('  # Protocol notes');
+  expect(out).toMatch(/cat \/samples\/from-demo\.txt\n {2}written through svc-fs-mount at /);
+  expect(out).toMatch(/! svc-fs-mount: \/docs\/nope\.txt: .* \(errno 30\)/);
+  // /shared read after node-a was killed, served by node-b
+  const afterKill = out.slice(out.indexOf('killed'));
+  expect(afterKill).toMatch(/cat \/shared\/README\.txt\n {2}This directory is exported by node-a and node-b\.\n {2}\(exit 0/);
+  expect(afterKill).toMatch(/\/shared +node-a .* FAILED: .*connection refused/);
+  expect(afterKill).toMatch(/^ +node-b +shared +online +standby 1 .* ok /m);
   // secrets are not printed whole
-  expect(r.stdout).not.toMatch(/"node_secret":"[A-Za-z0-9_-]{43}"/);
+  expect(out).not.toMatch(/"node_secret":"[A-Za-z0-9_-]{43}"/);
+  expect(out).not.toMatch(/--(auth|project)-token [A-Za-z0-9_-]{8,}/);
+  // nothing left running
+  const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+  expect(ps).not.toMatch(/svc-demo-/);
 }, 120_000);

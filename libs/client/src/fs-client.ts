@@ -47,6 +47,34 @@ export interface FsTarget {
   h?: number;
 }
 
+/** Text frames at least this large are tried as `r_fs_read` replies first ({@link parseReadReply}). */
+const FAST_PATH_MIN_BYTES = 64 * 1024;
+const DATA_B64_KEY = Buffer.from('"data_b64":"');
+
+/**
+ * Decodes a large JSON `acheron.r_fs_read` reply without decoding its `data_b64` string as
+ * UTF-8 and parsing it as JSON: the base64 text is cut out of the frame (it needs no JSON
+ * escaping) and decoded directly; the rest is parsed as usual. Returns null when the frame is
+ * not such a reply (or the string holds escapes), so the caller parses it normally.
+ */
+function parseReadReply(raw: Buffer): { msg: Record<string, unknown>; data: Buffer } | null {
+  const key = raw.indexOf(DATA_B64_KEY);
+  if (key < 0) return null;
+  const start = key + DATA_B64_KEY.length;
+  const end = raw.indexOf(0x22, start);
+  if (end < 0 || raw.lastIndexOf(0x5c, end) >= start) return null;
+  let msg: Record<string, unknown>;
+  try {
+    msg = JSON.parse(raw.toString('utf8', 0, start) + raw.toString('utf8', end)) as Record<string, unknown>;
+  } catch {
+    return null;
+  }
+  const payload = msg.payload as Record<string, unknown> | undefined;
+  if (msg.type !== 'acheron.r_fs_read' || payload?.data_b64 !== '') return null;
+  delete payload.data_b64;
+  return { msg, data: Buffer.from(raw.toString('latin1', start, end), 'base64') };
+}
+
 interface Pending {
   resolve: (v: { payload: Record<string, unknown>; data?: Buffer }) => void;
   reject: (e: Error) => void;
@@ -177,7 +205,12 @@ export class FsClient extends EventEmitter {
       const r = await this.callBinary('write', { h }, { off, n: data.length }, data);
       return r.payload.n as number;
     }
-    const r = await this.call('write', { h }, { off, data_b64: Buffer.from(data).toString('base64') });
+    // Built by hand: base64 needs no JSON escaping, and JSON.stringify would scan the whole string.
+    const b64 = Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64');
+    const tag = this.allocTag();
+    const r = await this.track(tag, this.requestTimeoutMs, () =>
+      this.ws.send(`{"channel":"acheron","type":"acheron.t_fs_write","tag":${tag},"h":${JSON.stringify(h)},"payload":{"off":${JSON.stringify(off)},"data_b64":"${b64}"}}`),
+    );
     return r.payload.n as number;
   }
 
@@ -186,6 +219,15 @@ export class FsClient extends EventEmitter {
     if (this.closed) return;
     this.closed = true;
     this.ws.close(1000);
+  }
+
+  /**
+   * Drops the connection at once, without the closing handshake (for a peer that stopped
+   * answering); pending requests fail with ConnectionError `closed`.
+   */
+  terminate(): void {
+    this.closed = true;
+    this.ws.terminate();
   }
 
   private allocTag(): number {
@@ -206,7 +248,7 @@ export class FsClient extends EventEmitter {
   }
 
   private track(tag: number, timeoutMs: number, send: () => void): Promise<{ payload: Record<string, unknown>; data?: Buffer }> {
-    if (this.closed) return Promise.reject(new ConnectionError(`FS session to ${this.url} is closed`, 'closed'));
+    if (this.closed || this.ws.readyState !== WebSocket.OPEN) return Promise.reject(new ConnectionError(`FS session to ${this.url} is closed`, 'closed', false));
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(tag);
@@ -226,7 +268,11 @@ export class FsClient extends EventEmitter {
         msg = JSON.parse(raw.toString('utf8', 4, 4 + len)) as Record<string, unknown>;
         data = raw.subarray(4 + len);
       } else {
-        msg = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
+        const fast = raw.length >= FAST_PATH_MIN_BYTES ? parseReadReply(raw) : null;
+        if (fast) {
+          msg = fast.msg;
+          data = fast.data;
+        } else msg = JSON.parse(raw.toString('utf8')) as Record<string, unknown>;
       }
     } catch {
       return;

@@ -1,0 +1,48 @@
+/**
+ * Output and exit codes of `svc-fs-mount` (issue 3 item 8):
+ *  - 0 success;
+ *  - 1 an FS error answered by a node: `svc-fs-mount: <path>: <the server's message, or
+ *    strerror> (errno N)` on stderr (a rejected hello shows `AuthMissing`/`AuthFailed`);
+ *  - 2 usage errors, and failures to reach the control plane or any endpoint of a mount.
+ */
+import { Injectable } from '@nestjs/common';
+import { ConnectionError, ControlError } from '@svc/client';
+import { Errno, ProtocolError, strerror } from '@svc/protocol';
+import { MountUnavailableError } from '../../../libs/fs/src/router';
+import { UsageError } from './mount-options';
+
+/** Writes results to stdout, errors to stderr, and sets the exit code. */
+@Injectable()
+export class CliOutput {
+  /** One JSON document on stdout. */
+  json(value: unknown): void {
+    process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  }
+
+  /** One line on stdout. */
+  line(text: string): void {
+    process.stdout.write(`${text}\n`);
+  }
+
+  /** One line on stderr and the exit code. */
+  fail(message: string, code: number): void {
+    process.stderr.write(`${message}\n`);
+    process.exitCode = code;
+  }
+
+  /**
+   * Reports a failure of a command on `path` with the message format and exit code above.
+   * @param path the workspace path the command was about (null when none)
+   */
+  report(e: unknown, path: string | null): void {
+    const where = path === null ? '' : `${path}: `;
+    if (e instanceof UsageError) this.fail(`svc-fs-mount: ${e.message}`, 2);
+    else if (e instanceof MountUnavailableError) this.fail(`svc-fs-mount: ${where}${e.message} (errno ${e.errno})`, e.reachable ? 1 : 2);
+    else if (e instanceof ProtocolError) {
+      const errno = e.toErrno();
+      this.fail(`svc-fs-mount: ${where}${e.message || strerror(errno)} (errno ${errno})`, 1);
+    } else if (e instanceof ControlError) this.fail(`svc-fs-mount: control plane: ${e.code}: ${e.message}`, 2);
+    else if (e instanceof ConnectionError) this.fail(`svc-fs-mount: ${e.message}`, 2);
+    else this.fail(`svc-fs-mount: ${where}${(e as Error)?.message ?? String(e)} (errno ${Errno.EIO})`, 2);
+  }
+}

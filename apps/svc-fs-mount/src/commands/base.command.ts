@@ -1,0 +1,17 @@
+/** Shared behaviour of the svc-fs-mount commands. */
+import { Command } from 'commander';
+import { CommandRunner } from 'nest-commander';
+
+/**
+ * Usage errors of a command (missing argument, unknown option) exit 2 like the root command's;
+ * `--help` exits 0. Commander's subcommands do not inherit the root's exit override, so each
+ * command installs it when nest-commander hands it its commander instance.
+ */
+export abstract class MountCommand extends CommandRunner {
+  override setCommand(command: Command): this {
+    command.exitOverride((err) => {
+      process.exit(err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? 0 : 2);
+    });
+    return super.setCommand(command);
+  }
+}

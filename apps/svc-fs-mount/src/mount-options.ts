@@ -1,0 +1,86 @@
+/**
+ * Global options of `svc-fs-mount` (issue 3 item 8) and how they become a router configuration:
+ * workspace mode (a control plane gives the topology) or endpoint mode (`--endpoint` list).
+ */
+import { resolveAuthToken } from '@svc/client';
+import { DEFAULT_SVC_PORT } from '@svc/protocol';
+import { DEFAULT_WORKSPACE_SYNC_INTERVAL_MS, EndpointSpec, parseEndpointSpec, RouterConfig } from '../../../libs/fs/src/router';
+
+/** A usage error: printed as `svc-fs-mount: <message>`, exit code 2. */
+export class UsageError extends Error {}
+
+/** Options as commander parsed them (attribute names of the root command's flags). */
+export interface GlobalOptions {
+  workspaceUrl?: string;
+  projectId?: string;
+  projectToken?: string;
+  authToken?: string;
+  agentId?: string;
+  workspaceSyncIntervalMs?: number;
+  endpoint?: string[];
+  /** false with `--no-binary`. */
+  binary?: boolean;
+  json?: boolean;
+}
+
+/** Default control-plane URL in workspace mode (`$SVC_URL` overrides). */
+export const DEFAULT_WORKSPACE_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
+
+/**
+ * The router configuration of the global options.
+ * - endpoint mode when `--endpoint` is given: `--auth-token` (else `$SVC_FS_AUTH_TOKEN`) is the
+ *   FS session token of every endpoint;
+ * - workspace mode otherwise: `--workspace-url` (else `$SVC_URL`, else ws://127.0.0.1:18790/),
+ *   `--auth-token` is the role token, resolved like svc-control does (`$SVC_AUTH_TOKEN`, then
+ *   `${SVC_STATE_DIR:-./.svc}/auth_tokens.json`); `--project-token` defaults to `$SVC_PROJECT_TOKEN`.
+ * @throws UsageError for contradictory or malformed options, or when no role token is found
+ */
+export function routerConfigOf(o: GlobalOptions, env: NodeJS.ProcessEnv = process.env): RouterConfig {
+  const common = { binary: o.binary !== false };
+  if (o.endpoint && o.endpoint.length > 0) {
+    if (o.workspaceUrl || o.projectId || o.projectToken) {
+      throw new UsageError('--endpoint (endpoint mode) cannot be combined with --workspace-url, --project-id or --project-token (workspace mode)');
+    }
+    let endpoints: EndpointSpec[];
+    try {
+      endpoints = o.endpoint.map((s) => parseEndpointSpec(s));
+    } catch (e) {
+      throw new UsageError((e as Error).message);
+    }
+    const fsAuthToken = o.authToken ?? (env.SVC_FS_AUTH_TOKEN || undefined);
+    return { ...common, mode: 'endpoints', endpoints, fsAuthToken };
+  }
+  const token = resolveAuthToken(o.authToken, env);
+  if (!token) {
+    throw new UsageError('no auth token for the control plane: pass --auth-token, set SVC_AUTH_TOKEN, run where ${SVC_STATE_DIR:-./.svc}/auth_tokens.json is readable, or use --endpoint');
+  }
+  if (o.projectToken !== undefined && o.projectId === undefined) throw new UsageError('--project-token needs --project-id');
+  return {
+    ...common,
+    mode: 'workspace',
+    url: o.workspaceUrl ?? (env.SVC_URL || DEFAULT_WORKSPACE_URL),
+    token,
+    agentId: o.agentId,
+    projectId: o.projectId,
+    projectToken: o.projectToken ?? (o.projectId !== undefined ? env.SVC_PROJECT_TOKEN || undefined : undefined),
+    syncIntervalMs: o.workspaceSyncIntervalMs ?? DEFAULT_WORKSPACE_SYNC_INTERVAL_MS,
+  };
+}
+
+/** A workspace path argument: made absolute (`docs/a` = `/docs/a`). */
+export function workspacePathArg(arg: string | undefined, what = 'PATH'): string {
+  if (arg === undefined || arg === '') throw new UsageError(`missing ${what}`);
+  return arg.startsWith('/') ? arg : `/${arg}`;
+}
+
+/**
+ * A non-negative integer argument; `K`, `M`, `G` suffixes are binary multiples (1K = 1024).
+ * @throws UsageError
+ */
+export function sizeArg(arg: string | undefined, what: string): number {
+  const m = arg === undefined ? null : /^(\d+)([KMG]?)$/i.exec(arg.trim());
+  if (!m) throw new UsageError(`${what} must be a non-negative integer (optionally with K, M or G), got ${JSON.stringify(arg)}`);
+  const n = Number(m[1]) * ({ '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3 } as Record<string, number>)[m[2].toUpperCase()];
+  if (!Number.isSafeInteger(n)) throw new UsageError(`${what} is too large`);
+  return n;
+}

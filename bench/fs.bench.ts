@@ -1,0 +1,217 @@
+/**
+ * `npm run bench:fs` (issue 3 benchmark): starts the built `svc-fs-node` on a temporary
+ * directory (loopback) and measures, for the JSON data path and the binary data path:
+ *  - sequential write and read of a 256 MiB file through the real `svc-fs-mount write -` /
+ *    `svc-fs-mount cat` (stdout to /dev/null), wall time including the program's start-up, and
+ *    net of it (start-up = the median time of a `getattr`), next to coreutils `cat` on the
+ *    local disk (also a process per run);
+ *  - random 4 KiB reads (1 and 16 in flight) and `readdir` + `getattr` over a tree of 10,000
+ *    files, through the WorkspaceRouter the CLI uses, in this process (a process per 4 KiB read
+ *    would measure process start-up only);
+ * each next to the same work done directly on the local disk, and the ratio. Prints figures; it
+ * asserts nothing. Targets (2 cores): JSON path >= 200 MB/s sequential read, binary >= 500 MB/s.
+ *
+ * Environment: BENCH_FILE_MIB (default 256), BENCH_TREE_FILES (default 10000),
+ * BENCH_RANDOM_READS (default 4000), BENCH_DIR (default the OS temp dir).
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes, randomInt } from 'node:crypto';
+import { closeSync, createWriteStream, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { open, readdir, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { OpenFlags, parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
+
+const ROOT = resolve(__dirname, '..', '..');
+const NODE = join(ROOT, 'dist/apps/svc-fs-node/src/main.js');
+const MOUNT = join(ROOT, 'dist/apps/svc-fs-mount/src/main.js');
+const FILE_MIB = Number(process.env.BENCH_FILE_MIB ?? 256);
+const TREE_FILES = Number(process.env.BENCH_TREE_FILES ?? 10_000);
+const RANDOM_READS = Number(process.env.BENCH_RANDOM_READS ?? 4000);
+const MB = 1e6;
+
+interface Row {
+  what: string;
+  unit: 'MB/s' | 'ops/s';
+  remote: number;
+  local: number;
+  note?: string;
+}
+
+async function startNode(dir: string): Promise<{ url: string; stop: () => void }> {
+  const proc = spawn(process.execPath, [NODE, '--port', '0', '--export', `work=${dir}`], {
+    env: { ...process.env, SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const url = await new Promise<string>((res, rej) => {
+    let out = '';
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      const m = /listening on (\S+)/.exec(out);
+      if (m) res(m[1]);
+    });
+    proc.once('exit', (c) => rej(new Error(`svc-fs-node exited ${c}`)));
+  });
+  return { url, stop: () => proc.kill('SIGTERM') };
+}
+
+/** Runs svc-fs-mount with stdin/stdout connected to files; returns the wall time in s. */
+function runMount(args: string[], stdinFile: string | null, stdoutFile: string): Promise<number> {
+  return new Promise((res, rej) => {
+    const inFd = stdinFile ? openSync(stdinFile, 'r') : 'ignore';
+    const outFd = openSync(stdoutFile, 'w');
+    const t0 = performance.now();
+    const p = spawn(process.execPath, [MOUNT, ...args], { stdio: [inFd, outFd, 'pipe'] });
+    if (typeof inFd === 'number') closeSync(inFd);
+    closeSync(outFd);
+    let err = '';
+    p.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+    p.once('exit', (code) => (code === 0 ? res((performance.now() - t0) / 1000) : rej(new Error(`svc-fs-mount ${args.join(' ')} exited ${code}: ${err}`))));
+  });
+}
+
+/** `cat src > dst` with coreutils; returns the wall time in s. */
+function runCat(src: string, dst: string): Promise<number> {
+  return new Promise((res, rej) => {
+    const outFd = openSync(dst, 'w');
+    const t0 = performance.now();
+    const p = spawn('cat', [src], { stdio: ['ignore', outFd, 'inherit'] });
+    closeSync(outFd);
+    p.once('exit', (code) => (code === 0 ? res((performance.now() - t0) / 1000) : rej(new Error(`cat exited ${code}`))));
+  });
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+async function timed(fn: () => Promise<unknown>): Promise<number> {
+  const t0 = performance.now();
+  await fn();
+  return (performance.now() - t0) / 1000;
+}
+
+/** Runs `count` operations with `depth` in flight; returns ops/s. */
+async function opsPerSecond(count: number, depth: number, op: (i: number) => Promise<unknown>): Promise<number> {
+  let next = 0;
+  const s = await timed(() =>
+    Promise.all(
+      Array.from({ length: depth }, async () => {
+        while (next < count) await op(next++);
+      }),
+    ),
+  );
+  return count / s;
+}
+
+async function main(): Promise<void> {
+  const base = mkdtempSync(join(process.env.BENCH_DIR ?? tmpdir(), 'svc-bench-fs-'));
+  const exp = join(base, 'export');
+  const local = join(base, 'local');
+  mkdirSync(exp);
+  mkdirSync(local);
+  const node = await startNode(exp);
+  const rows: Row[] = [];
+  const size = FILE_MIB * 1024 * 1024;
+  try {
+    process.stderr.write(`preparing a ${FILE_MIB} MiB file and a tree of ${TREE_FILES} files in ${base}\n`);
+    const src = join(local, 'source.bin');
+    {
+      const out = createWriteStream(src);
+      for (let i = 0; i < FILE_MIB; i++) if (!out.write(randomBytes(1024 * 1024))) await new Promise<void>((r) => out.once('drain', () => r()));
+      await new Promise<void>((r) => out.end(() => r()));
+    }
+    const perDir = 100;
+    const dirs = Math.ceil(TREE_FILES / perDir);
+    for (const root of [exp, local]) {
+      for (let d = 0; d < dirs; d++) {
+        const dir = join(root, 'tree', `d${String(d).padStart(3, '0')}`);
+        mkdirSync(dir, { recursive: true });
+        for (let f = 0; f < perDir && d * perDir + f < TREE_FILES; f++) writeFileSync(join(dir, `f${String(f).padStart(3, '0')}`), 'x'.repeat(f));
+      }
+    }
+    writeFileSync(join(exp, 'small'), 'small');
+    const ep = ['--endpoint', `w=${node.url}`];
+
+    // --- local baselines: coreutils cat (a process per run, like svc-fs-mount), page cache
+    const localWrite = median([await runCat(src, join(local, 'copy1.bin')), await runCat(src, join(local, 'copy2.bin'))]);
+    const localRead = median([await runCat(src, '/dev/null'), await runCat(src, '/dev/null'), await runCat(src, '/dev/null')]);
+    const fh = await open(src, 'r');
+    const buf = Buffer.alloc(4096);
+    const localRand1 = await opsPerSecond(RANDOM_READS, 1, () => fh.read(buf, 0, 4096, randomInt(0, size / 4096) * 4096));
+    const localRand16 = await opsPerSecond(RANDOM_READS, 16, () => fh.read(Buffer.alloc(4096), 0, 4096, randomInt(0, size / 4096) * 4096));
+    await fh.close();
+    const localTree = await (async () => {
+      const t0 = performance.now();
+      const names: string[] = [];
+      for (const d of await readdir(join(local, 'tree'))) for (const f of await readdir(join(local, 'tree', d))) names.push(join(local, 'tree', d, f));
+      let i = 0;
+      await Promise.all(
+        Array.from({ length: 32 }, async () => {
+          while (i < names.length) await stat(names[i++]);
+        }),
+      );
+      return (names.length + dirs + 1) / ((performance.now() - t0) / 1000);
+    })();
+
+    for (const mode of ['json', 'binary'] as const) {
+      const flags = mode === 'json' ? ['--no-binary'] : [];
+      process.stderr.write(`${mode} path: CLI start-up, write, cat\n`);
+      const startup = median([
+        await runMount([...ep, ...flags, 'getattr', '/w/small'], null, '/dev/null'),
+        await runMount([...ep, ...flags, 'getattr', '/w/small'], null, '/dev/null'),
+        await runMount([...ep, ...flags, 'getattr', '/w/small'], null, '/dev/null'),
+      ]);
+      const w = await runMount([...ep, ...flags, 'write', `/w/seq-${mode}.bin`, '-'], src, '/dev/null');
+      const r = median([await runMount([...ep, ...flags, 'cat', `/w/seq-${mode}.bin`], null, '/dev/null'), await runMount([...ep, ...flags, 'cat', `/w/seq-${mode}.bin`], null, '/dev/null')]);
+      const net = (t: number) => (t - startup > 0.05 ? size / MB / (t - startup) : NaN);
+      rows.push({ what: `${mode}: sequential write (svc-fs-mount write - < file), wall`, unit: 'MB/s', remote: size / MB / w, local: size / MB / localWrite });
+      rows.push({ what: `${mode}: sequential write, net of start-up (${startup.toFixed(2)} s)`, unit: 'MB/s', remote: net(w), local: size / MB / localWrite });
+      rows.push({ what: `${mode}: sequential read (svc-fs-mount cat > /dev/null), wall`, unit: 'MB/s', remote: size / MB / r, local: size / MB / localRead });
+      rows.push({ what: `${mode}: sequential read, net of start-up`, unit: 'MB/s', remote: net(r), local: size / MB / localRead });
+
+      process.stderr.write(`${mode} path: random reads and metadata (router in process)\n`);
+      const router = new WorkspaceRouter(new StaticTopologySource([parseEndpointSpec(`w=${node.url}`)]), { binary: mode === 'binary' });
+      await router.start();
+      try {
+        const { fh: h } = await router.open(`/w/seq-${mode}.bin`, OpenFlags.O_RDONLY);
+        const rand1 = await opsPerSecond(RANDOM_READS, 1, () => router.read(h, randomInt(0, size / 4096) * 4096, 4096));
+        const rand16 = await opsPerSecond(RANDOM_READS, 16, () => router.read(h, randomInt(0, size / 4096) * 4096, 4096));
+        await router.release(h);
+        rows.push({ what: `${mode}: random 4 KiB reads, 1 in flight`, unit: 'ops/s', remote: rand1, local: localRand1 });
+        rows.push({ what: `${mode}: random 4 KiB reads, 16 in flight`, unit: 'ops/s', remote: rand16, local: localRand16 });
+        const tree = await (async () => {
+          const t0 = performance.now();
+          const paths: string[] = [];
+          for (const d of await router.readdirAll('/w/tree')) for (const f of await router.readdirAll(`/w/tree/${d.name}`)) paths.push(`/w/tree/${d.name}/${f.name}`);
+          let i = 0;
+          await Promise.all(
+            Array.from({ length: 32 }, async () => {
+              while (i < paths.length) await router.getattr(paths[i++]);
+            }),
+          );
+          return (paths.length + dirs + 1) / ((performance.now() - t0) / 1000);
+        })();
+        rows.push({ what: `${mode}: readdir + getattr over ${TREE_FILES} files (32 in flight)`, unit: 'ops/s', remote: tree, local: localTree, note: 'ops = entries' });
+      } finally {
+        router.close();
+      }
+    }
+  } finally {
+    node.stop();
+    rmSync(base, { recursive: true, force: true });
+  }
+
+  const header = ['measurement', 'unit', 'svc-fs-mount', 'local disk', 'ratio'];
+  const body = rows.map((r) => [r.what, r.unit, Number.isNaN(r.remote) ? 'n/a' : r.remote.toFixed(0), r.local.toFixed(0), Number.isNaN(r.remote) ? 'n/a' : `${((r.remote / r.local) * 100).toFixed(1)} %`]);
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
+  const line = (cells: string[]) => cells.map((c, i) => (i >= 2 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ');
+  process.stdout.write(`\nsvc-fs-mount over loopback, ${FILE_MIB} MiB file, ${TREE_FILES}-file tree (MB = 10^6 bytes)\n\n`);
+  process.stdout.write(`${line(header)}\n${body.map(line).join('\n')}\n`);
+}
+
+main().catch((e) => {
+  process.stderr.write(`bench failed: ${(e as Error).message}\n`);
+  process.exit(1);
+});

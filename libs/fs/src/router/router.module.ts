@@ -1,0 +1,70 @@
+/**
+ * WorkspaceRouterModule: builds {@link WorkspaceRouter}s from a configuration, so CLI commands
+ * (and later the FUSE mount) receive the factory by injection (ARCHITECTURE.md).
+ */
+import { Injectable, Module } from '@nestjs/common';
+import { ClientModule, ControlClientFactory } from '@svc/client';
+import { EndpointSpec } from './topology';
+import { StaticTopologySource, TopologySource, WorkspaceTopologySource } from './topology-source';
+import { WorkspaceRouter, WorkspaceRouterOptions } from './workspace-router';
+
+/** Where the topology comes from, and how to reach the FS endpoints. */
+export type RouterConfig = WorkspaceRouterOptions &
+  (
+    | {
+        mode: 'workspace';
+        /** Control-plane URL. */
+        url: string;
+        /** Role token for the control session. */
+        token: string;
+        agentId?: string;
+        projectId?: string;
+        projectToken?: string;
+        /** Full re-read period, ms (0 disables). */
+        syncIntervalMs?: number;
+      }
+    | {
+        mode: 'endpoints';
+        endpoints: EndpointSpec[];
+        /** FS session token for every endpoint. */
+        fsAuthToken?: string;
+      }
+  );
+
+/** Creates started routers. */
+@Injectable()
+export class WorkspaceRouterFactory {
+  constructor(private readonly control: ControlClientFactory) {}
+
+  /** The topology source of a configuration (not started). */
+  source(config: RouterConfig): TopologySource {
+    if (config.mode === 'endpoints') return new StaticTopologySource(config.endpoints, config.fsAuthToken);
+    return new WorkspaceTopologySource({
+      url: config.url,
+      token: config.token,
+      agentId: config.agentId,
+      projectId: config.projectId,
+      projectToken: config.projectToken,
+      syncIntervalMs: config.syncIntervalMs,
+      connect: (o) => this.control.connect(o),
+    });
+  }
+
+  /**
+   * Builds a router and reads the first topology.
+   * @throws ConnectionError / ControlError from the control plane (workspace mode)
+   */
+  async open(config: RouterConfig): Promise<WorkspaceRouter> {
+    const router = new WorkspaceRouter(this.source(config), config);
+    try {
+      await router.start();
+    } catch (e) {
+      router.close();
+      throw e;
+    }
+    return router;
+  }
+}
+
+@Module({ imports: [ClientModule], providers: [WorkspaceRouterFactory], exports: [WorkspaceRouterFactory] })
+export class WorkspaceRouterModule {}

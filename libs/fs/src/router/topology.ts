@@ -1,0 +1,176 @@
+/**
+ * Mount topology as the router sees it (issue 3 item 7): every mount path with its ordered
+ * failover candidates, from the control plane's WorkspaceStatus (PROTOCOL.md 6) or from a
+ * static `--endpoint` list.
+ */
+import { Errno, FsError, MountState, MountView, rankMounts, WorkspaceStatus } from '@svc/protocol';
+import { normalizePath } from './mount-table';
+
+/** One place a mount path can be served from: an FS endpoint and one of its exports. */
+export interface MountCandidate {
+  mount_path: string;
+  export_name: string;
+  /** FS endpoint URL (`ws://HOST:PORT/v2/fs`); null when the node is unknown (`missing`). */
+  fs_url: string | null;
+  /** FS session token for `acheron.t_fs_hello`, when the node has FS session auth on. */
+  auth_token?: string;
+  /** Control-plane node id (workspace mode) or null (endpoint mode). */
+  node_id: string | null;
+  /** Node name (workspace mode) or the `--endpoint` name (endpoint mode). */
+  node_name: string | null;
+  /** Availability per the control plane; null when unknown (endpoint mode). */
+  state: MountState | null;
+  lease_expires_at_ms: number | null;
+  /** True for the control plane's selected mount of the path (the first candidate). */
+  selected: boolean;
+}
+
+/** A whole topology: mount path -> candidates, preferred first. */
+export interface Topology {
+  source: 'workspace' | 'endpoints';
+  project_id: string | null;
+  agent_id: string | null;
+  workspace_root: string | null;
+  /** Mount paths in sorted order; each list is non-empty, the preferred candidate first. */
+  mounts: Map<string, MountCandidate[]>;
+  /** When it was read, ms since the epoch. */
+  ts_ms: number;
+}
+
+/** Identity of a candidate within its mount path (node and export). */
+export function candidateKey(c: Pick<MountCandidate, 'node_id' | 'node_name' | 'fs_url' | 'export_name'>): string {
+  return `${c.node_id ?? c.node_name ?? ''}|${c.fs_url ?? ''}|${c.export_name}`;
+}
+
+function candidateOf(m: MountView, selected: boolean): MountCandidate {
+  const c: MountCandidate = {
+    mount_path: m.mount_path,
+    export_name: m.export_name,
+    fs_url: m.fs_url,
+    node_id: m.node_id,
+    node_name: m.node_name,
+    state: m.state,
+    lease_expires_at_ms: m.lease_expires_at_ms,
+    selected,
+  };
+  if (typeof m.auth_token === 'string') c.auth_token = m.auth_token;
+  return c;
+}
+
+/**
+ * Builds the candidate lists of a WorkspaceStatus (PROTOCOL.md 6): for each mount path the
+ * selected mount (`mounts`) first, then the other `desired_mounts` of that path ordered by the
+ * selection rule ({@link rankMounts}: online, degraded, missing; later lease first; then
+ * configured order).
+ */
+export function topologyFromStatus(status: WorkspaceStatus, ts_ms = Date.now()): Topology {
+  const desired = new Map<string, MountView[]>();
+  for (const m of status.desired_mounts ?? []) {
+    const g = desired.get(m.mount_path);
+    if (g) g.push(m);
+    else desired.set(m.mount_path, [m]);
+  }
+  const selected = new Map<string, MountView>();
+  for (const m of status.mounts ?? []) selected.set(m.mount_path, m);
+  const paths = [...new Set([...desired.keys(), ...selected.keys()])].sort();
+  const mounts = new Map<string, MountCandidate[]>();
+  for (const path of paths) {
+    const sel = selected.get(path);
+    const list: MountCandidate[] = [];
+    if (sel) list.push(candidateOf(sel, true));
+    const selKey = sel ? candidateKey(candidateOf(sel, true)) : null;
+    for (const m of rankMounts(desired.get(path) ?? [])) {
+      const c = candidateOf(m, false);
+      if (candidateKey(c) !== selKey) list.push(c);
+    }
+    mounts.set(path, list);
+  }
+  return { source: 'workspace', project_id: status.project_id, agent_id: status.agent_id, workspace_root: status.workspace_root, mounts, ts_ms };
+}
+
+/** One parsed `--endpoint name=ws-url[#export][@/mount]`. */
+export interface EndpointSpec {
+  name: string;
+  url: string;
+  export_name: string;
+  mount_path: string;
+}
+
+/** Default export of an `--endpoint` without `#export`. */
+export const DEFAULT_ENDPOINT_EXPORT = 'work';
+
+/**
+ * Parses `name=ws-url[#export][@/mount]` (issue 3 item 8). Defaults: export `work`, mount
+ * `/<name>`. Example: `a=ws://127.0.0.1:18891/v2/fs#docs@/docs`.
+ * @throws FsError EINVAL naming what is wrong
+ */
+export function parseEndpointSpec(spec: string): EndpointSpec {
+  const eq = spec.indexOf('=');
+  if (eq <= 0) throw new FsError(Errno.EINVAL, `--endpoint ${JSON.stringify(spec)}: expected name=ws-url[#export][@/mount]`);
+  const name = spec.slice(0, eq);
+  let rest = spec.slice(eq + 1);
+  let mount = `/${name}`;
+  const at = rest.lastIndexOf('@/');
+  if (at >= 0) {
+    mount = rest.slice(at + 1);
+    rest = rest.slice(0, at);
+  }
+  let exportName = DEFAULT_ENDPOINT_EXPORT;
+  const hash = rest.lastIndexOf('#');
+  if (hash >= 0) {
+    exportName = rest.slice(hash + 1);
+    rest = rest.slice(0, hash);
+  }
+  if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/.test(name)) throw new FsError(Errno.EINVAL, `--endpoint ${JSON.stringify(spec)}: name must be identifier-safe`);
+  if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/.test(exportName)) throw new FsError(Errno.EINVAL, `--endpoint ${JSON.stringify(spec)}: export must be identifier-safe`);
+  let url: URL;
+  try {
+    url = new URL(rest);
+  } catch {
+    throw new FsError(Errno.EINVAL, `--endpoint ${JSON.stringify(spec)}: ${JSON.stringify(rest)} is not a URL`);
+  }
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new FsError(Errno.EINVAL, `--endpoint ${JSON.stringify(spec)}: the URL must be ws:// or wss://`);
+  let mountPath: string;
+  try {
+    mountPath = normalizePath(mount);
+  } catch (e) {
+    throw new FsError(Errno.EINVAL, `--endpoint ${JSON.stringify(spec)}: mount ${(e as Error).message}`);
+  }
+  return { name, url: rest, export_name: exportName, mount_path: mountPath };
+}
+
+/**
+ * The topology of a static endpoint list: a mount path repeated over several endpoints is a
+ * failover group in the order given (issue 3 item 8, endpoint mode).
+ * @param authToken FS session token used for every endpoint (`--auth-token` in endpoint mode)
+ */
+export function topologyFromEndpoints(specs: EndpointSpec[], authToken?: string, ts_ms = Date.now()): Topology {
+  const mounts = new Map<string, MountCandidate[]>();
+  for (const s of specs) {
+    const c: MountCandidate = {
+      mount_path: s.mount_path,
+      export_name: s.export_name,
+      fs_url: s.url,
+      node_id: null,
+      node_name: s.name,
+      state: null,
+      lease_expires_at_ms: null,
+      selected: false,
+    };
+    if (authToken !== undefined) c.auth_token = authToken;
+    const list = mounts.get(s.mount_path);
+    if (list) {
+      if (!list.some((x) => candidateKey(x) === candidateKey(c))) list.push(c);
+    } else mounts.set(s.mount_path, [{ ...c, selected: true }]);
+  }
+  const sorted = new Map([...mounts.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  return { source: 'endpoints', project_id: null, agent_id: null, workspace_root: null, mounts: sorted, ts_ms };
+}
+
+/**
+ * A stable fingerprint of everything routing depends on in one mount path's candidates
+ * (order, URLs, exports, tokens), to tell whether a topology update changes the path.
+ */
+export function candidatesFingerprint(list: MountCandidate[]): string {
+  return JSON.stringify(list.map((c) => [c.node_id, c.fs_url, c.export_name, c.auth_token ?? null]));
+}

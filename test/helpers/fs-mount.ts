@@ -1,0 +1,79 @@
+/**
+ * Helpers for e2e tests of `svc-fs-mount` and the workspace router: start `svc-fs-node` on
+ * real directories, run the built `svc-fs-mount` with binary-safe standard input and output.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { closeSync, openSync } from 'node:fs';
+import { BIN, Running, startProcess } from './processes';
+
+/**
+ * Starts `svc-fs-node --port P --export ...` and waits for its listening line.
+ * @param exports `name=path[:ro|:rw]` specs
+ */
+export function startFsNode(exports: string[], options: { port?: number; authToken?: string; name?: string } = {}): Promise<Running> {
+  const args = ['--port', String(options.port ?? 0)];
+  for (const e of exports) args.push('--export', e);
+  if (options.authToken) args.push('--auth-token', options.authToken);
+  if (options.name) args.push('--node-name', options.name);
+  return startProcess(BIN.fsNode, args, { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' });
+}
+
+/** The port of a `ws://HOST:PORT/...` URL. */
+export function portOf(url: string): number {
+  return Number(new URL(url).port);
+}
+
+export interface MountRun {
+  code: number | null;
+  /** Standard output (empty when `hashOnly`). */
+  stdout: Buffer;
+  /** SHA-256 (hex) and length of standard output. */
+  sha256: string;
+  bytes: number;
+  stderr: string;
+  /** Wall time, ms. */
+  ms: number;
+}
+
+/**
+ * Runs `svc-fs-mount ...args` to completion.
+ * @param options.stdinFile a file connected to standard input (binary-exact)
+ * @param options.input bytes or text written to standard input
+ * @param options.hashOnly do not keep standard output, only its SHA-256 and length
+ */
+export function runMount(
+  args: string[],
+  options: { stdinFile?: string; input?: Buffer | string; env?: NodeJS.ProcessEnv; timeoutMs?: number; hashOnly?: boolean } = {},
+): Promise<MountRun> {
+  return new Promise((resolve) => {
+    const t0 = Date.now();
+    const fd = options.stdinFile ? openSync(options.stdinFile, 'r') : null;
+    const proc = spawn(process.execPath, [BIN.fsMount, ...args], {
+      env: { ...process.env, SVC_AUTH_TOKEN: '', SVC_FS_AUTH_TOKEN: '', SVC_PROJECT_TOKEN: '', SVC_URL: '', SVC_STATE_DIR: '/nonexistent', ...options.env },
+      stdio: [fd ?? 'pipe', 'pipe', 'pipe'],
+    });
+    if (fd !== null) closeSync(fd);
+    const hash = createHash('sha256');
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    let stderr = '';
+    proc.stdout!.on('data', (d: Buffer) => {
+      hash.update(d);
+      bytes += d.length;
+      if (!options.hashOnly) chunks.push(d);
+    });
+    proc.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const timer = setTimeout(() => proc.kill('SIGKILL'), options.timeoutMs ?? 30_000);
+    proc.once('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout: Buffer.concat(chunks), sha256: hash.digest('hex'), bytes, stderr, ms: Date.now() - t0 });
+    });
+    if (proc.stdin) proc.stdin.end(options.input ?? '');
+  });
+}
+
+/** SHA-256 (hex) of bytes. */
+export function sha256(data: Buffer | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
