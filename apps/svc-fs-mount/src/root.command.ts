@@ -5,8 +5,8 @@
  * Global options (accepted before or after the command name):
  * `--workspace-url URL`, `--project-id ID`, `--project-token T`, `--auth-token T`,
  * `--agent-id A`, `--workspace-sync-interval-ms MS`, `--endpoint name=ws-url[#export][@/mount]`
- * (repeatable), `--no-binary`, `--json`. A later `mount MOUNTPOINT` (FUSE) command will sit
- * beside the others on the same router.
+ * (repeatable), `--no-binary`, `--json`. `mount MOUNTPOINT` (FUSE) sits beside the others on
+ * the same router.
  */
 import { Option, RootCommand } from 'nest-commander';
 import { CliOutput } from './cli-output';
@@ -14,9 +14,10 @@ import { MountCommand } from './commands/base.command';
 import { CatCommand, WriteCommand } from './commands/data.commands';
 import { GetattrCommand, MkdirCommand, ReaddirCommand, RenameCommand, RmdirCommand, TruncateCommand, UnlinkCommand } from './commands/path.commands';
 import { StatusCommand } from './commands/status.command';
+import { FuseMountCommand } from './commands/fuse.command';
 import { DEFAULT_WORKSPACE_URL, UsageError } from './mount-options';
 
-export const COMMANDS = [GetattrCommand, ReaddirCommand, CatCommand, WriteCommand, MkdirCommand, RmdirCommand, UnlinkCommand, RenameCommand, TruncateCommand, StatusCommand];
+export const COMMANDS = [GetattrCommand, ReaddirCommand, CatCommand, WriteCommand, MkdirCommand, RmdirCommand, UnlinkCommand, RenameCommand, TruncateCommand, StatusCommand, FuseMountCommand];
 
 @RootCommand({
   name: 'svc-fs-mount',

@@ -55,6 +55,7 @@ export interface TerminalResult {
 }
 
 const O_ACCMODE = 3;
+const O_EXCL = 0o200;
 const DIR_MODE = 0o40555;
 const README_MODE = 0o100444;
 const INVOKE_MODE = 0o100600;
@@ -350,8 +351,11 @@ export class TerminalBackend implements FsBackend {
     };
   }
 
-  async create(): Promise<{ file: FsOpenFile; stat: FsStat; created: boolean }> {
-    throw new FsError(Errno.EACCES, 'the terminal tree is fixed');
+  /** O_CREAT on an existing entry opens it (as open(2) does); nothing new can be created. */
+  async create(dir: readonly string[], name: string, _mode: number, flags: number): Promise<{ file: FsOpenFile; stat: FsStat; created: boolean }> {
+    if (!nodeAt([...dir, name])) throw new FsError(Errno.EACCES, 'the terminal tree is fixed');
+    if (flags & O_EXCL) throw new FsError(Errno.EEXIST);
+    return { ...(await this.open([...dir, name], flags)), created: false };
   }
   async mkdir(): Promise<FsStat> {
     throw new FsError(Errno.EACCES, 'the terminal tree is fixed');

@@ -1,0 +1,212 @@
+/**
+ * `svc-fs-mount [global options] mount MOUNTPOINT [--daemon] [--allow-other] [--attr-ttl-ms N]
+ * [--read-only]` (issue 4 item 4): the workspace as a real filesystem through FUSE
+ * (fuse-native, libfuse2), on the same WorkspaceRouter as the other commands (failover
+ * included). Runs in the foreground until SIGINT/SIGTERM, then unmounts; `--daemon` detaches
+ * and prints the pid once the mount is up. A stale mount point left by a crashed run is
+ * detected and cleaned with a message.
+ *
+ * Exit codes: 0 after a clean unmount; 2 when FUSE is unavailable (fuse-native not installed,
+ * no /dev/fuse), the mount point is unusable, or the workspace cannot be opened.
+ */
+import { execFile, spawn } from 'node:child_process';
+import { constants as fsc, existsSync, readFileSync } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { Option, SubCommand } from 'nest-commander';
+import { FuseFs } from '../../../../libs/fs/src/fuse/fuse-fs';
+import { CliOutput } from '../cli-output';
+import { MountSession } from '../mount-session';
+import { UsageError } from '../mount-options';
+import { MountCommand } from './base.command';
+
+const run = promisify(execFile);
+
+/** What installs FUSE support, for messages. */
+const FUSE_PACKAGES = 'the optional npm package fuse-native (npm install fuse-native) and libfuse2 with fusermount (Debian: apt-get install libfuse2 fuse3)';
+
+interface FuseInstance {
+  mount(cb: (err: Error | null) => void): void;
+  unmount(cb: (err: Error | null) => void): void;
+}
+type FuseConstructor = new (mnt: string, ops: object, opts: Record<string, unknown>) => FuseInstance;
+
+/**
+ * Loads fuse-native.
+ * @throws UsageError naming what to install when it or /dev/fuse is missing
+ */
+export function loadFuse(): FuseConstructor {
+  if (!existsSync('/dev/fuse')) throw new UsageError(`FUSE is not available here: /dev/fuse is missing (load the fuse module, or give a container --device /dev/fuse); mounting needs ${FUSE_PACKAGES}`);
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require('fuse-native') as FuseConstructor;
+  } catch (e) {
+    throw new UsageError(`FUSE support is not installed (${(e as Error).message.split('\n')[0]}): mounting needs ${FUSE_PACKAGES}`);
+  }
+}
+
+/** True when `dir` is a mount point according to /proc/self/mountinfo. */
+function isMountPoint(dir: string): boolean {
+  try {
+    return readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .some((line) => line.split(' ')[4]?.replace(/\\040/g, ' ') === dir);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Checks the mount point; cleans a stale FUSE mount (ENOTCONN: its process died).
+ * @returns a message when a stale mount was cleaned
+ * @throws UsageError when it is not a usable empty directory or is mounted by a live process
+ */
+export async function prepareMountPoint(dir: string): Promise<string | null> {
+  let cleaned: string | null = null;
+  try {
+    await stat(dir);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'ENOTCONN' && code !== 'EIO') throw new UsageError(`mount point ${dir}: ${code === 'ENOENT' ? 'does not exist' : code}`);
+    await run('fusermount', ['-uz', dir]).catch(async () => run('umount', ['-l', dir]));
+    cleaned = `cleaned a stale FUSE mount at ${dir} left by a crashed run`;
+  }
+  const st = await stat(dir);
+  if (!st.isDirectory()) throw new UsageError(`mount point ${dir} is not a directory`);
+  if (isMountPoint(dir)) throw new UsageError(`${dir} is already a mount point (unmount it first: fusermount -u ${dir})`);
+  await access(dir, fsc.W_OK).catch(() => {
+    throw new UsageError(`mount point ${dir} is not writable by this user`);
+  });
+  return cleaned;
+}
+
+@SubCommand({
+  name: 'mount',
+  arguments: '<mountpoint>',
+  description: 'mount the workspace with FUSE; stays in the foreground until SIGINT/SIGTERM (--daemon detaches)',
+})
+export class FuseMountCommand extends MountCommand {
+  constructor(
+    private readonly session: MountSession,
+    private readonly out: CliOutput,
+  ) {
+    super();
+  }
+
+  @Option({ flags: '--daemon', description: 'detach once mounted and print the pid' })
+  parseDaemon(): boolean {
+    return true;
+  }
+
+  @Option({ flags: '--allow-other', description: 'let other users see the mount (needs user_allow_other in /etc/fuse.conf)' })
+  parseAllowOther(): boolean {
+    return true;
+  }
+
+  @Option({ flags: '--attr-ttl-ms <ms>', description: 'attribute and entry cache lifetime, ms (default 1000)' })
+  parseTtl(v: string): number {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0 || n > 3_600_000) throw new UsageError('--attr-ttl-ms must be an integer from 0 to 3600000');
+    return n;
+  }
+
+  @Option({ flags: '--read-only', description: 'refuse every change with EROFS' })
+  parseReadOnly(): boolean {
+    return true;
+  }
+
+  async run([arg]: string[], options: { daemon?: boolean; allowOther?: boolean; attrTtlMs?: number; readOnly?: boolean } = {}): Promise<void> {
+    const mountpoint = resolve(arg);
+    if (options.daemon) return this.detach();
+    if (process.env.SVC_FS_MOUNT_DETACHED === '1') {
+      // Detached by --daemon: the parent stops reading our output once the mount is up.
+      process.stdout.on('error', () => undefined);
+      process.stderr.on('error', () => undefined);
+    }
+    let Fuse: FuseConstructor;
+    let cleaned: string | null;
+    try {
+      Fuse = loadFuse();
+      cleaned = await prepareMountPoint(mountpoint);
+    } catch (e) {
+      this.out.report(e, null);
+      return;
+    }
+    if (cleaned) process.stderr.write(`svc-fs-mount: ${cleaned}\n`);
+    await this.session.run(this.command, null, async (router) => {
+      const ttl = options.attrTtlMs ?? 1000;
+      const fs = new FuseFs(router, { attrTtlMs: ttl, readOnly: options.readOnly === true });
+      const fuse = new Fuse(mountpoint, fs.ops, {
+        // `fsname` is passed through to libfuse's -o list: it also carries big_writes (128 KiB
+        // writes instead of 4 KiB) which fuse-native has no option for.
+        fsname: 'svc,big_writes',
+        subtype: 'svc',
+        allowOther: options.allowOther === true,
+        attrTimeout: ttl / 1000,
+        entryTimeout: ttl / 1000,
+        timeout: 60_000,
+        force: false,
+        mkdir: false,
+      });
+      await new Promise<void>((res, rej) => fuse.mount((err) => (err ? rej(new UsageError(`cannot mount on ${mountpoint}: ${err.message}`)) : res())));
+      process.stdout.write(`mounted on ${mountpoint}\n`);
+      await new Promise<void>((res) => {
+        const stop = () => {
+          process.off('SIGINT', stop);
+          process.off('SIGTERM', stop);
+          res();
+        };
+        process.on('SIGINT', stop);
+        process.on('SIGTERM', stop);
+      });
+      await this.unmount(fuse, mountpoint);
+      process.stdout.write(`unmounted ${mountpoint}\n`);
+    });
+  }
+
+  /** Unmounts; when busy, retries for 2 s, then detaches lazily (the kernel finishes when idle). */
+  private async unmount(fuse: FuseInstance, mountpoint: string): Promise<void> {
+    for (let i = 0; i < 10; i++) {
+      const err = await new Promise<Error | null>((r) => fuse.unmount((e) => r(e)));
+      if (!err && !isMountPoint(mountpoint)) return;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await run('fusermount', ['-uz', mountpoint]).catch(() => undefined);
+    process.stderr.write(`svc-fs-mount: ${mountpoint} was busy; detached it lazily\n`);
+  }
+
+  /** `--daemon`: runs the same command without `--daemon` in the background; prints its pid once mounted. */
+  private async detach(): Promise<void> {
+    const args = process.argv.slice(1).filter((a) => a !== '--daemon');
+    const child = spawn(process.execPath, args, { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SVC_FS_MOUNT_DETACHED: '1' } });
+    let out = '';
+    let err = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    const mounted = await new Promise<boolean>((res) => {
+      const timer = setTimeout(() => res(false), 30_000);
+      child.stdout.on('data', () => {
+        if (out.includes('mounted on ')) {
+          clearTimeout(timer);
+          res(true);
+        }
+      });
+      child.once('exit', () => {
+        clearTimeout(timer);
+        res(false);
+      });
+    });
+    if (!mounted) {
+      process.stderr.write(err || 'svc-fs-mount: the background mount did not start\n');
+      child.kill('SIGTERM');
+      process.exitCode = 2;
+      return;
+    }
+    if (err) process.stderr.write(err);
+    child.stdout.destroy();
+    child.stderr.destroy();
+    child.unref();
+    process.stdout.write(`${child.pid}\n`);
+  }
+}

@@ -1,0 +1,156 @@
+/**
+ * e2e: a real FUSE mount of a two-node workspace (issue 4 item 4) used with ordinary tools:
+ * ls, cat, cp of 64 MiB in and out, mkdir -p, mv, rm -r, grep -R, git, find; failover while
+ * mounted; a clean unmount and stale-mount cleanup. Skipped, with the reason printed, where
+ * /dev/fuse or fuse-native is missing (.ci/run installs libfuse2 and fuse3).
+ */
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BIN, cleanupTmp, killAll, ROOT, sleep, tmpDir, waitFor } from './helpers/processes';
+import { startWorkspace, Workspace } from './helpers/workspace';
+
+function fuseUnavailable(): string | null {
+  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
+  try {
+    require('fuse-native');
+  } catch (e) {
+    return `fuse-native cannot load: ${(e as Error).message.split('\n')[0]}`;
+  }
+  try {
+    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
+  } catch {
+    return 'fusermount is missing (Debian: apt-get install fuse3)';
+  }
+  return null;
+}
+
+const reason = fuseUnavailable();
+if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
+const describeFuse = reason ? describe.skip : describe;
+
+const sha = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
+const sh = (cmd: string, args: string[], cwd?: string) => execFileSync(cmd, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+const mounted = (dir: string) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === dir);
+
+describeFuse('FUSE mount', () => {
+  let ws: Workspace;
+  let mnt: string;
+  let mount: ChildProcess;
+  let out = '';
+  let err = '';
+
+  beforeAll(async () => {
+    ws = await startWorkspace();
+    mnt = join(tmpDir('mnt-'), 'ws');
+    mkdirSync(mnt);
+    mount = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', mnt, '--attr-ttl-ms', '1000'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    mount.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+    mount.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+    await waitFor(() => out.includes(`mounted on ${mnt}`), 20_000).catch((e) => {
+      throw new Error(`${(e as Error).message}\nstdout: ${out}\nstderr: ${err}`);
+    });
+  }, 60_000);
+
+  afterAll(async () => {
+    if (mount && mount.exitCode === null) mount.kill('SIGKILL');
+    try {
+      execFileSync('fusermount', ['-uz', mnt], { stdio: 'ignore' });
+    } catch {
+      /* not mounted */
+    }
+    ws?.close();
+    await killAll();
+    cleanupTmp();
+  });
+
+  it('lists the workspace with ls -la and reads with cat', () => {
+    writeFileSync(join(ws.dirs.a, 'hello.txt'), 'hello from node a\n');
+    expect(sh('ls', ['-1', mnt]).trim().split('\n')).toEqual(['a', 'b', 'shared']);
+    const long = sh('ls', ['-la', join(mnt, 'a')]);
+    expect(long).toMatch(/-rw-r--r-- .* 18 .* hello\.txt/);
+    expect(sh('cat', [join(mnt, 'a', 'hello.txt')])).toBe('hello from node a\n');
+  });
+
+  it('copies 64 MiB of random bytes in and out with equal SHA-256', () => {
+    const src = join(tmpDir(), 'random.bin');
+    writeFileSync(src, randomBytes(64 * 1024 * 1024));
+    cpSync(src, join(mnt, 'b', 'random.bin'));
+    expect(sha(join(ws.dirs.b, 'random.bin'))).toBe(sha(src));
+    const back = join(tmpDir(), 'back.bin');
+    sh('cp', [join(mnt, 'b', 'random.bin'), back]);
+    expect(sha(back)).toBe(sha(src));
+    expect(sh('stat', ['-c', '%s', join(mnt, 'b', 'random.bin')]).trim()).toBe(String(64 * 1024 * 1024));
+  });
+
+  it('runs mkdir -p, mv and rm -r', () => {
+    sh('mkdir', ['-p', join(mnt, 'a', 'x', 'y', 'z')]);
+    writeFileSync(join(mnt, 'a', 'x', 'y', 'z', 'f.txt'), 'deep');
+    sh('mv', [join(mnt, 'a', 'x'), join(mnt, 'a', 'moved')]);
+    expect(readFileSync(join(ws.dirs.a, 'moved', 'y', 'z', 'f.txt'), 'utf8')).toBe('deep');
+    expect(existsSync(join(ws.dirs.a, 'x'))).toBe(false);
+    sh('rm', ['-r', join(mnt, 'a', 'moved')]);
+    expect(existsSync(join(ws.dirs.a, 'moved'))).toBe(false);
+    expect(existsSync(join(mnt, 'a', 'moved'))).toBe(false);
+  });
+
+  it('greps and finds over the repository src/ copied into the workspace', () => {
+    sh('cp', ['-r', join(ROOT, 'src'), join(mnt, 'a', 'src')]);
+    const count = (dir: string) => sh('find', [dir]).trim().split('\n').length;
+    expect(count(join(mnt, 'a', 'src'))).toBe(count(join(ROOT, 'src')));
+    const grep = (dir: string) => sh('grep', ['-R', '-c', 'WorkspaceService', dir]).split('\n').filter((l) => !l.endsWith(':0') && l).length;
+    expect(grep(join(mnt, 'a', 'src'))).toBe(grep(join(ROOT, 'src')));
+    expect(grep(join(mnt, 'a', 'src'))).toBeGreaterThan(0);
+  });
+
+  it('runs git init, add and commit inside the mount', () => {
+    const repo = join(mnt, 'b', 'repo');
+    mkdirSync(repo);
+    sh('cp', ['-r', join(ROOT, 'docs'), join(repo, 'docs')]);
+    sh('git', ['init', '-q'], repo);
+    sh('git', ['add', '-A'], repo);
+    sh('git', ['-c', 'user.email=t@example.com', '-c', 'user.name=t', 'commit', '-qm', 'in the mount'], repo);
+    expect(sh('git', ['status', '--porcelain'], repo)).toBe('');
+    expect(sh('git', ['log', '--oneline'], repo)).toMatch(/in the mount/);
+    expect(existsSync(join(ws.dirs.b, 'repo', '.git', 'HEAD'))).toBe(true);
+  });
+
+  it('keeps reading /shared after its primary node is killed', async () => {
+    writeFileSync(join(ws.dirs.shared, 'both.txt'), 'on both nodes\n');
+    expect(sh('cat', [join(mnt, 'shared', 'both.txt')])).toBe('on both nodes\n');
+    await ws.nodeA.kill();
+    await sleep(1100); // let the attribute cache expire so the kernel asks again
+    expect(sh('cat', [join(mnt, 'shared', 'both.txt')])).toBe('on both nodes\n');
+  });
+
+  it('unmounts cleanly on SIGTERM, leaving no stale mount', async () => {
+    const exited = new Promise<number | null>((r) => mount.once('exit', (code) => r(code)));
+    mount.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(mounted(mnt)).toBe(false);
+    expect(out).toContain(`unmounted ${mnt}`);
+  });
+
+  it('cleans a stale mount left by a killed run, with a message', async () => {
+    const again = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', mnt], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let o = '';
+    again.stdout!.setEncoding('utf8').on('data', (d: string) => (o += d));
+    await waitFor(() => o.includes('mounted on'), 20_000);
+    again.kill('SIGKILL');
+    await new Promise((r) => again.once('exit', r));
+    expect(() => sh('ls', [mnt])).toThrow(/Transport endpoint is not connected/);
+    const third = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', mnt], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let o3 = '';
+    let e3 = '';
+    third.stdout!.setEncoding('utf8').on('data', (d: string) => (o3 += d));
+    third.stderr!.setEncoding('utf8').on('data', (d: string) => (e3 += d));
+    await waitFor(() => o3.includes('mounted on'), 20_000);
+    expect(e3).toContain(`cleaned a stale FUSE mount at ${mnt}`);
+    expect(sh('ls', ['-1', mnt]).trim().split('\n')).toContain('b');
+    const exited = new Promise<number | null>((r) => third.once('exit', (code) => r(code)));
+    third.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(mounted(mnt)).toBe(false);
+  });
+});

@@ -1,0 +1,76 @@
+/**
+ * A real two-node workspace for e2e tests: `svc`, two `svc-fs-node`s in control daemon mode
+ * (paired by invite) on temp directories, and a project with mounts
+ *   /a      -> node A export work
+ *   /b      -> node B export work
+ *   /shared -> node A export shared, then node B export shared (a failover group on one directory)
+ * Optional terminal exports on node A.
+ */
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { ControlClient } from '../../libs/client/src';
+import { ADMIN_TOKEN, BIN, Running, startProcess, startSvc, tmpDir, waitFor } from './processes';
+
+export interface Workspace {
+  svc: Running & { stateDir: string };
+  admin: ControlClient;
+  nodeA: Running;
+  nodeB: Running;
+  nodeIds: { a: string; b: string };
+  dirs: { a: string; b: string; shared: string };
+  project: { project_id: string; project_token: string };
+  /** Global options of svc-fs-mount for this workspace (workspace mode, admin token). */
+  mountArgs: string[];
+  close(): void;
+}
+
+/** Starts a paired daemon node; resolves once its catalog record is published. */
+async function daemonNode(admin: ControlClient, svcUrl: string, name: string, exports: string[], extra: string[]): Promise<{ node: Running; nodeId: string }> {
+  const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+  const stateFile = join(tmpDir('node-state-'), 'state.json');
+  const args = ['--port', '0', '--control-url', svcUrl, '--invite-token', invite_token, '--node-name', name, '--state-file', stateFile, '--refresh-interval-ms', '1000', '--reconnect-backoff-ms', '200'];
+  for (const e of exports) args.push('--export', e);
+  const node = await startProcess(BIN.fsNode, [...args, ...extra], { SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_LOG_LEVEL: 'warn' });
+  const nodeId = await waitFor(async () => {
+    const { nodes } = await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list');
+    const n = nodes.find((x) => x.node_name === name);
+    if (!n) return undefined;
+    const { services } = await admin.request<{ services: unknown[] }>('node_service_get', { node_id: n.node_id });
+    return services.length > 0 ? n.node_id : undefined;
+  }, 15_000);
+  return { node, nodeId };
+}
+
+/** Builds the workspace described in the module documentation. */
+export async function startWorkspace(options: { terminalIds?: string[] } = {}): Promise<Workspace> {
+  const svc = await startSvc({ env: { SVC_LOG_LEVEL: 'warn' } });
+  const admin = await ControlClient.connect({ url: svc.url, token: ADMIN_TOKEN });
+  const root = tmpDir('workspace-');
+  const dirs = { a: join(root, 'a'), b: join(root, 'b'), shared: join(root, 'shared') };
+  for (const d of Object.values(dirs)) mkdirSync(d);
+  const terminals = (options.terminalIds ?? []).flatMap((id) => ['--terminal-id', id]);
+  const A = await daemonNode(admin, svc.url, 'node-a', [`work=${dirs.a}`, `shared=${dirs.shared}`], terminals);
+  const B = await daemonNode(admin, svc.url, 'node-b', [`work=${dirs.b}`, `shared=${dirs.shared}`], []);
+  const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'ws', access_policy: { invoke: 'allow' } });
+  const mounts: Array<[string, string, string]> = [
+    ['/a', A.nodeId, 'work'],
+    ['/b', B.nodeId, 'work'],
+    ['/shared', A.nodeId, 'shared'],
+    ['/shared', B.nodeId, 'shared'],
+    ...(options.terminalIds ?? []).map((id) => [`/term/${id}`, A.nodeId, `terminal-${id}`] as [string, string, string]),
+  ];
+  for (const [mount_path, node_id, export_name] of mounts) {
+    await admin.request('project_mount_set', { project_id: project.project_id, node_id, export_name, mount_path });
+  }
+  return {
+    svc,
+    admin,
+    nodeA: A.node,
+    nodeB: B.node,
+    nodeIds: { a: A.nodeId, b: B.nodeId },
+    dirs,
+    project,
+    mountArgs: ['--workspace-url', svc.url, '--auth-token', ADMIN_TOKEN, '--project-id', project.project_id, '--project-token', project.project_token],
+    close: () => admin.close(),
+  };
+}
