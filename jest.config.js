@@ -4,7 +4,11 @@ module.exports = {
   roots: ['<rootDir>/libs', '<rootDir>/src', '<rootDir>/apps', '<rootDir>/test'],
   testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.spec.json', diagnostics: false }] },
-  moduleNameMapper: { '^@svc/(.*)$': '<rootDir>/libs/$1/src' },
+  moduleNameMapper: {
+    '^@svc/fs/router$': '<rootDir>/libs/fs/src/router',
+    '^@svc/fs/fuse$': '<rootDir>/libs/fs/src/fuse/fuse-fs',
+    '^@svc/(.*)$': '<rootDir>/libs/$1/src',
+  },
   testTimeout: 60000,
   maxWorkers: 2,
   verbose: false,

@@ -11,6 +11,8 @@ import { Ctx, EnvelopeExceptionFilter, Frame, RequestContext, Session, WsSession
 import { ServerConfig } from '../config';
 import { NamespaceService, NsEntry, NsNode } from './namespace.service';
 import { NodeRoutesService, RoutedFs, RoutedHandle } from './node-routes.service';
+import { ProjectRoutesService } from './project-routes.service';
+import { actorOf } from '../common/actor';
 
 type Mode = 'r' | 'w' | 'rw';
 
@@ -91,6 +93,7 @@ export class AcheronGateway {
     private readonly config: ServerConfig,
     private readonly namespace: NamespaceService,
     private readonly routes: NodeRoutesService,
+    private readonly projects: ProjectRoutesService,
   ) {}
 
   /**
@@ -180,7 +183,7 @@ export class AcheronGateway {
         if (mode !== 'r') throw new ProtocolError('eperm', `${at} is a read-only projected file`);
         return { mode, content: await node.content() };
       }
-      const { fs, rel } = await this.routedFs(node);
+      const { fs, rel } = await this.routedFs(session, node);
       const attr = await fs.walk(rel);
       if (attr.k === 2) {
         if (mode !== 'r') throw new ProtocolError('eisdir', `${at} is a directory`);
@@ -249,7 +252,7 @@ export class AcheronGateway {
       const node = this.namespace.resolve(session, state.path);
       if (node.kind === 'dir') return { name, kind: 'dir', size: (await node.list()).length, mode: 0o40555, writable: false, mtime_ms: Date.now() };
       if (node.kind === 'file') return { name, kind: 'file', size: (await node.content()).length, mode: 0o100444, writable: false, mtime_ms: Date.now() };
-      const { fs, rel } = await this.routedFs(node);
+      const { fs, rel } = await this.routedFs(session, node);
       const attr = await fs.walk(rel);
       return { name, kind: attr.k === 2 ? 'dir' : 'file', size: attr.sz, mode: attr.m, writable: (attr.m & 0o222) !== 0, mtime_ms: Math.floor(attr.mt / 1e6) };
     });
@@ -291,13 +294,13 @@ export class AcheronGateway {
     if (node.kind === 'routed') {
       node = this.namespace.resolve(session, path);
       if (node.kind !== 'routed') return node.kind;
-      const { fs, rel } = await this.routedFs(node);
+      const { fs, rel } = await this.routedFs(session, node);
       return (await fs.walk(rel)).k === 2 ? 'dir' : 'file';
     }
     return node.kind;
   }
 
-  private async routedFs(node: Extract<NsNode, { kind: 'routed' }>): Promise<{ fs: RoutedFs; rel: string[] }> {
+  private async routedFs(session: WsSession, node: Extract<NsNode, { kind: 'routed' }>): Promise<{ fs: RoutedFs; rel: string[] }> {
     const t = node.target;
     if (t.type === 'node') {
       // The fs service's root lists only exports no other catalog service claims: a terminal
@@ -305,7 +308,7 @@ export class AcheronGateway {
       const claimed = this.namespace.claimedExports(t.node_id);
       return { fs: await this.routes.fsOf(t.node_id, t.export_name, (name) => !claimed.has(name)), rel: t.rel };
     }
-    throw new ProtocolError('eio', `project filesystems are not routed yet (/projects/${t.project_id}/fs)`);
+    return { fs: await this.projects.fsOf(session, actorOf(session), t.project_id), rel: t.rel };
   }
 
   /**

@@ -5,9 +5,10 @@ import { ProjectsModule } from '../projects/projects.module';
 import { AcheronGateway } from './acheron.gateway';
 import { NamespaceService } from './namespace.service';
 import { NodeRoutesService } from './node-routes.service';
+import { ProjectRoutesService } from './project-routes.service';
 
 @Module({
   imports: [CatalogModule, ProjectsModule],
-  providers: [NamespaceService, NodeRoutesService, AcheronGateway],
+  providers: [NamespaceService, NodeRoutesService, ProjectRoutesService, AcheronGateway],
 })
 export class AcheronModule {}

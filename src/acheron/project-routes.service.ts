@@ -1,0 +1,160 @@
+/**
+ * Project filesystems of the runtime namespace (PROTOCOL.md 9 `/projects/<project_id>/fs`):
+ * each runtime session gets, per project it opens, a WorkspaceRouter whose topology is this
+ * session's own view of the project (the control plane's workspace status for its actor, with
+ * invoke gating for non-admin sessions), kept current from topology changes. The router gives
+ * longest-prefix routing, the synthetic tree above mount paths and failover between the
+ * candidates of a mount path.
+ */
+import { Injectable } from '@nestjs/common';
+import { EventEmitter } from 'node:events';
+import { Subscription } from 'rxjs';
+import { FsError, OpenFlags } from '@svc/protocol';
+import { Topology, TopologySource, TopologySourceInfo, topologyFromStatus, WorkspaceRouter } from '@svc/fs/router';
+import type { WsSession } from '@svc/transport';
+import { Actor } from '../common/actor';
+import { AvailabilityService } from '../projects/availability.service';
+import { WorkspaceService } from '../projects/workspace.service';
+import { FsAttr, RoutedFs, RoutedHandle, toRuntimeError } from './node-routes.service';
+
+/**
+ * A topology source fed by the control plane itself: the workspace status of `actor` for
+ * `projectId`, re-read whenever the availability sweep reports a topology change.
+ */
+export class ControlPlaneTopologySource extends EventEmitter implements TopologySource {
+  current: Topology;
+  private sub: Subscription | null = null;
+
+  constructor(
+    private readonly workspace: WorkspaceService,
+    private readonly availability: AvailabilityService,
+    private readonly actor: Actor,
+    private readonly projectId: string,
+  ) {
+    super();
+  }
+
+  private read(): Topology {
+    return topologyFromStatus(this.workspace.statusOf(this.actor, this.projectId));
+  }
+
+  async start(): Promise<Topology> {
+    this.current = this.read();
+    this.sub = this.availability.topologyChanged$.subscribe((id) => {
+      if (id === this.projectId) void this.refresh();
+    });
+    return this.current;
+  }
+
+  async refresh(): Promise<void> {
+    this.current = this.read();
+    this.emit('topology', this.current);
+  }
+
+  info(): TopologySourceInfo {
+    return { kind: 'workspace', url: null, connected: true, last_sync_ms: this.current?.ts_ms ?? null, last_error: null };
+  }
+
+  close(): void {
+    this.sub?.unsubscribe();
+  }
+}
+
+/** A project's workspace as a {@link RoutedFs}, over a WorkspaceRouter. */
+class ProjectFs implements RoutedFs {
+  constructor(
+    private readonly router: WorkspaceRouter,
+    readonly label: string,
+  ) {}
+
+  private pathOf(rel: string[]): string {
+    return `/${rel.join('/')}`;
+  }
+
+  async walk(rel: string[]): Promise<FsAttr> {
+    try {
+      return (await this.router.getattr(this.pathOf(rel))) as FsAttr;
+    } catch (e) {
+      throw toRuntimeError(e, this.label);
+    }
+  }
+
+  async list(rel: string[]): Promise<Array<{ name: string; kind: 'dir' | 'file'; size: number }>> {
+    try {
+      const entries = await this.router.readdirAll(this.pathOf(rel));
+      return entries.map((e) => ({ name: e.name, kind: e.attr.k === 2 ? 'dir' : 'file', size: e.attr.sz }));
+    } catch (e) {
+      throw toRuntimeError(e, this.label);
+    }
+  }
+
+  async open(rel: string[], mode: 'r' | 'w' | 'rw'): Promise<RoutedHandle> {
+    const router = this.router;
+    const label = this.label;
+    const flags = mode === 'r' ? OpenFlags.O_RDONLY : mode === 'w' ? OpenFlags.O_WRONLY | OpenFlags.O_TRUNC : OpenFlags.O_RDWR;
+    let fh: number;
+    try {
+      ({ fh } = await router.open(this.pathOf(rel), flags));
+    } catch (e) {
+      throw toRuntimeError(e, label);
+    }
+    return {
+      async read(offset, count) {
+        try {
+          return await router.read(fh, offset, count);
+        } catch (e) {
+          throw toRuntimeError(e, label);
+        }
+      },
+      async write(offset, data) {
+        try {
+          return await router.write(fh, offset, data);
+        } catch (e) {
+          throw toRuntimeError(e, label);
+        }
+      },
+      async close() {
+        try {
+          await router.release(fh);
+        } catch (e) {
+          if (!(e instanceof FsError && e.errno === 9)) throw toRuntimeError(e, label);
+        }
+      },
+    };
+  }
+}
+
+const PROJECT_ROUTERS = Symbol('project-routers');
+
+@Injectable()
+export class ProjectRoutesService {
+  constructor(
+    private readonly workspace: WorkspaceService,
+    private readonly availability: AvailabilityService,
+  ) {}
+
+  /**
+   * The project's workspace for this session (created on first use, closed with the session).
+   * @param actor the session's actor (its view decides the mounts and their gating)
+   */
+  async fsOf(session: WsSession, actor: Actor, projectId: string): Promise<RoutedFs> {
+    let routers = session.locals.get(PROJECT_ROUTERS) as Map<string, Promise<WorkspaceRouter>> | undefined;
+    if (!routers) {
+      const created = new Map<string, Promise<WorkspaceRouter>>();
+      routers = created;
+      session.locals.set(PROJECT_ROUTERS, created);
+      session.once('close', () => {
+        for (const r of created.values()) void r.then((router) => router.close()).catch(() => undefined);
+      });
+    }
+    let router = routers.get(projectId);
+    if (!router) {
+      const source = new ControlPlaneTopologySource(this.workspace, this.availability, actor, projectId);
+      const r = new WorkspaceRouter(source, { connectTimeoutMs: 3000, requestTimeoutMs: 30_000 });
+      router = r.start().then(() => r);
+      routers.set(projectId, router);
+      router.catch(() => routers!.delete(projectId));
+    }
+    return new ProjectFs(await router, `project ${projectId}`);
+  }
+}

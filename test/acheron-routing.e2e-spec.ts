@@ -1,0 +1,188 @@
+/**
+ * e2e: routed filesystems in the runtime namespace (PROTOCOL.md 9; issue 5): node exports
+ * under /nodes/<id>/fs and terminals under /nodes/<id>/terminal/<tid>, project workspaces under
+ * /projects/<id>/fs with failover and invoke gating, errors as runtime codes, and the
+ * `svc-control acheron` subcommand.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client, closeSessions, failure, session } from './helpers/control';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep } from './helpers/processes';
+import { startWorkspace, Workspace } from './helpers/workspace';
+
+let ws: Workspace;
+beforeAll(async () => {
+  ws = await startWorkspace({ terminalIds: ['t1'] });
+}, 60_000);
+afterAll(async () => {
+  closeSessions();
+  ws?.close();
+  await killAll();
+  cleanupTmp();
+});
+
+const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+const seg = (path: string) => path.split('/').filter(Boolean);
+
+/** A runtime session with whole-file helpers. */
+async function runtime(role: 'admin' | 'user' = 'admin', agentId?: string) {
+  const c = await session(ws.svc.url, role, agentId);
+  const { msize } = await c.attach(0, 1 << 20);
+  let next = 10;
+  const open = async (path: string, mode: 'r' | 'w' | 'rw') => {
+    const fid = next++;
+    await c.acheron('acheron.t_walk', { fid: 0, newfid: fid, path: seg(path) });
+    const { iounit } = await c.acheron<{ iounit: number }>('acheron.t_open', { fid, mode });
+    return { fid, iounit };
+  };
+  const read = async (path: string): Promise<Buffer> => {
+    const { fid, iounit } = await open(path, 'r');
+    const parts: Buffer[] = [];
+    for (let offset = 0; ; ) {
+      const r = await c.acheron<{ data_b64: string; n: number; eof: boolean }>('acheron.t_read', { fid, offset, count: iounit });
+      parts.push(Buffer.from(r.data_b64, 'base64'));
+      offset += r.n;
+      if (r.eof || r.n === 0) break;
+    }
+    await c.acheron('acheron.t_clunk', { fid });
+    return Buffer.concat(parts);
+  };
+  const write = async (path: string, data: Buffer): Promise<void> => {
+    const { fid, iounit } = await open(path, 'w');
+    for (let offset = 0; offset < data.length; ) {
+      const piece = data.subarray(offset, offset + iounit);
+      const { n } = await c.acheron<{ n: number }>('acheron.t_write', { fid, offset, data_b64: piece.toString('base64') });
+      offset += n;
+    }
+    await c.acheron('acheron.t_clunk', { fid });
+  };
+  const ls = async (path: string) => (JSON.parse((await read(path)).toString()) as { entries: Array<{ name: string }> }).entries.map((e) => e.name);
+  return { c, msize, open, read, write, ls };
+}
+
+describe('routed node filesystems', () => {
+  it('reads and writes under /nodes/<id>/fs/<export>/ with the node disk byte for byte', async () => {
+    const r = await runtime();
+    const data = randomBytes(3 * 1024 * 1024 + 17);
+    writeFileSync(join(ws.dirs.a, 'from-disk.bin'), data);
+    expect(await r.ls(`/nodes/${ws.nodeIds.a}/fs`)).toEqual(['shared', 'work']);
+    expect(sha(await r.read(`/nodes/${ws.nodeIds.a}/fs/work/from-disk.bin`))).toBe(sha(data));
+    const up = randomBytes(2 * 1024 * 1024 + 5);
+    // files are created through the FS protocol, not the runtime namespace (PROTOCOL.md 9)
+    writeFileSync(join(ws.dirs.a, 'from-runtime.bin'), 'old content, longer than nothing');
+    await r.write(`/nodes/${ws.nodeIds.a}/fs/work/from-runtime.bin`, up);
+    expect(sha(readFileSync(join(ws.dirs.a, 'from-runtime.bin')))).toBe(sha(up));
+    const stat = await r.c.acheron<{ kind: string; size: number; writable: boolean }>('acheron.t_walk', { fid: 0, newfid: 900, path: seg(`/nodes/${ws.nodeIds.a}/fs/work/from-runtime.bin`) }).then(() => r.c.acheron<{ kind: string; size: number; writable: boolean }>('acheron.t_stat', { fid: 900 }));
+    expect(stat).toMatchObject({ kind: 'file', size: up.length, writable: true });
+  });
+
+  it('runs a terminal request through /nodes/<id>/terminal/<tid>/control/invoke.json', async () => {
+    const r = await runtime();
+    const path = `/nodes/${ws.nodeIds.a}/terminal/t1/control/invoke.json`;
+    const { fid } = await r.open(path, 'rw');
+    await r.c.acheron('acheron.t_write', { fid, offset: 0, data_b64: Buffer.from('{"argv":["sh","-c","echo via-runtime; exit 4"]}').toString('base64') });
+    const out = await r.c.acheron<{ data_b64: string }>('acheron.t_read', { fid, offset: 0, count: 65536 });
+    expect(JSON.parse(Buffer.from(out.data_b64, 'base64').toString())).toMatchObject({ exit_code: 4, stdout: 'via-runtime\n' });
+    await r.c.acheron('acheron.t_clunk', { fid });
+    // invalid JSON: the clunk (which runs the request) says invalid, the session stays
+    const bad = await r.open(path, 'w');
+    await r.c.acheron('acheron.t_write', { fid: bad.fid, offset: 0, data_b64: Buffer.from('{nope').toString('base64') });
+    expect((await failure(r.c.acheron('acheron.t_clunk', { fid: bad.fid }))).code).toBe('invalid');
+    expect(await r.c.request('ping')).toEqual({});
+    // the terminal export is not reachable through the fs service root
+    expect((await failure(r.c.acheron('acheron.t_walk', { fid: 0, newfid: 901, path: seg(`/nodes/${ws.nodeIds.a}/fs/terminal-t1`) }))).code).toBe('enoent');
+  });
+});
+
+describe('routed project filesystems', () => {
+  it('reads and writes under /projects/<id>/fs with the node disks byte for byte', async () => {
+    const r = await runtime();
+    expect(await r.ls(`/projects/${ws.project.project_id}/fs`)).toEqual(['a', 'b', 'shared', 'term']);
+    const data = randomBytes(1024 * 1024 + 1);
+    writeFileSync(join(ws.dirs.b, 'p.bin'), '');
+    await r.write(`/projects/${ws.project.project_id}/fs/b/p.bin`, data);
+    expect(sha(readFileSync(join(ws.dirs.b, 'p.bin')))).toBe(sha(data));
+    writeFileSync(join(ws.dirs.a, 'q.txt'), 'from node a\n');
+    expect((await r.read(`/projects/${ws.project.project_id}/fs/a/q.txt`)).toString()).toBe('from node a\n');
+  });
+
+  it('applies invoke gating for users: the terminal mount is absent unless policy and permissions allow', async () => {
+    // the terminal is admin-only by default (permissions default deny-by-default)
+    const user = await runtime('user', 'gate-user');
+    await user.c.request('project_activate', { project_id: ws.project.project_id, project_token: ws.project.project_token });
+    expect(await user.ls(`/projects/${ws.project.project_id}/fs`)).toEqual(['a', 'b', 'shared']);
+    expect((await failure(user.c.acheron('acheron.t_walk', { fid: 0, newfid: 50, path: seg(`/projects/${ws.project.project_id}/fs/term/t1`) }))).code).toBe('enoent');
+    const admin = await runtime();
+    expect(await admin.ls(`/projects/${ws.project.project_id}/fs/term`)).toEqual(['t1']);
+  });
+
+  it('reads again through /projects/<id>/fs after the primary of a failover path is killed', async () => {
+    const r = await runtime();
+    writeFileSync(join(ws.dirs.shared, 'failover.txt'), 'still here\n');
+    expect((await r.read(`/projects/${ws.project.project_id}/fs/shared/failover.txt`)).toString()).toBe('still here\n');
+    await ws.nodeA.kill();
+    await sleep(200);
+    const again = await runtime();
+    expect((await again.read(`/projects/${ws.project.project_id}/fs/shared/failover.txt`)).toString()).toBe('still here\n');
+    // the same session too
+    expect((await r.read(`/projects/${ws.project.project_id}/fs/shared/failover.txt`)).toString()).toBe('still here\n');
+    // a routed node that is down: eio naming the node
+    const down = await failure(again.read(`/nodes/${ws.nodeIds.a}/fs/work/q.txt`));
+    expect(down.code).toBe('eio');
+    expect(down.message).toContain(ws.nodeIds.a);
+    expect(await again.c.request('ping')).toEqual({});
+  });
+});
+
+describe('svc-control acheron', () => {
+  const cli = (args: string[], input?: string) => runCli(BIN.control, ['--url', ws.svc.url, 'acheron', ...args], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN }, input });
+
+  it('lists, reads, writes and stats like the Unix tools', async () => {
+    const root = `/projects/${ws.project.project_id}/fs/b`;
+    expect((await cli(['ls', '/'])).stdout).toBe('nodes/\nprojects/\ndebug/\n');
+    // the namespace writes existing files; creating one is refused clearly
+    const create = await cli(['write', `${root}/cli.txt`, 'x']);
+    expect(create.code).toBe(1);
+    expect(create.stderr).toMatch(/enoent/);
+    writeFileSync(join(ws.dirs.b, 'cli.txt'), 'a much longer old content that must be replaced');
+    writeFileSync(join(ws.dirs.b, 'stdin.txt'), '');
+    const w = await cli(['write', `${root}/cli.txt`, 'from svc-control\n']);
+    expect(w.code).toBe(0);
+    expect(readFileSync(join(ws.dirs.b, 'cli.txt'), 'utf8')).toBe('from svc-control\n');
+    expect((await cli(['cat', `${root}/cli.txt`])).stdout).toBe('from svc-control\n');
+    const piped = await cli(['write', `${root}/stdin.txt`, '-'], 'piped in');
+    expect(piped.code).toBe(0);
+    expect(readFileSync(join(ws.dirs.b, 'stdin.txt'), 'utf8')).toBe('piped in');
+    expect((await cli(['ls', root])).stdout.split('\n')).toEqual(expect.arrayContaining(['cli.txt', 'stdin.txt']));
+    const st = await cli(['stat', `${root}/cli.txt`]);
+    expect(st.stdout).toMatch(/^name: cli\.txt\nkind: file\nsize: 17\nmode: 0644\nwritable: true\nmtime: /);
+  });
+
+  it('prints svc-control: PATH: <code>: <message> and exits 1 on errors', async () => {
+    const missing = await cli(['cat', '/nodes/node-none']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toMatch(/^svc-control: \/nodes\/node-none: enoent: /);
+    const ro = await cli(['write', `/nodes/${ws.nodeIds.b}/NODE.json`, 'x']);
+    expect(ro.code).toBe(1);
+    expect(ro.stderr).toMatch(/: eperm: /);
+    const usage = await cli(['bogus', '/']);
+    expect(usage.code).toBe(2);
+  });
+});
+
+describe('isolation', () => {
+  it('gives two concurrent sessions with different roles their own projections', async () => {
+    const [admin, user] = await Promise.all([runtime('admin', 'iso'), runtime('user', 'iso')]);
+    const [a, u] = await Promise.all([admin.ls(`/nodes/${ws.nodeIds.b}/services`), user.ls(`/nodes/${ws.nodeIds.b}/services`)]);
+    expect(a).toEqual(['fs']);
+    expect(u).toEqual(['fs']);
+    const [ta, tu] = await Promise.all([admin.ls('/'), user.ls('/')]);
+    expect(ta).toContain('debug');
+    expect(tu).not.toContain('debug');
+    const [pa, pu] = await Promise.all([admin.ls('/projects'), user.ls('/projects')]);
+    expect(pa).toContain(ws.project.project_id);
+    expect(pu).toEqual([]);
+    void (admin.c as Client);
+  });
+});
