@@ -8,12 +8,26 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, closeSessions, failure, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, tmpDir } from './helpers/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
 let ws: Workspace;
 beforeAll(async () => {
-  ws = await startWorkspace({ terminalIds: ['t1'] });
+  const manifest = join(tmpDir('manifest-'), 'search.json');
+  writeFileSync(
+    manifest,
+    JSON.stringify({
+      service_id: 'search',
+      kind: 'index',
+      state: 'online',
+      endpoints: ['/services/search'],
+      ops: { paths: { invoke: 'q/invoke.json' } },
+      schema: { type: 'object', properties: { q: { type: 'string' } } },
+      permissions: { allow_roles: ['*'] },
+      help_md: '# search\n',
+    }),
+  );
+  ws = await startWorkspace({ terminalIds: ['t1'], manifests: [manifest] });
 }, 60_000);
 afterAll(async () => {
   closeSessions();
@@ -60,6 +74,68 @@ async function runtime(role: 'admin' | 'user' = 'admin', agentId?: string) {
   const ls = async (path: string) => (JSON.parse((await read(path)).toString()) as { entries: Array<{ name: string }> }).entries.map((e) => e.name);
   return { c, msize, open, read, write, ls };
 }
+
+describe('projected files of a real daemon node', () => {
+  it('projects every file of its fs, terminal and manifest services equal to node_service_get', async () => {
+    const r = await runtime();
+    const catalog = await ws.admin.request<{ services: Array<Record<string, unknown>> }>('node_service_get', { node_id: ws.nodeIds.a });
+    expect(catalog.services.map((s) => s.service_id)).toEqual(['fs', 'terminal-t1', 'search']);
+    const base = `/nodes/${ws.nodeIds.a}/services`;
+    expect(await r.ls(base)).toEqual(['fs', 'terminal-t1', 'search']);
+    const files: Record<string, string> = { 'SCHEMA.json': 'schema', 'CAPS.json': 'capabilities', 'OPS.json': 'ops', 'RUNTIME.json': 'runtime', 'PERMISSIONS.json': 'permissions', 'MOUNTS.json': 'mounts' };
+    for (const s of catalog.services) {
+      for (const [file, field] of Object.entries(files)) {
+        expect(JSON.parse((await r.read(`${base}/${s.service_id}/${file}`)).toString())).toEqual(s[field]);
+      }
+      expect((await r.read(`${base}/${s.service_id}/HELP.md`)).toString()).toBe((s.help_md as string | undefined) ?? '');
+    }
+    const status = (id: string) => r.read(`${base}/${id}/STATUS.json`).then((b) => JSON.parse(b.toString()));
+    expect(await status('terminal-t1')).toEqual({ state: 'online', invoke_path: `/nodes/${ws.nodeIds.a}/terminal/t1/control/invoke.json` });
+    expect(await status('search')).toEqual({ state: 'online', invoke_path: '/services/search/q/invoke.json' });
+    expect(await status('fs')).toEqual({ state: 'online', invoke_path: `/nodes/${ws.nodeIds.a}/fs/control/invoke.json` });
+    // a user sees the manifest service (allow_roles *) and fs, not the admin-only terminal
+    const user = await runtime('user', 'proj-user');
+    expect(await user.ls(base)).toEqual(['fs', 'search']);
+    expect(await user.ls(`/nodes/${ws.nodeIds.a}`)).toEqual(['NODE.json', 'STATUS.json', 'services', 'fs']);
+  });
+});
+
+describe('invoke gating of /projects/<id>/fs (PROTOCOL.md 6)', () => {
+  it.each([
+    ['allow', 'allow', 'user', true],
+    ['allow', 'deny', 'user', false],
+    ['deny', 'allow', 'user', false],
+    ['deny', 'deny', 'user', false],
+    ['allow', 'allow', 'admin', true],
+    ['allow', 'deny', 'admin', true],
+    ['deny', 'allow', 'admin', true],
+    ['deny', 'deny', 'admin', true],
+  ] as const)('policy %s, terminal permission %s, %s: /term listed = %s', async (policy, perm, role, present) => {
+    const { invite_token } = await ws.admin.request<{ invite_token: string }>('node_invite_create');
+    const n = await ws.admin.request<{ node_id: string; node_secret: string }>('node_join', { invite_token, node_name: `gate-${policy}-${perm}-${role}`, fs_url: 'ws://127.0.0.1:1/v2/fs' });
+    await ws.admin.request('node_service_upsert', {
+      node_id: n.node_id,
+      node_secret: n.node_secret,
+      services: [
+        { service_id: 'fs', kind: 'fs', state: 'online', endpoints: ['/x'], mounts: [{ mount_id: 'work', mount_path: '/x' }] },
+        {
+          service_id: 'terminal-g',
+          kind: 'terminal',
+          state: 'online',
+          endpoints: ['/t'],
+          capabilities: { invoke: true },
+          permissions: perm === 'allow' ? { allow_roles: ['admin', 'user'] } : { default: 'deny-by-default' },
+        },
+      ],
+    });
+    const p = await ws.admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'gating', access_policy: { invoke: policy } });
+    await ws.admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/work' });
+    await ws.admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'terminal-g', mount_path: '/term' });
+    const r = await runtime(role, `gate-${policy}-${perm}-${role}`);
+    await r.c.request('project_activate', { project_id: p.project_id, project_token: p.project_token });
+    expect(await r.ls(`/projects/${p.project_id}/fs`)).toEqual(present ? ['term', 'work'] : ['work']);
+  });
+});
 
 describe('routed node filesystems', () => {
   it('reads and writes under /nodes/<id>/fs/<export>/ with the node disk byte for byte', async () => {

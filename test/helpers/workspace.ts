@@ -42,14 +42,14 @@ async function daemonNode(admin: ControlClient, svcUrl: string, name: string, ex
 }
 
 /** Builds the workspace described in the module documentation. */
-export async function startWorkspace(options: { terminalIds?: string[] } = {}): Promise<Workspace> {
+export async function startWorkspace(options: { terminalIds?: string[]; manifests?: string[] } = {}): Promise<Workspace> {
   const svc = await startSvc({ env: { SVC_LOG_LEVEL: 'warn' } });
   const admin = await ControlClient.connect({ url: svc.url, token: ADMIN_TOKEN });
   const root = tmpDir('workspace-');
   const dirs = { a: join(root, 'a'), b: join(root, 'b'), shared: join(root, 'shared') };
   for (const d of Object.values(dirs)) mkdirSync(d);
-  const terminals = (options.terminalIds ?? []).flatMap((id) => ['--terminal-id', id]);
-  const A = await daemonNode(admin, svc.url, 'node-a', [`work=${dirs.a}`, `shared=${dirs.shared}`], terminals);
+  const extraA = [...(options.terminalIds ?? []).flatMap((id) => ['--terminal-id', id]), ...(options.manifests ?? []).flatMap((m) => ['--service-manifest', m])];
+  const A = await daemonNode(admin, svc.url, 'node-a', [`work=${dirs.a}`, `shared=${dirs.shared}`], extraA);
   const B = await daemonNode(admin, svc.url, 'node-b', [`work=${dirs.b}`, `shared=${dirs.shared}`], []);
   const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'ws', access_policy: { invoke: 'allow' } });
   const mounts: Array<[string, string, string]> = [
