@@ -1,9 +1,11 @@
 /**
  * `npm run demo`: the end-to-end demo (issue 3 item 9). Builds if needed, starts `svc` and two
- * `svc-fs-node`s exporting real directories, joins them with invites, creates a project, sets
- * its mounts, and then, through the real `svc-fs-mount`, lists the workspace, reads a file,
- * writes one, kills the primary node of the failover path and reads again from the survivor,
- * printing each step. Everything it starts is stopped on exit or Ctrl-C.
+ * `svc-fs-node`s exporting real directories in control daemon mode (each pairs with an invite,
+ * keeps its lease and publishes its catalog record), creates a project, sets its mounts, and
+ * then, through the real `svc-fs-mount`, lists the workspace, reads a file, writes one, mounts
+ * the workspace with FUSE where the machine allows it and reads through the mount, kills the
+ * primary node of the failover path and reads again from the survivor, printing each step.
+ * Everything it starts is stopped on exit or Ctrl-C.
  *
  *   node-a: docs    = this repository's docs/ (read-only)     -> /docs
  *           shared  = a temporary directory                     -> /shared (primary)
@@ -15,7 +17,6 @@
  */
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 
@@ -43,19 +44,9 @@ function masked(payload: object): string {
 
 function cleanup(): void {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+  const mnt = join(work, 'mnt');
+  if (existsSync(mnt)) spawnSync('fusermount', ['-uz', mnt]);
   if (!keep) rmSync(work, { recursive: true, force: true });
-}
-
-/** A free TCP port on 127.0.0.1 (so a node's fs_url is known before it starts). */
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => res(port));
-    });
-  });
 }
 
 /** Starts a server program and resolves with the URL of its `listening on` line. */
@@ -82,6 +73,47 @@ function control(url: string, op: string, payload: object = {}): Record<string, 
   const r = spawnSync(process.execPath, [BIN.control, ...args], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`svc-control ${op} failed (${r.status}): ${r.stderr}`);
   return JSON.parse(r.stdout) as Record<string, unknown>;
+}
+
+/** `svc-control` without echoing the command (for polling). */
+function controlQuiet(url: string, op: string, payload: object = {}): Record<string, unknown> {
+  const r = spawnSync(process.execPath, [BIN.control, '--url', url, op, JSON.stringify(payload)], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`svc-control ${op} failed (${r.status}): ${r.stderr}`);
+  return JSON.parse(r.stdout) as Record<string, unknown>;
+}
+
+/** Polls `fn` until it returns a value (at most 20 s). */
+async function waitUntil<T>(fn: () => Promise<T | undefined> | T | undefined): Promise<T> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/** Why FUSE cannot be used here, or null when it can. */
+function fuseUnavailable(): string | null {
+  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
+  try {
+    require.resolve('fuse-native');
+  } catch {
+    return 'the optional package fuse-native is not installed';
+  }
+  if (spawnSync('fusermount', ['-V']).status !== 0) return 'fusermount is missing (Debian: apt-get install fuse3)';
+  return null;
+}
+
+/** Runs a shell tool, showing the command and its output. */
+function tool(cmd: string, args: string[], maxLines = 12): string {
+  process.stdout.write(`$ ${cmd} ${args.join(' ')}\n`);
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  let lines = r.stdout.replace(/\n$/, '').split('\n');
+  if (lines.length > maxLines) lines = [...lines.slice(0, maxLines), `... (${lines.length - maxLines} more lines)`];
+  if (r.stdout) process.stdout.write(`${lines.map((l) => `  ${l}`).join('\n')}\n`);
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
+  return r.stdout;
 }
 
 /** The workspace options of every svc-fs-mount run (tokens masked when shown). */
@@ -139,34 +171,27 @@ async function main(): Promise<void> {
   writeFileSync(join(shared, 'README.txt'), 'This directory is exported by node-a and node-b.\n');
   process.stdout.write(`samples: ${samples}\nshared:  ${shared}\ndocs:    ${join(ROOT, 'docs')} (read-only on node-a)\n`);
 
-  step('invite two nodes and join them with their FS URLs (each node then serves FS sessions with its fs_auth_token)');
+  step('start two FS nodes in control daemon mode: each pairs with an invite, keeps its lease, publishes its services');
+  // node-a asks for the longer lease, so the selection rule (latest lease expiry among online
+  // nodes) makes it the primary of /shared.
   const plan = [
-    { name: 'node-a', lease: 300_000, exports: [`docs=${join(ROOT, 'docs')}:ro`, `shared=${shared}`] },
-    { name: 'node-b', lease: 120_000, exports: [`samples=${samples}`, `shared=${shared}`] },
+    { name: 'node-a', lease: 1_800_000, exports: [`docs=${join(ROOT, 'docs')}:ro`, `shared=${shared}`] },
+    { name: 'node-b', lease: 900_000, exports: [`samples=${samples}`, `shared=${shared}`] },
   ];
   const nodes: Array<{ id: string; name: string; child: ChildProcess; url: string }> = [];
   for (const p of plan) {
-    const port = await freePort();
-    const fsUrl = `ws://127.0.0.1:${port}/v2/fs`;
     const invite = control(url, 'node_invite_create', { ttl_ms: 600_000 });
-    const creds = control(url, 'node_join', { invite_token: invite.invite_token, node_name: p.name, fs_url: fsUrl, lease_ttl_ms: p.lease });
-    let started: { url: string; child: ChildProcess } | null = null;
-    for (let attempt = 0, nodePort = port; !started; attempt++, nodePort = await freePort()) {
-      const args = ['--port', String(nodePort), '--node-name', p.name, '--auth-token', String(creds.fs_auth_token)];
-      for (const e of p.exports) args.push('--export', e);
-      process.stdout.write(`$ svc-fs-node --port ${nodePort} --node-name ${p.name} --auth-token ${String(creds.fs_auth_token).slice(0, 4)}... ${p.exports.map((e) => `--export ${e}`).join(' ')}\n`);
-      try {
-        started = await startServer(p.name, BIN.fsNode, args);
-      } catch (e) {
-        // the port was taken in between (another program): try another one, up to 3 times
-        if (attempt >= 2) throw e;
-        process.stdout.write(`  port ${nodePort} was taken, trying another one\n`);
-        continue;
-      }
-      if (nodePort !== port) control(url, 'node_lease_refresh', { node_id: creds.node_id, node_secret: creds.node_secret, fs_url: started.url, lease_ttl_ms: p.lease });
-    }
-    process.stdout.write(`  ${p.name} (${creds.node_id}) listening on ${started.url}\n`);
-    nodes.push({ id: String(creds.node_id), name: p.name, child: started.child, url: started.url });
+    const args = ['--port', '0', '--node-name', p.name, '--control-url', url, '--invite-token', String(invite.invite_token), '--state-file', join(work, `${p.name}.state.json`), '--lease-ttl-ms', String(p.lease)];
+    for (const e of p.exports) args.push('--export', e);
+    process.stdout.write(`$ svc-fs-node --port 0 --node-name ${p.name} --control-url ${url} --invite-token ${String(invite.invite_token).slice(0, 4)}... ${p.exports.map((e) => `--export ${e}`).join(' ')}\n`);
+    const started = await startServer(p.name, BIN.fsNode, args, { SVC_AUTH_TOKEN: ADMIN });
+    const id = await waitUntil(async () => {
+      const { nodes: list } = controlQuiet(url, 'node_list') as { nodes: Array<{ node_id: string; node_name: string }> };
+      const n = list.find((x) => x.node_name === p.name);
+      return n && (controlQuiet(url, 'node_service_get', { node_id: n.node_id }).services as unknown[]).length > 0 ? n.node_id : undefined;
+    });
+    process.stdout.write(`  ${p.name} paired as ${id}, serving on ${started.url}\n`);
+    nodes.push({ id, name: p.name, child: started.child, url: started.url });
   }
 
   step('create a project and mount /docs (node-a), /samples (node-b), /shared (node-a, then node-b: a failover group)');
@@ -199,6 +224,27 @@ async function main(): Promise<void> {
   step('read /shared from its primary (node-a)');
   mount(['cat', '/shared/README.txt']);
 
+  const noFuse = fuseUnavailable();
+  let fuse: { child: ChildProcess; dir: string } | null = null;
+  if (noFuse) {
+    step(`FUSE mount skipped: ${noFuse}`);
+  } else {
+    step('mount the workspace with FUSE and use it with ordinary tools');
+    const dir = join(work, 'mnt');
+    mkdirSync(dir);
+    process.stdout.write(`$ svc-fs-mount ... mount ${dir}\n`);
+    const child = spawn(process.execPath, [BIN.fsMount, ...mountArgs, 'mount', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.push(child);
+    let out = '';
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+    await waitUntil(() => (out.includes('mounted on') ? true : child.exitCode !== null ? Promise.reject(new Error('the FUSE mount failed to start')) : undefined));
+    fuse = { child, dir };
+    tool('ls', ['-la', dir]);
+    tool('ls', ['-la', join(dir, 'samples')]);
+    tool('grep', ['-R', '-l', 'failover', dir]);
+    tool('cat', [join(dir, 'shared', 'README.txt')]);
+  }
+
   step('kill node-a (SIGKILL), then read /shared again: svc-fs-mount fails over to node-b');
   nodes[0].child.kill('SIGKILL');
   await new Promise((r) => nodes[0].child.once('exit', r));
@@ -206,6 +252,16 @@ async function main(): Promise<void> {
   const survivor = mount(['cat', '/shared/README.txt']);
   if (!survivor.includes('exported by node-a and node-b')) throw new Error('the survivor did not serve /shared');
   mount(['status'], { allowFailure: true });
+  if (fuse) {
+    await new Promise((r) => setTimeout(r, 1100)); // the mount's attribute cache (1 s) expires
+    const viaMount = tool('cat', [join(fuse.dir, 'shared', 'README.txt')]);
+    if (!viaMount.includes('exported by node-a and node-b')) throw new Error('the FUSE mount did not fail over');
+    step('unmount (SIGTERM to svc-fs-mount mount)');
+    const f = fuse;
+    const exited = new Promise<number | null>((r) => f.child.once('exit', (code) => r(code)));
+    f.child.kill('SIGTERM');
+    process.stdout.write(`  svc-fs-mount mount exited ${await exited}\n`);
+  }
 
   step('done: stopping everything the demo started');
 }

@@ -26,6 +26,16 @@ it('runs the demo to the end and exits 0', async () => {
   expect(afterKill).toMatch(/cat \/shared\/README\.txt\n {2}This directory is exported by node-a and node-b\.\n {2}\(exit 0/);
   expect(afterKill).toMatch(/\/shared +node-a .* FAILED: .*connection refused/);
   expect(afterKill).toMatch(/^ +node-b +shared +online +standby 1 .* ok /m);
+  // nodes paired in control daemon mode
+  expect(out).toMatch(/node-a paired as node-[0-9a-f]+, serving on ws:\/\//);
+  // where FUSE is available the workspace is read through a real mount, before and after the failover
+  if (out.includes('mount the workspace with FUSE')) {
+    expect(out).toMatch(/\$ grep -R -l failover .*\n(.*\n)*.*samples\/notes\/todo\.md/);
+    expect(afterKill).toMatch(/\$ cat .*mnt\/shared\/README\.txt\n {2}This directory is exported by node-a and node-b\./);
+    expect(out).toContain('svc-fs-mount mount exited 0');
+  } else {
+    expect(out).toContain('FUSE mount skipped: ');
+  }
   // secrets are not printed whole
   expect(out).not.toMatch(/"node_secret":"[A-Za-z0-9_-]{43}"/);
   expect(out).not.toMatch(/--(auth|project)-token [A-Za-z0-9_-]{8,}/);
