@@ -5,6 +5,7 @@
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_BIND, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SVC_PORT } from '@svc/protocol';
+import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '@svc/ops';
 
 /** Validated server configuration. */
 export class ServerConfig {
@@ -53,21 +54,16 @@ environment:
   SVC_LOG_LEVEL                trace|debug|info|warn|error|fatal (default info)
 `;
 
-const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
-
 /**
  * Parses a TCP port.
  * @throws ConfigError unless an integer 0..65535
  */
 export function parsePort(value: string, what: string): number {
-  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) throw new ConfigError(`${what} must be a port number 0-65535 (got "${value}")`);
-  return Number(value);
+  return parsePortValue(value, what, ConfigError);
 }
 
 function parsePositiveInt(value: string | undefined, fallback: number, what: string, min = 1): number {
-  if (value === undefined || value === '') return fallback;
-  if (!/^\d+$/.test(value) || Number(value) < min) throw new ConfigError(`${what} must be an integer >= ${min} (got "${value}")`);
-  return Number(value);
+  return parseIntValue(value, fallback, what, min, ConfigError);
 }
 
 /**
@@ -84,10 +80,6 @@ export function parseStateKey(value: string | undefined): Buffer | null {
     );
   }
   return Buffer.from(value, 'hex');
-}
-
-function nonEmpty(value: string | undefined): string | null {
-  return value === undefined || value === '' ? null : value;
 }
 
 /**
@@ -125,8 +117,7 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   if (config.adminToken !== null && config.adminToken === config.userToken) {
     throw new ConfigError('SVC_ADMIN_TOKEN and SVC_USER_TOKEN must differ');
   }
-  config.logLevel = (nonEmpty(env.SVC_LOG_LEVEL) ?? 'info').toLowerCase();
-  if (!LOG_LEVELS.includes(config.logLevel)) throw new ConfigError(`SVC_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  config.logLevel = parseLogLevel(env.SVC_LOG_LEVEL, ConfigError);
   config.sweepIntervalMs = parsePositiveInt(env.SVC_SWEEP_INTERVAL_MS, 1000, 'SVC_SWEEP_INTERVAL_MS', 50);
   config.shutdownGraceMs = parsePositiveInt(env.SVC_SHUTDOWN_GRACE_MS, 5000, 'SVC_SHUTDOWN_GRACE_MS', 0);
   return config;

@@ -6,7 +6,8 @@
  */
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { constants as fsc } from 'node:fs';
-import { mkdir, open, readdir, readFile, rename, unlink } from 'node:fs/promises';
+import { mkdir, open, readdir, readFile, unlink } from 'node:fs/promises';
+import { writeFileAtomic } from '@svc/ops';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { LoadedSnapshot, StateLoadError, StateStore } from './state-store.port';
@@ -41,7 +42,6 @@ function isAlive(pid: number): boolean {
 export class FileStateStore implements StateStore {
   readonly file: string;
   private readonly lockFile: string;
-  private tmpCounter = 0;
   private locked = false;
 
   /**
@@ -160,26 +160,7 @@ export class FileStateStore implements StateStore {
       // The state is embedded as already-serialised JSON (no second stringify).
       body = `${JSON.stringify(doc).slice(0, -1)},"state":${json}}`;
     }
-    const tmp = `${this.file}.tmp-${process.pid}-${++this.tmpCounter}`;
-    try {
-      const fh = await open(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_TRUNC, 0o600);
-      try {
-        await fh.writeFile(body);
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      await rename(tmp, this.file);
-    } catch (e) {
-      await unlink(tmp).catch(() => undefined);
-      throw e;
-    }
-    const dh = await open(this.dir, 'r');
-    try {
-      await dh.sync();
-    } finally {
-      await dh.close();
-    }
+    await writeFileAtomic(this.file, body);
   }
 
   private decrypt(doc: SnapshotFile): unknown {

@@ -2,6 +2,7 @@
  * Control-session helpers for e2e tests, on the shipped ControlClient.
  */
 import { ControlClient, ControlError } from '../../libs/client/src';
+import type { NodeCredentials } from '../../libs/protocol/src';
 import { ADMIN_TOKEN, USER_TOKEN } from './processes';
 
 export type Client = ControlClient;
@@ -31,14 +32,8 @@ export async function failure(p: Promise<unknown>): Promise<{ code: string; mess
   }
 }
 
-export interface Credentials {
-  node_id: string;
-  node_name: string;
-  node_secret: string;
-  fs_auth_token: string;
-  lease_token: string;
-  lease_expires_at_ms: number;
-}
+/** Node credentials as returned by `node_join` (PROTOCOL.md 5). */
+export type Credentials = NodeCredentials;
 
 /** Creates an invite and joins a node with it. */
 export async function joinNode(admin: ControlClient, name: string, leaseTtlMs?: number, fsUrl = 'ws://127.0.0.1:1/v2/fs'): Promise<Credentials> {

@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, isIdentifierSafe } from '@svc/protocol';
+import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '@svc/ops';
 
 /** One `--export name=path[:ro|:rw]`. */
 export interface ExportSpec {
@@ -116,19 +117,15 @@ environment:
   SVC_SHUTDOWN_GRACE_MS    how long SIGTERM waits for requests in flight (default 5000)
 `;
 
-const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 /** Smallest frame limit that still carries a 1 MiB write as base64 JSON. */
 const MIN_MAX_MESSAGE_BYTES = 2 * 1024 * 1024;
 
 function parsePort(value: string, what: string): number {
-  if (!/^\d{1,5}$/.test(value) || Number(value) > 65535) throw new ConfigError(`${what} must be a port number 0-65535 (got "${value}")`);
-  return Number(value);
+  return parsePortValue(value, what, ConfigError);
 }
 
 function parseInt(value: string | undefined, fallback: number, what: string, min: number): number {
-  if (value === undefined || value === '') return fallback;
-  if (!/^\d+$/.test(value) || Number(value) < min) throw new ConfigError(`${what} must be an integer >= ${min} (got "${value}")`);
-  return Number(value);
+  return parseIntValue(value, fallback, what, min, ConfigError);
 }
 
 /**
@@ -161,10 +158,6 @@ export function parseExport(spec: string, cwd = process.cwd()): ExportSpec {
   }
   if (!isDir) throw new ConfigError(`--export ${name}: ${abs} is not a directory`);
   return { name, path: abs, ro };
-}
-
-function nonEmpty(value: string | undefined): string | null {
-  return value === undefined || value === '' ? null : value;
 }
 
 /**
@@ -230,8 +223,7 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
   if (config.nodeName === '' || config.nodeName.length > 256) throw new ConfigError('--node-name must be 1 to 256 characters');
   config.metricsPort = nonEmpty(env.SVC_METRICS_PORT) !== null ? parsePort(env.SVC_METRICS_PORT as string, 'SVC_METRICS_PORT') : null;
   config.maxMessageBytes = parseInt(env.SVC_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, 'SVC_MAX_MESSAGE_BYTES', MIN_MAX_MESSAGE_BYTES);
-  config.logLevel = (nonEmpty(env.SVC_LOG_LEVEL) ?? 'info').toLowerCase();
-  if (!LOG_LEVELS.includes(config.logLevel)) throw new ConfigError(`SVC_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}`);
+  config.logLevel = parseLogLevel(env.SVC_LOG_LEVEL, ConfigError);
   config.shutdownGraceMs = parseInt(env.SVC_SHUTDOWN_GRACE_MS, 5000, 'SVC_SHUTDOWN_GRACE_MS', 0);
   config.terminalIds = list('terminal-id');
   for (const id of config.terminalIds) {

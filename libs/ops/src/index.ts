@@ -3,3 +3,5 @@ export * from './readiness.service';
 export * from './health.controller';
 export * from './metrics';
 export * from './ops.module';
+export * from './config-values';
+export * from './atomic-file';

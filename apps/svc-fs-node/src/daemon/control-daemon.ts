@@ -13,36 +13,21 @@ import { NodeCredentials } from '@svc/protocol';
 import { Backoff, sleep } from './backoff';
 import { buildServices, loadManifests, ManifestError, nodePlatform } from './catalog-record';
 import { NodeStateData, NodeStateFile } from './node-state';
+import type { DaemonConfig } from '../config';
 
-/** Daemon settings, from the command line (README "svc-fs-node"). */
-export interface DaemonOptions {
-  controlUrl: string;
-  /** Role token for the control plane (`--control-auth-token` / `SVC_AUTH_TOKEN`). */
-  controlAuthToken: string;
-  pairMode: 'invite' | 'request';
-  inviteToken: string | null;
+/**
+ * Daemon settings: the command line's daemon flags (README "svc-fs-node"), plus what the
+ * program resolves once its FS listener is up.
+ */
+export type DaemonOptions = Omit<DaemonConfig, 'fsUrl'> & {
   nodeName: string;
   /** The FS URL advertised to the control plane. */
   fsUrl: string;
-  stateFile: string;
-  /** Lease length asked for, ms. */
-  leaseTtlMs: number;
-  /** Lease refresh period, ms. */
-  refreshIntervalMs: number;
-  /** First and largest reconnect/poll delay, ms. */
-  reconnectBackoffMs: number;
-  reconnectBackoffMaxMs: number;
-  /** Added to every payload when given (for control planes that gate node calls). */
-  operatorToken: string | null;
   /** `--auth-token`: the FS token to serve with and to report, instead of the paired one. */
   fixedFsAuthToken: string | null;
-  labels: Record<string, string>;
-  fsService: boolean;
+  /** `--terminal-id` values. */
   terminalIds: string[];
-  terminalAllowUser: boolean;
-  manifestFiles: string[];
-  servicesDir: string | null;
-}
+};
 
 /** What the daemon needs from the FS server it runs beside. */
 export interface DaemonHost {

@@ -3,9 +3,8 @@
  * the node's credentials once paired, or the pending join request while waiting for approval.
  * Written atomically (temp file, fsync, rename, directory fsync).
  */
-import { constants as fsc } from 'node:fs';
-import { open, readFile, rename, unlink } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { writeFileAtomic } from '@svc/ops';
 import type { NodeCredentials } from '@svc/protocol';
 
 export interface NodeStateData {
@@ -46,25 +45,6 @@ export class NodeStateFile {
 
   /** Durably replaces the file with `data` (mode 0600). */
   async save(data: NodeStateData): Promise<void> {
-    const tmp = `${this.path}.tmp-${process.pid}`;
-    try {
-      const fh = await open(tmp, fsc.O_WRONLY | fsc.O_CREAT | fsc.O_TRUNC, 0o600);
-      try {
-        await fh.writeFile(`${JSON.stringify(data, null, 2)}\n`);
-        await fh.sync();
-      } finally {
-        await fh.close();
-      }
-      await rename(tmp, this.path);
-    } catch (e) {
-      await unlink(tmp).catch(() => undefined);
-      throw e;
-    }
-    const dir = await open(dirname(this.path), 'r');
-    try {
-      await dir.sync();
-    } finally {
-      await dir.close();
-    }
+    await writeFileAtomic(this.path, `${JSON.stringify(data, null, 2)}\n`);
   }
 }
