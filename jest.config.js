@@ -5,6 +5,7 @@ module.exports = {
   testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.spec.json', diagnostics: false }] },
   moduleNameMapper: {
+    '^@svc/protocol/wire$': '<rootDir>/libs/protocol/src/wire',
     '^@svc/fs/router$': '<rootDir>/libs/fs/src/router',
     '^@svc/fs/fuse$': '<rootDir>/libs/fs/src/fuse/fuse-fs',
     '^@svc/(.*)$': '<rootDir>/libs/$1/src',

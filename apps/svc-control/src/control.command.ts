@@ -8,7 +8,7 @@
  */
 import { Option, RootCommand } from 'nest-commander';
 import { ControlClient, ControlClientFactory } from '@svc/client';
-import { PROTECTED_OPERATIONS } from '@svc/protocol';
+import { PROTECTED_OPERATIONS } from '@svc/protocol/wire';
 import { readPayloadArg } from './payload';
 import { AcheronCommand } from './acheron.command';
 import { CliOutput, openSession, reportFailure, SessionCommand } from './session-command';

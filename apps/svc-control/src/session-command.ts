@@ -6,7 +6,7 @@
  */
 import { Option, CommandRunner } from 'nest-commander';
 import { ControlClient, ControlClientFactory, ControlError, ConnectionError, resolveAuthToken } from '@svc/client';
-import { DEFAULT_SVC_PORT } from '@svc/protocol';
+import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
 import { UsageError } from './payload';
 
 export interface ControlOptions {

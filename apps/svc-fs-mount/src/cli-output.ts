@@ -7,7 +7,7 @@
  */
 import { Injectable } from '@nestjs/common';
 import { ConnectionError, ControlError } from '@svc/client';
-import { Errno, ProtocolError, strerror } from '@svc/protocol';
+import { Errno, ProtocolError, strerror } from '@svc/protocol/wire';
 import { MountUnavailableError } from '../../../libs/fs/src/router';
 import { UsageError } from './mount-options';
 

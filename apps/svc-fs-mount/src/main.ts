@@ -3,6 +3,8 @@
  * `svc-fs-mount`: the workspace filesystem from the command line (issue 3 item 8).
  * See {@link MountRootCommand} for usage and {@link CliOutput} for exit codes.
  */
+// First: V8 settings of the data path (see the module).
+import '../../../libs/ops/src/data-path-gc';
 import 'reflect-metadata';
 import { CommandFactory } from 'nest-commander';
 import { MountCliModule } from './cli.module';

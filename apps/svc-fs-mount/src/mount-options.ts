@@ -3,7 +3,7 @@
  * workspace mode (a control plane gives the topology) or endpoint mode (`--endpoint` list).
  */
 import { resolveAuthToken } from '@svc/client';
-import { DEFAULT_SVC_PORT } from '@svc/protocol';
+import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
 import { DEFAULT_WORKSPACE_SYNC_INTERVAL_MS, EndpointSpec, parseEndpointSpec, RouterConfig } from '../../../libs/fs/src/router';
 
 /** A usage error: printed as `svc-fs-mount: <message>`, exit code 2. */

@@ -12,6 +12,8 @@
  * cannot be bound; 3 when the control daemon cannot go on (join request denied, invite used up
  * after the node was deleted, role token refused).
  */
+// First: V8 settings of the data path (see the module).
+import '../../../libs/ops/src/data-path-gc';
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { readFileSync } from 'node:fs';

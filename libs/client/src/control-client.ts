@@ -5,7 +5,7 @@
  */
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
-import { ACHERON_VERSION, CONTROL_PROTOCOL, MAX_TAG } from '@svc/protocol';
+import { ACHERON_VERSION, CONTROL_PROTOCOL, MAX_TAG } from '@svc/protocol/wire';
 
 /** A `control.error` / `acheron.error` reply. */
 export class ControlError extends Error {

@@ -6,7 +6,7 @@
  */
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
-import { encodeBinaryFrame, FS_PROTO, FS_PROTOCOL, FsError, MAX_TAG } from '@svc/protocol';
+import { base64Length, BINARY_HEADER_ROOM, completeBinaryFrame, decodeBase64Bytes, encodeBinaryFrame, FS_PROTO, FS_PROTOCOL, FsError, MAX_TAG, writeBase64 } from '@svc/protocol/wire';
 import { ConnectionError } from './control-client';
 
 export interface FsClientOptions {
@@ -47,6 +47,28 @@ export interface FsTarget {
   h?: number;
 }
 
+/**
+ * Bytes to write that already have room for the frame header in front of them: the data is
+ * `buf[BINARY_HEADER_ROOM, BINARY_HEADER_ROOM + len)`, and the bytes before it may be
+ * overwritten. On the binary data path the frame is completed around the data in place
+ * ({@link completeBinaryFrame}), so the data is not copied before the WebSocket masks it.
+ */
+export interface FramedData {
+  buf: Buffer;
+  /** Data length, bytes. */
+  len: number;
+}
+
+/** True for {@link FramedData}. */
+export function isFramedData(data: Uint8Array | FramedData): data is FramedData {
+  return !(data instanceof Uint8Array);
+}
+
+/** The data bytes of {@link FramedData} (a view). */
+export function framedBytes(data: FramedData): Buffer {
+  return data.buf.subarray(BINARY_HEADER_ROOM, BINARY_HEADER_ROOM + data.len);
+}
+
 /** Text frames at least this large are tried as `r_fs_read` replies first ({@link parseReadReply}). */
 const FAST_PATH_MIN_BYTES = 64 * 1024;
 const DATA_B64_KEY = Buffer.from('"data_b64":"');
@@ -72,7 +94,7 @@ function parseReadReply(raw: Buffer): { msg: Record<string, unknown>; data: Buff
   const payload = msg.payload as Record<string, unknown> | undefined;
   if (msg.type !== 'acheron.r_fs_read' || payload?.data_b64 !== '') return null;
   delete payload.data_b64;
-  return { msg, data: Buffer.from(raw.toString('latin1', start, end), 'base64') };
+  return { msg, data: decodeBase64Bytes(raw, start, end) };
 }
 
 interface Pending {
@@ -198,19 +220,31 @@ export class FsClient extends EventEmitter {
 
   /**
    * Writes `data` (at most `maxWrite` bytes) at `off` to handle `h`.
+   * @param data the bytes, or {@link FramedData} (bytes with room for the frame header in front)
    * @returns the number of bytes written
    */
-  async write(h: number, off: number, data: Uint8Array): Promise<number> {
+  async write(h: number, off: number, data: Uint8Array | FramedData): Promise<number> {
     if (this.binary) {
+      if (isFramedData(data)) {
+        const tag = this.allocTag();
+        const header = `{"channel":"acheron","type":"acheron.t_fs_write","tag":${tag},"h":${JSON.stringify(h)},"payload":{"off":${JSON.stringify(off)},"n":${data.len}}}`;
+        const r = await this.track(tag, this.requestTimeoutMs, () => this.ws.send(completeBinaryFrame(data.buf, BINARY_HEADER_ROOM, data.len, header)));
+        return r.payload.n as number;
+      }
       const r = await this.callBinary('write', { h }, { off, n: data.length }, data);
       return r.payload.n as number;
     }
-    // Built by hand: base64 needs no JSON escaping, and JSON.stringify would scan the whole string.
-    const b64 = Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64');
+    // Built by hand as UTF-8 bytes: base64 needs no JSON escaping, and JSON.stringify would
+    // scan the whole 1.4 MB string; the base64 is written straight into the frame.
+    const bytes = isFramedData(data) ? framedBytes(data) : data;
     const tag = this.allocTag();
-    const r = await this.track(tag, this.requestTimeoutMs, () =>
-      this.ws.send(`{"channel":"acheron","type":"acheron.t_fs_write","tag":${tag},"h":${JSON.stringify(h)},"payload":{"off":${JSON.stringify(off)},"data_b64":"${b64}"}}`),
-    );
+    const head = `{"channel":"acheron","type":"acheron.t_fs_write","tag":${tag},"h":${JSON.stringify(h)},"payload":{"off":${JSON.stringify(off)},"data_b64":"`;
+    const b64 = base64Length(bytes.length);
+    const text = Buffer.allocUnsafe(head.length + b64 + 3);
+    text.write(head, 0, 'latin1');
+    writeBase64(bytes, text, head.length);
+    text.write('"}}', head.length + b64, 'latin1');
+    const r = await this.track(tag, this.requestTimeoutMs, () => this.ws.send(text, { binary: false }));
     return r.payload.n as number;
   }
 

@@ -6,7 +6,7 @@
  */
 import { isAbsolutePath, isIdentifierSafe } from './identifiers';
 import { ProtocolError } from './errors';
-import { forbiddenKeyPath } from './validation';
+import { forbiddenKeyPath } from './forbidden-keys';
 import type { Platform } from './records';
 
 /** A mount entry with defaults applied. */

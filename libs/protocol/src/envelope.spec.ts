@@ -1,4 +1,4 @@
-import { encodeBinaryFrame, EnvelopeError, legacyReplacement, nestsDeeperThan, parseBinaryFrame, parseFrame, replyTypeOf } from './envelope';
+import { BINARY_HEADER_ROOM, completeBinaryFrame, encodeBinaryFrame, EnvelopeError, legacyReplacement, nestsDeeperThan, parseBinaryFrame, parseFrame, replyTypeOf } from './envelope';
 
 function rejects(text: string): EnvelopeError {
   try {
@@ -90,5 +90,28 @@ describe('replyTypeOf', () => {
     expect(replyTypeOf('control.ping')).toBe('control.pong');
     expect(replyTypeOf('control.node_list')).toBe('control.node_list');
     expect(replyTypeOf('acheron.t_fs_read')).toBe('acheron.r_fs_read');
+  });
+});
+
+describe('completeBinaryFrame', () => {
+  const header = { channel: 'acheron', type: 'acheron.t_fs_write', tag: 9, h: 4, payload: { off: 10, n: 5 } };
+
+  it('completes the frame around data already in place, without copying it', () => {
+    const buf = Buffer.alloc(BINARY_HEADER_ROOM + 8);
+    buf.write('hello', BINARY_HEADER_ROOM);
+    const frame = completeBinaryFrame(buf, BINARY_HEADER_ROOM, 5, JSON.stringify(header));
+    expect(frame.buffer).toBe(buf.buffer);
+    expect(Buffer.compare(frame, encodeBinaryFrame(header, Buffer.from('hello')))).toBe(0);
+    const f = parseBinaryFrame(frame);
+    expect(f.root.h).toBe(4);
+    expect(f.data!.toString()).toBe('hello');
+  });
+
+  it('copies into a new frame when the header does not fit in the room', () => {
+    const buf = Buffer.alloc(16 + 3);
+    buf.write('abc', 16);
+    const frame = completeBinaryFrame(buf, 16, 3, JSON.stringify(header));
+    expect(frame.buffer).not.toBe(buf.buffer);
+    expect(parseBinaryFrame(frame).data!.toString()).toBe('abc');
   });
 });

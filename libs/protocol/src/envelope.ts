@@ -210,6 +210,39 @@ export function encodeBinaryFrame(header: object, data: Uint8Array): Buffer {
   return out;
 }
 
+/**
+ * Bytes left free in front of the data of a binary frame that is completed in place
+ * ({@link completeBinaryFrame}): room for the 4-byte header length and the JSON header of an
+ * `r_fs_read` or `t_fs_write` envelope.
+ */
+export const BINARY_HEADER_ROOM = 512;
+
+/**
+ * Completes a binary data frame (PROTOCOL.md 8) around bytes that are already in place: `buf`
+ * holds the data at `[room, room + n)`; the 4-byte big-endian header length and the JSON
+ * header are written just before it, so the data is never copied.
+ * @param buf the buffer holding the data after `room` free bytes
+ * @param room offset of the data in `buf` (e.g. {@link BINARY_HEADER_ROOM})
+ * @param n data length, bytes
+ * @param headerJson the envelope without `data_b64`, already serialized as JSON
+ * @returns the frame: a view of `buf` (a new buffer, with the data copied, only when the
+ *   header does not fit in `room`)
+ */
+export function completeBinaryFrame(buf: Buffer, room: number, n: number, headerJson: string): Buffer {
+  const len = Buffer.byteLength(headerJson, 'utf8');
+  if (4 + len > room) {
+    const out = Buffer.allocUnsafe(4 + len + n);
+    out.writeUInt32BE(len, 0);
+    out.write(headerJson, 4, 'utf8');
+    buf.copy(out, 4 + len, room, room + n);
+    return out;
+  }
+  const start = room - len - 4;
+  buf.writeUInt32BE(len, start);
+  buf.write(headerJson, start + 4, 'utf8');
+  return buf.subarray(start, room + n);
+}
+
 /** A successful reply envelope (PROTOCOL.md 2). */
 export interface ReplyEnvelope {
   channel: Channel;

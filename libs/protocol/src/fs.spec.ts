@@ -1,5 +1,6 @@
 import { Errno, FsError } from './errors';
-import { decodeBase64Strict, OpenFlags, wantsWrite } from './fs';
+import { randomBytes } from 'node:crypto';
+import { base64Length, decodeBase64Bytes, decodeBase64Strict, OpenFlags, wantsWrite, writeBase64 } from './fs';
 
 describe('decodeBase64Strict', () => {
   it.each([
@@ -38,5 +39,21 @@ describe('wantsWrite', () => {
     expect(wantsWrite(OpenFlags.O_RDONLY | OpenFlags.O_TRUNC)).toBe(true);
     expect(wantsWrite(OpenFlags.O_RDONLY | OpenFlags.O_APPEND)).toBe(true);
     expect(wantsWrite(OpenFlags.O_RDONLY | OpenFlags.O_CREAT)).toBe(true);
+  });
+});
+
+describe('writeBase64 / decodeBase64Bytes (pieces, no whole-text string)', () => {
+  it.each([0, 1, 2, 3, 4, 5, 48 * 1024 - 1, 48 * 1024, 48 * 1024 + 1, 64 * 1024 + 7, (1 << 20) + 1])('gives the text of toString("base64") and back for %d bytes', (n) => {
+    const data = randomBytes(n);
+    const out = Buffer.alloc(base64Length(n) + 10, 0x2a);
+    expect(writeBase64(data, out, 5)).toBe(base64Length(n));
+    expect(out.toString('latin1', 5, 5 + base64Length(n))).toBe(data.toString('base64'));
+    expect(out[4]).toBe(0x2a);
+    expect(out[5 + base64Length(n)]).toBe(0x2a);
+    expect(decodeBase64Bytes(out, 5, 5 + base64Length(n)).equals(data)).toBe(true);
+  });
+
+  it('refuses an output buffer that is too short', () => {
+    expect(() => writeBase64(Buffer.alloc(3), Buffer.alloc(3), 0)).toThrow(RangeError);
   });
 });

@@ -244,3 +244,42 @@ export function decodeBase64Strict(text: string): Buffer {
   if (buf.length !== (text.length / 4) * 3 - padding) throw invalid();
   return buf;
 }
+
+/** Bytes encoded per piece by {@link writeBase64}: a multiple of 3, so the pieces join without padding. */
+const B64_ENCODE_PIECE = 48 * 1024;
+/** Characters decoded per piece by {@link decodeBase64Bytes}: a multiple of 4. */
+const B64_DECODE_PIECE = 64 * 1024;
+
+/** Length of the padded base64 text of `n` bytes. */
+export function base64Length(n: number): number {
+  return Math.ceil(n / 3) * 4;
+}
+
+/**
+ * Writes the standard, padded base64 text of `data` into `out` at `offset`, as ASCII bytes. It
+ * works in pieces of 48 KiB, so no string of the whole text (1.4 MB for a 1 MiB read) is built:
+ * such a string lands in V8's old generation and costs a mark-compact to free.
+ * @returns bytes written ({@link base64Length} of `data.length`)
+ * @throws RangeError when `out` is too short
+ */
+export function writeBase64(data: Uint8Array, out: Buffer, offset: number): number {
+  const bytes = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
+  if (out.length - offset < base64Length(bytes.length)) throw new RangeError('base64 output buffer too short');
+  let o = offset;
+  for (let a = 0; a < bytes.length; a += B64_ENCODE_PIECE) o += out.write(bytes.toString('base64', a, Math.min(bytes.length, a + B64_ENCODE_PIECE)), o, 'latin1');
+  return o - offset;
+}
+
+/**
+ * Decodes base64 text held as ASCII bytes in `buf[start, end)`, in pieces of 64 KiB (no string
+ * of the whole text is built). As lenient as `Buffer.from(text, 'base64')`: for data from a
+ * peer that is trusted to send base64 (a node's `data_b64`); use {@link decodeBase64Strict} to
+ * validate.
+ * @returns the decoded bytes
+ */
+export function decodeBase64Bytes(buf: Buffer, start: number, end: number): Buffer {
+  const out = Buffer.allocUnsafe(Math.floor(((end - start) * 3) / 4));
+  let o = 0;
+  for (let a = start; a < end; a += B64_DECODE_PIECE) o += out.write(buf.toString('latin1', a, Math.min(end, a + B64_DECODE_PIECE)), o, 'base64');
+  return out.subarray(0, o);
+}

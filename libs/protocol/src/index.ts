@@ -1,11 +1,4 @@
-export * from './constants';
-export * from './errors';
-export * from './envelope';
-export * from './identifiers';
-export * from './records';
+/** `@svc/protocol`: the wire definitions ({@link ./wire}) plus the payload DTOs and their validation. */
+export * from './wire';
 export * from './validation';
 export * from './dto/control.dto';
-export * from './secrets';
-export * from './topology';
-export * from './catalog';
-export * from './fs';

@@ -5,6 +5,10 @@
 import { plainToInstance } from 'class-transformer';
 import { ValidationError, validateSync } from 'class-validator';
 import { ProtocolError } from './errors';
+import { forbiddenKeyPath } from './forbidden-keys';
+
+/** Re-exported for the users of this module (also in `./wire`). */
+export { forbiddenKeyPath } from './forbidden-keys';
 
 /** A DTO class: constructible without arguments, decorated with class-validator rules. */
 export type DtoClass<T> = new () => T;
@@ -16,27 +20,6 @@ function firstFailure(errors: ValidationError[], prefix = ''): { path: string; e
     if (error.children?.length) {
       const nested = firstFailure(error.children, path);
       if (nested) return nested;
-    }
-  }
-  return null;
-}
-
-/** Keys never accepted in a payload: they reach object prototypes in JavaScript. */
-const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
-
-/**
- * The path of the first forbidden key (`__proto__`, `constructor`, `prototype`) in a JSON
- * value, e.g. `access_policy.constructor`, or null. Iterative, so deep input cannot overflow.
- */
-export function forbiddenKeyPath(value: unknown): string | null {
-  const stack: Array<[unknown, string]> = [[value, '']];
-  while (stack.length > 0) {
-    const [v, path] = stack.pop()!;
-    if (typeof v !== 'object' || v === null) continue;
-    for (const key of Object.keys(v)) {
-      const child = path ? `${path}.${key}` : key;
-      if (FORBIDDEN_KEYS.has(key)) return child;
-      stack.push([(v as Record<string, unknown>)[key], child]);
     }
   }
   return null;

@@ -75,14 +75,22 @@ export class WsSession extends EventEmitter {
     this.sendRaw(JSON.stringify(envelope));
   }
 
-  /** Sends a pre-encoded text or binary frame (see {@link send}). */
-  sendRaw(data: string | Buffer): void {
-    if (!this.isOpen) return;
+  /**
+   * Sends a pre-encoded frame (see {@link send}): a string as a text frame, a Buffer as a
+   * binary frame unless `text` is true (a Buffer holding UTF-8 JSON).
+   * @param onDone called once when `data` is no longer referenced: after the frame was handed
+   *   to the kernel, or at once when it was dropped (closed connection, backlog); lets the
+   *   caller reuse the buffer
+   */
+  sendRaw(data: string | Buffer, onDone?: () => void, text = false): void {
+    if (!this.isOpen) return onDone?.();
     if (this.ws.bufferedAmount > MAX_BUFFERED_BYTES) {
       this.close(CloseCode.POLICY_VIOLATION, 'send backlog too large; read your socket');
-      return;
+      return onDone?.();
     }
-    this.ws.send(data);
+    const options = { binary: typeof data !== 'string' && !text };
+    if (onDone) this.ws.send(data, options, () => onDone());
+    else this.ws.send(data, options);
   }
 
   /** Sends a server push (no id/tag, PROTOCOL.md 2). */

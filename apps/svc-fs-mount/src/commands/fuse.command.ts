@@ -111,12 +111,26 @@ export class FuseMountCommand extends MountCommand {
     return n;
   }
 
+  @Option({ flags: '--cache-ttl-ms <ms>', description: 'lifetime of the client-side attribute, listing and open caches, invalidated by the nodes\' change events, ms (default 60000)' })
+  parseCacheTtl(v: string): number {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0 || n > 3_600_000) throw new UsageError('--cache-ttl-ms must be an integer from 0 to 3600000');
+    return n;
+  }
+
+  @Option({ flags: '--poll-us <us>', description: 'after each operation keep polling this long instead of sleeping, µs (default 1000; 0 never): trades a little CPU for latency on virtual CPUs' })
+  parsePoll(v: string): number {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0 || n > 100_000) throw new UsageError('--poll-us must be an integer from 0 to 100000');
+    return n;
+  }
+
   @Option({ flags: '--read-only', description: 'refuse every change with EROFS' })
   parseReadOnly(): boolean {
     return true;
   }
 
-  async run([arg]: string[], options: { daemon?: boolean; allowOther?: boolean; attrTtlMs?: number; readOnly?: boolean } = {}): Promise<void> {
+  async run([arg]: string[], options: { daemon?: boolean; allowOther?: boolean; attrTtlMs?: number; cacheTtlMs?: number; pollUs?: number; readOnly?: boolean } = {}): Promise<void> {
     const mountpoint = resolve(arg);
     if (options.daemon) return this.detach();
     if (process.env.SVC_FS_MOUNT_DETACHED === '1') {
@@ -136,16 +150,22 @@ export class FuseMountCommand extends MountCommand {
     if (cleaned) process.stderr.write(`svc-fs-mount: ${cleaned}\n`);
     await this.session.run(this.command, null, async (router) => {
       const ttl = options.attrTtlMs ?? 1000;
-      const fs = new FuseFs(router, { attrTtlMs: ttl, readOnly: options.readOnly === true });
+      const fs = new FuseFs(router, { attrTtlMs: ttl, cacheTtlMs: options.cacheTtlMs, pollUs: options.pollUs, readOnly: options.readOnly === true });
       const fuse = new Fuse(mountpoint, fs.ops, {
         // `fsname` is passed through to libfuse's -o list: it also carries big_writes (128 KiB
         // writes instead of 4 KiB) which fuse-native has no option for.
         fsname: 'svc,big_writes',
         subtype: 'svc',
         allowOther: options.allowOther === true,
-        attrTimeout: ttl / 1000,
-        entryTimeout: ttl / 1000,
-        timeout: 60_000,
+        // Strings: fuse-native drops a falsy number, which would leave libfuse's 1 s default for 0.
+        attrTimeout: String(ttl / 1000),
+        entryTimeout: String(ttl / 1000),
+        // Keep a file's pages in the kernel across opens while its mtime and size are unchanged
+        // (libfuse checks them at each open, through getattr: coherent with changes made on the
+        // node as far as the attributes are); without it every open drops the cache.
+        autoCache: true,
+        // FuseFs answers ETIMEDOUT after 60 s itself, with one watchdog instead of a timer per operation.
+        timeout: false,
         force: false,
         mkdir: false,
       });

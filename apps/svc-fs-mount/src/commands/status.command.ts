@@ -4,7 +4,7 @@
  * getattr of its root), as a table or, with `--json`, as JSON. Tokens are never printed.
  */
 import { Option, SubCommand } from 'nest-commander';
-import { availabilityOf } from '@svc/protocol';
+import { availabilityOf } from '@svc/protocol/wire';
 import { ProbeResult, WorkspaceRouter } from '../../../../libs/fs/src/router';
 import { CliOutput } from '../cli-output';
 import { table } from '../format';

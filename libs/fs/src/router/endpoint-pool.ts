@@ -5,7 +5,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { FsClient, FsClientOptions } from '@svc/client';
-import { Errno, FsError } from '@svc/protocol';
+import { Errno, FsError } from '@svc/protocol/wire';
 import { ExportInfo, InvalDirEvent, InvalEvent } from './fs-types';
 
 /** One open FS session and what it learnt about its node's exports. */

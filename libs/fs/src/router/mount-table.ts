@@ -2,7 +2,7 @@
  * Workspace paths and the mount table: which mount serves a path (longest `mount_path`
  * prefix) and the synthetic read-only directories above the mount paths (issue 3 item 7).
  */
-import { Errno, FsError } from '@svc/protocol';
+import { Errno, FsError } from '@svc/protocol/wire';
 
 /**
  * Normalises an absolute workspace path: repeated and trailing `/` removed, `.` segments

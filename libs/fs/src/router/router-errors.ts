@@ -3,7 +3,7 @@
  * of whose candidates can.
  */
 import { ConnectionError } from '@svc/client';
-import { Errno, FsError, strerror } from '@svc/protocol';
+import { Errno, FsError, strerror } from '@svc/protocol/wire';
 
 /**
  * True when `e` means the endpoint failed (connection refused or lost, timeout), as opposed to

@@ -8,7 +8,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { ConnectionError, ControlClient, ControlClientOptions, ControlError } from '@svc/client';
-import { WorkspaceStatus } from '@svc/protocol';
+import { WorkspaceStatus } from '@svc/protocol/wire';
 import { EndpointSpec, Topology, topologyFromEndpoints, topologyFromStatus } from './topology';
 
 /** Health of a topology source, for `status`. */

@@ -3,7 +3,7 @@
  * failover candidates, from the control plane's WorkspaceStatus (PROTOCOL.md 6) or from a
  * static `--endpoint` list.
  */
-import { Errno, FsError, MountState, MountView, rankMounts, WorkspaceStatus } from '@svc/protocol';
+import { Errno, FsError, MountState, MountView, rankMounts, WorkspaceStatus } from '@svc/protocol/wire';
 import { normalizePath } from './mount-table';
 
 /** One place a mount path can be served from: an FS endpoint and one of its exports. */

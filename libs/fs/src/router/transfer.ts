@@ -3,7 +3,9 @@
  * bounded memory (issue 3 item 8: `cat` of a 2 GiB file must not need 2 GiB).
  */
 import { Readable, Writable } from 'node:stream';
-import { Errno, FsError } from '@svc/protocol';
+import type { FramedData } from '@svc/client';
+import { BINARY_HEADER_ROOM, Errno, FsError } from '@svc/protocol/wire';
+import { BufferPool } from '../buffer-pool';
 import { OpenFlags } from './fs-types';
 import { WorkspaceRouter } from './workspace-router';
 
@@ -123,11 +125,14 @@ export async function writeFileFrom(router: WorkspaceRouter, path: string, input
   const pending = new Set<Promise<number>>();
   let failure: unknown = null;
   let off = 0;
-  const send = async (buf: Uint8Array) => {
+  // Stream input is gathered into pooled blocks with room for the frame header in front, so
+  // the binary data path sends each chunk without copying it again (FramedData).
+  const blocks = new BufferPool(BINARY_HEADER_ROOM + chunk, inFlight + 1);
+  const send = async (data: Uint8Array | FramedData, block?: Buffer) => {
     while (pending.size >= inFlight) await Promise.race(pending);
     if (failure) throw failure;
-    const p = router.write(fh, off, buf);
-    off += buf.length;
+    const p = router.write(fh, off, data);
+    off += data instanceof Uint8Array ? data.length : data.len;
     pending.add(p);
     p.then(
       () => pending.delete(p),
@@ -135,29 +140,29 @@ export async function writeFileFrom(router: WorkspaceRouter, path: string, input
         pending.delete(p);
         failure ??= e;
       },
-    );
+    ).finally(() => block && blocks.release(block));
   };
   try {
     if (input instanceof Uint8Array) {
       for (let o = 0; o < input.length; o += chunk) await send(input.subarray(o, Math.min(input.length, o + chunk)));
     } else {
-      let buf = Buffer.allocUnsafe(chunk);
+      let buf = blocks.acquire();
       let fill = 0;
       for await (const piece of input as AsyncIterable<Buffer | string>) {
         let b = typeof piece === 'string' ? Buffer.from(piece) : piece;
         while (b.length > 0) {
           const n = Math.min(b.length, chunk - fill);
-          b.copy(buf, fill, 0, n);
+          b.copy(buf, BINARY_HEADER_ROOM + fill, 0, n);
           fill += n;
           b = b.subarray(n);
           if (fill === chunk) {
-            await send(buf);
-            buf = Buffer.allocUnsafe(chunk);
+            await send({ buf, len: fill }, buf);
+            buf = blocks.acquire();
             fill = 0;
           }
         }
       }
-      if (fill > 0) await send(buf.subarray(0, fill));
+      if (fill > 0) await send({ buf, len: fill }, buf);
     }
     await Promise.allSettled([...pending]);
     if (failure) throw failure;

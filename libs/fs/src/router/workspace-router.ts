@@ -18,14 +18,16 @@
  *   id (ENOENT/ESTALE) re-walks once without the cache.
  *
  * Events (for a FUSE layer on top): `topology` ({@link TopologyChange}), `failover`
- * ({@link FailoverEvent}), `inval` ({@link PathInval}), `inval_dir` ({@link DirInval}).
+ * ({@link FailoverEvent}), `unavailable` ({@link UnavailableEvent}: the session serving a mount
+ * ended, so nothing learnt from it can be invalidated any more), `inval` ({@link PathInval}),
+ * `inval_dir` ({@link DirInval}).
  *
  * Errors are {@link FsError} (Linux errno, PROTOCOL.md 8); {@link MountUnavailableError} when
  * no candidate of a mount can be used.
  */
 import { EventEmitter } from 'node:events';
-import { ConnectionError } from '@svc/client';
-import { Errno, FsError } from '@svc/protocol';
+import { ConnectionError, FramedData, framedBytes, isFramedData } from '@svc/client';
+import { Errno, FsError } from '@svc/protocol/wire';
 import { EndpointPool, EndpointPoolOptions, EndpointSession } from './endpoint-pool';
 import { Attr, DirEntry, InvalDirEvent, InvalEvent, NodeKind, OpenFlags, SetAttr, StatFs } from './fs-types';
 import { DEFAULT_LOOKUP_CACHE_ENTRIES, LookupCache } from './lookup-cache';
@@ -66,6 +68,12 @@ export interface FailoverEvent {
   from: string | null;
   to: string;
   cause: string | null;
+}
+
+/** `unavailable` event: the FS session serving a mount ended; the mount moves on at its next use. */
+export interface UnavailableEvent {
+  mount_path: string;
+  cause: string;
 }
 
 /** `inval` event: a node's attributes or data changed (`what` as in `acheron.e_fs_inval`). */
@@ -392,14 +400,19 @@ export class WorkspaceRouter extends EventEmitter {
   /**
    * Writes `data` at byte offset `off` (split into `max_write` requests in flight). A write
    * whose session failed while it was in flight is EIO.
+   * @param data the bytes, or {@link FramedData} (bytes with room for the frame header in front,
+   *   sent without a copy when they fit in one request)
    * @returns bytes written (all of them unless an error is thrown)
    * @throws FsError EBADF, EIO, ENOSPC, EROFS
    */
-  async write(fh: number, off: number, data: Uint8Array): Promise<number> {
+  async write(fh: number, off: number, input: Uint8Array | FramedData): Promise<number> {
     const f = this.file(fh);
     const client = f.active.session.client;
     const max = client.maxWrite;
+    if (isFramedData(input) && input.len > max) input = framedBytes(input);
     try {
+      if (isFramedData(input)) return await this.writeFully(f, off, input);
+      const data = input;
       const parts: Array<Promise<number>> = [];
       for (let o = 0; o < data.length || (o === 0 && data.length === 0); o += max) {
         const chunk = data.subarray(o, Math.min(data.length, o + max));
@@ -937,6 +950,7 @@ export class WorkspaceRouter extends EventEmitter {
         route.failedUntil.set(route.active.key, Date.now() + this.failureBackoffMs);
         route.lastError.set(route.active.key, `FS session to ${s.url} closed`);
         route.active = null;
+        this.emit('unavailable', { mount_path: route.mountPath, cause: `FS session to ${s.url} closed` } satisfies UnavailableEvent);
       }
     }
   }
@@ -1023,13 +1037,16 @@ export class WorkspaceRouter extends EventEmitter {
     return { data: bufs.length === 1 ? bufs[0] : Buffer.concat(bufs), eof };
   }
 
-  private async writeFully(f: OpenFile, off: number, chunk: Uint8Array): Promise<number> {
+  /** Writes all of `data` at `off` (more requests after a short write); framed data goes out as is first. */
+  private async writeFully(f: OpenFile, off: number, data: Uint8Array | FramedData): Promise<number> {
+    const length = isFramedData(data) ? data.len : data.length;
     let done = 0;
     do {
-      const n = await f.active.session.client.write(f.h, off + done, chunk.subarray(done));
-      if (n <= 0 && chunk.length > 0) throw new FsError(Errno.EIO, `${f.path}: the node wrote 0 bytes`);
+      const client = f.active.session.client;
+      const n = done === 0 ? await client.write(f.h, off, data) : await client.write(f.h, off + done, (isFramedData(data) ? framedBytes(data) : data).subarray(done));
+      if (n <= 0 && length > 0) throw new FsError(Errno.EIO, `${f.path}: the node wrote 0 bytes`);
       done += n;
-    } while (done < chunk.length);
+    } while (done < length);
     return done;
   }
 }

@@ -9,7 +9,8 @@
  */
 import { Logger, UseFilters } from '@nestjs/common';
 import { SubscribeMessage, WebSocketGateway } from '@nestjs/websockets';
-import { decodeBase64Strict, encodeBinaryFrame, Errno, FS_ENDPOINT_PATH, FsError, Frame as FrameT, ProtocolError, ReadReply } from '@svc/protocol';
+import { base64Length, BINARY_HEADER_ROOM, completeBinaryFrame, decodeBase64Strict, Errno, FS_ENDPOINT_PATH, FsError, Frame as FrameT, MAX_READ, ProtocolError, ReadReply, writeBase64 } from '@svc/protocol';
+import { BufferPool } from '../buffer-pool';
 import { Ctx, EnvelopeExceptionFilter, Frame, Payload, RequestContext, Session, WsSession } from '@svc/transport';
 import { attachFsSession, fsSessionOf } from './fs-endpoint.profile';
 import { FsSession, FsSessionService } from './fs-session';
@@ -25,6 +26,36 @@ export function rootId(frame: FrameT, field: 'node' | 'h'): number {
   if (v === undefined || v === null) throw new FsError(Errno.EINVAL, `${field} is required`);
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new FsError(Errno.EINVAL, `${field} must be an unsigned integer below 2^53`);
   return v;
+}
+
+/** Reads above this many bytes use pooled buffers. */
+const POOL_MIN_READ = 64 * 1024;
+/** Read buffers: binary frame header room + 1 MiB (PROTOCOL.md 8 max_read). */
+const readBuffers = new BufferPool(BINARY_HEADER_ROOM + MAX_READ, 32);
+
+/** Room for the envelope around `data_b64` in a JSON read reply, bytes. */
+const JSON_READ_ENVELOPE_ROOM = 256;
+/** Text buffers of JSON read replies: envelope room + the base64 of 1 MiB. */
+const jsonReplyBuffers = new BufferPool(JSON_READ_ENVELOPE_ROOM + base64Length(MAX_READ), 16);
+
+/**
+ * The JSON `acheron.r_fs_read` reply (PROTOCOL.md 8) as UTF-8 bytes: the same text
+ * JSON.stringify would give, with the base64 written straight into the buffer.
+ * @param tag the request tag
+ * @param data the bytes read
+ * @param eof whether the end of the file was reached
+ * @param into where to build it (a view of it is returned) when it is large enough; else a new buffer
+ */
+export function jsonReadReply(tag: number | null, data: Buffer, eof: boolean, into?: Buffer): Buffer {
+  const head = `{"channel":"acheron","type":"acheron.r_fs_read","tag":${tag},"ok":true,"payload":{"data_b64":"`;
+  const tail = `","n":${data.length},"eof":${eof}}}`;
+  const b64 = base64Length(data.length);
+  const size = head.length + b64 + tail.length;
+  const out = into && into.length >= size ? into.subarray(0, size) : Buffer.allocUnsafe(size);
+  out.write(head, 0, 'latin1');
+  writeBase64(data, out, head.length);
+  out.write(tail, head.length + b64, 'latin1');
+  return out;
 }
 
 function fsOf(session: WsSession): FsSession {
@@ -106,20 +137,43 @@ export class FsGateway {
     return this.fs.create(fsOf(session), rootId(frame, 'node'), body.name, body.mode, body.flags);
   }
 
-  /** `read` -> `{data_b64, n, eof}` (a text frame), or a binary frame `{n, eof}` + bytes on the binary data path. */
+  /**
+   * `read` -> `{data_b64, n, eof}` (a text frame), or a binary frame `{n, eof}` + bytes on the
+   * binary data path. Both replies are built here as buffers, without JSON.stringify: the
+   * binary frame around the bytes read into a pooled buffer (no copy), the JSON text with the
+   * base64 written straight into a pooled frame (base64 needs no JSON escaping). Reads of more
+   * than 64 KiB use pooled buffers, given back when the WebSocket has sent the frame.
+   */
   @SubscribeMessage('acheron.t_fs_read')
   async read(@Ctx() ctx: RequestContext, @Payload() body: ReadDto): Promise<ReadReply | undefined> {
     const fs = fsOf(ctx.session);
-    const { data, eof } = await this.fs.read(fs, rootId(ctx.frame, 'h'), body.off, body.len);
-    if (fs.binary) {
-      const header = { channel: 'acheron', type: 'acheron.r_fs_read', tag: ctx.frame.tag, ok: true, payload: { n: data.length, eof } };
-      ctx.session.sendRaw(encodeBinaryFrame(header, data));
-    } else {
-      // The same envelope the adapter would send, written out: base64 needs no JSON escaping,
-      // and JSON.stringify would spend ~5 ms scanning the 1.4 MB string of a 1 MiB read.
-      ctx.session.sendRaw(
-        `{"channel":"acheron","type":"acheron.r_fs_read","tag":${ctx.frame.tag},"ok":true,"payload":{"data_b64":"${data.toString('base64')}","n":${data.length},"eof":${eof}}}`,
-      );
+    const h = rootId(ctx.frame, 'h');
+    const tag = ctx.frame.tag;
+    const pooled = Math.min(body.len, MAX_READ) > POOL_MIN_READ;
+    const block = pooled ? readBuffers.acquire() : null;
+    let handedOver = false;
+    try {
+      const { data, eof } = await this.fs.read(fs, h, body.off, body.len, block?.subarray(BINARY_HEADER_ROOM));
+      if (fs.binary) {
+        const header = `{"channel":"acheron","type":"acheron.r_fs_read","tag":${tag},"ok":true,"payload":{"n":${data.length},"eof":${eof}}}`;
+        if (block) {
+          handedOver = true;
+          ctx.session.sendRaw(completeBinaryFrame(block, BINARY_HEADER_ROOM, data.length, header), () => readBuffers.release(block));
+        } else {
+          const frame = Buffer.allocUnsafe(BINARY_HEADER_ROOM + data.length);
+          data.copy(frame, BINARY_HEADER_ROOM);
+          ctx.session.sendRaw(completeBinaryFrame(frame, BINARY_HEADER_ROOM, data.length, header));
+        }
+      } else if (block) {
+        // The bytes are encoded at once: the read buffer is free again; the text goes back once sent.
+        const text = jsonReplyBuffers.acquire();
+        const reply = jsonReadReply(tag, data, eof, text);
+        ctx.session.sendRaw(reply, () => jsonReplyBuffers.release(text), true);
+      } else {
+        ctx.session.sendRaw(jsonReadReply(tag, data, eof), undefined, true);
+      }
+    } finally {
+      if (block && !handedOver) readBuffers.release(block);
     }
     ctx.replied = true;
     return undefined;

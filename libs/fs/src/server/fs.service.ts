@@ -298,13 +298,16 @@ export class FsService implements OnModuleDestroy {
   /**
    * `read` `h` `{off, len}` -> the bytes at `off` (at most `len`, clamped to 1 MiB) and `eof`
    * (fewer bytes than asked for: the end of the file was reached).
+   * @param into where to read (at least `min(len, 1 MiB)` bytes long); the returned `data` is
+   *   then a view of it. Default: a new buffer.
    * @throws FsError EBADF (unknown handle, or not opened for reading), EISDIR
    */
-  async read(session: FsSession, h: number, off: number, len: number): Promise<{ data: Buffer; eof: boolean }> {
+  async read(session: FsSession, h: number, off: number, len: number, into?: Buffer): Promise<{ data: Buffer; eof: boolean }> {
     const handle = session.handle(h);
     if (!handle.file.readable) throw new FsError(Errno.EBADF, `handle ${h} is not open for reading`);
     const want = Math.min(len, MAX_READ);
-    const buf = Buffer.allocUnsafe(want);
+    if (into && into.length < want) throw new RangeError(`read buffer holds ${into.length} bytes; ${want} needed`);
+    const buf = into ? into.subarray(0, want) : Buffer.allocUnsafe(want);
     const n = want > 0 ? await handle.file.read(buf, off) : 0;
     this.metrics.bytesRead.inc(n);
     return { data: n === want ? buf : buf.subarray(0, n), eof: n < want };

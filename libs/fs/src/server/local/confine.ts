@@ -13,6 +13,7 @@
  *   root (only paths inside the root are lstat'ed or read), and whatever is opened is checked
  *   again by the real path of its descriptor ({@link realPathOfFd}).
  */
+import { readlinkSync } from 'node:fs';
 import { readlink, lstat } from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX } from '@svc/protocol';
 
@@ -49,6 +50,18 @@ export function fdPath(fd: number, name?: string): string {
  */
 export async function realPathOfFd(fd: number): Promise<string> {
   const real = await readlink(fdPath(fd));
+  if (real.endsWith(' (deleted)') || !real.startsWith('/')) throw new FsError(Errno.ENOENT);
+  return real;
+}
+
+/**
+ * {@link realPathOfFd} without the thread-pool round trip, with the same checks. Safe to call
+ * synchronously: reading a `/proc/self/fd` link asks the kernel for the descriptor's path and
+ * never waits for the filesystem it points into (a slow or hung export cannot block here).
+ * @throws FsError ENOENT when it was deleted (`... (deleted)`)
+ */
+export function realPathOfFdSync(fd: number): string {
+  const real = readlinkSync(fdPath(fd));
   if (real.endsWith(' (deleted)') || !real.startsWith('/')) throw new FsError(Errno.ENOENT);
   return real;
 }

@@ -14,11 +14,12 @@
  * Linux only (`/proc/self/fd`).
  */
 import { Logger } from '@nestjs/common';
-import { constants as C, watch as fsWatch, BigIntStats } from 'node:fs';
+import { closeSync, constants as C, fstat, open as openCb, watch as fsWatch, BigIntStats } from 'node:fs';
+import { promisify } from 'node:util';
 import { chmod, chown, lstat, mkdir, open, readdir, readlink, realpath, rename, rmdir, stat, statfs, symlink, truncate, unlink, utimes, FileHandle } from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
 import type { FsAttrChanges, FsBackend, FsOpenFile, FsStat, FsWatch, FsWatchEvent } from '../fs-backend';
-import { confinedResolve, fdPath, isInside, realPathOfFd } from './confine';
+import { confinedResolve, fdPath, isInside, realPathOfFdSync } from './confine';
 import { toFsError } from './errno';
 
 const O_PATH = OpenFlags.O_PATH;
@@ -55,6 +56,26 @@ function isServable(mode: number): boolean {
 function splitParent(path: readonly string[]): [readonly string[], string] {
   if (path.length === 0) throw new FsError(Errno.EINVAL, 'the export root has no parent');
   return [path.slice(0, -1), path[path.length - 1]];
+}
+
+/** open(2) returning the descriptor number (O_PATH descriptors are closed with {@link closePath}). */
+const openFd = promisify(openCb) as (path: string, flags: number) => Promise<number>;
+
+/** fstat(2) of a descriptor with ns times. */
+function fstatBig(fd: number): Promise<BigIntStats> {
+  return new Promise((resolve, reject) => fstat(fd, { bigint: true }, (e, st) => (e ? reject(e) : resolve(st))));
+}
+
+/**
+ * Closes an O_PATH descriptor at once, without a thread-pool round trip: closing one never
+ * waits for the filesystem (no data to flush).
+ */
+function closePath(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    /* already closed */
+  }
 }
 
 /** Runs a filesystem call, mapping Node errors to FsErrors. */
@@ -158,13 +179,16 @@ export class LocalDirBackend implements FsBackend {
 
   /**
    * Pins directory `dir` (a final symlink is followed) as an O_PATH descriptor whose real path
-   * is inside the root.
+   * is inside the root. The real path is read from `/proc/self/fd` synchronously (see
+   * {@link realPathOfFdSync}), and the caller closes the descriptor with {@link closePath}: only
+   * the open goes through the thread pool.
+   * @returns the descriptor number
    * @throws FsError EACCES (outside the root), ENOENT, ENOTDIR, ELOOP
    */
-  private async pinDir(dir: readonly string[]): Promise<FileHandle> {
-    let fh: FileHandle;
+  private async pinDir(dir: readonly string[]): Promise<number> {
+    let fd: number;
     try {
-      fh = await open(this.join(dir), O_PATH | C.O_DIRECTORY);
+      fd = await openFd(this.join(dir), O_PATH | C.O_DIRECTORY);
     } catch (e) {
       // The failure may have happened outside the root (a symlink leading out): answer what
       // resolving inside the root only says, so nothing outside can be probed.
@@ -172,42 +196,42 @@ export class LocalDirBackend implements FsBackend {
       throw toFsError(e);
     }
     try {
-      const real = await realPathOfFd(fh.fd);
+      const real = realPathOfFdSync(fd);
       if (!isInside(this.root, real)) throw new FsError(Errno.EACCES, 'outside the export root');
-      return fh;
+      return fd;
     } catch (e) {
-      await fh.close().catch(() => undefined);
+      closePath(fd);
       throw toFsError(e);
     }
   }
 
   /** Runs `fn` with directory `dir` pinned (descriptor number), then unpins it. */
   private async inDir<T>(dir: readonly string[], fn: (fd: number) => Promise<T>): Promise<T> {
-    const fh = await this.pinDir(dir);
+    const fd = await this.pinDir(dir);
     try {
-      return await fn(fh.fd);
+      return await fn(fd);
     } catch (e) {
       throw toFsError(e);
     } finally {
-      await fh.close().catch(() => undefined);
+      closePath(fd);
     }
   }
 
   /** Opens `dir/name` itself (never following it) as O_PATH, checked inside the root, for `fn`. */
-  private async atEntry<T>(path: readonly string[], fn: (fd: number, fh: FileHandle) => Promise<T>): Promise<T> {
-    const run = async (fh: FileHandle): Promise<T> => {
+  private async atEntry<T>(path: readonly string[], fn: (fd: number) => Promise<T>): Promise<T> {
+    const run = async (fd: number): Promise<T> => {
       try {
-        if (!isInside(this.root, await realPathOfFd(fh.fd))) throw new FsError(Errno.EACCES, 'outside the export root');
-        return await fn(fh.fd, fh);
+        if (!isInside(this.root, realPathOfFdSync(fd))) throw new FsError(Errno.EACCES, 'outside the export root');
+        return await fn(fd);
       } catch (e) {
         throw toFsError(e);
       } finally {
-        await fh.close().catch(() => undefined);
+        closePath(fd);
       }
     };
     if (path.length === 0) return run(await this.pinDir([]));
     const [dir, name] = splitParent(path);
-    return this.inDir(dir, async (dfd) => run(await open(fdPath(dfd, name), O_PATH | C.O_NOFOLLOW)));
+    return this.inDir(dir, async (dfd) => run(await openFd(fdPath(dfd, name), O_PATH | C.O_NOFOLLOW)));
   }
 
   private refuseIfRo(): void {
@@ -245,7 +269,7 @@ export class LocalDirBackend implements FsBackend {
 
   async setattr(path: readonly string[], changes: FsAttrChanges): Promise<FsStat> {
     this.refuseIfRo();
-    return this.atEntry(path, async (fd, fh) => {
+    return this.atEntry(path, async (fd) => {
       // Through /proc/self/fd/<O_PATH fd> the kernel acts on exactly this inode: a symlink
       // itself (chmod ENOTSUP, truncate ELOOP), never its target.
       const p = fdPath(fd);
@@ -253,12 +277,12 @@ export class LocalDirBackend implements FsBackend {
       if (changes.uid !== undefined || changes.gid !== undefined) await chown(p, changes.uid ?? -1, changes.gid ?? -1);
       if (changes.size !== undefined) await truncate(p, changes.size);
       if (changes.atimeNs !== undefined || changes.mtimeNs !== undefined) {
-        const now = await fh.stat({ bigint: true });
+        const now = await fstatBig(fd);
         const at = changes.atimeNs ?? Number(now.atimeNs);
         const mt = changes.mtimeNs ?? Number(now.mtimeNs);
         await utimes(p, at / 1e9, mt / 1e9);
       }
-      return toFsStat(await fh.stat({ bigint: true }));
+      return toFsStat(await fstatBig(fd));
     });
   }
 
@@ -269,14 +293,14 @@ export class LocalDirBackend implements FsBackend {
     if (this.options.ro && wantsWrite(flags)) throw new FsError(Errno.EROFS);
     const local = acc | (flags & PASS_FLAGS) | C.O_NOFOLLOW | C.O_NONBLOCK;
     let target: string;
-    let dirFh: FileHandle | null = null;
+    let dirFd: number | null = null;
     try {
       if (path.length === 0) {
         target = this.root;
       } else {
         const [dir, name] = splitParent(path);
-        dirFh = await this.pinDir(dir);
-        const entry = fdPath(dirFh.fd, name);
+        dirFd = await this.pinDir(dir);
+        const entry = fdPath(dirFd, name);
         const st = await fsCall(() => lstat(entry));
         if (st.isSymbolicLink()) {
           if (flags & OpenFlags.O_NOFOLLOW) throw new FsError(Errno.ELOOP);
@@ -290,7 +314,7 @@ export class LocalDirBackend implements FsBackend {
       const fh = await fsCall(() => open(target, local));
       return await this.checkOpened(fh, acc);
     } finally {
-      await dirFh?.close().catch(() => undefined);
+      if (dirFd !== null) closePath(dirFd);
     }
   }
 
@@ -299,7 +323,7 @@ export class LocalDirBackend implements FsBackend {
     try {
       const st = await fh.stat({ bigint: true });
       if (!isServable(Number(st.mode))) throw new FsError(Errno.EACCES, 'special files are not served');
-      if (!isInside(this.root, await realPathOfFd(fh.fd))) throw new FsError(Errno.EACCES, 'outside the export root');
+      if (!isInside(this.root, realPathOfFdSync(fh.fd))) throw new FsError(Errno.EACCES, 'outside the export root');
       const stat = toFsStat(st);
       const isDir = stat.kind === NodeKind.DIR;
       if (isDir && acc !== OpenFlags.O_RDONLY) throw new FsError(Errno.EISDIR);
@@ -351,9 +375,9 @@ export class LocalDirBackend implements FsBackend {
     this.refuseIfRo();
     await this.inDir(dir, (fd) => mkdir(fdPath(fd, name), mode & 0o7777));
     // The requested permission bits exactly, whatever the process umask.
-    return this.atEntry([...dir, name], async (fd, fh) => {
+    return this.atEntry([...dir, name], async (fd) => {
       await chmod(fdPath(fd), mode & 0o7777);
-      return toFsStat(await fh.stat({ bigint: true }));
+      return toFsStat(await fstatBig(fd));
     });
   }
 
@@ -413,7 +437,7 @@ export class LocalDirBackend implements FsBackend {
       return null;
     }
     return this.inDir(dir, async (fd) => {
-      const real = await realPathOfFd(fd);
+      const real = realPathOfFdSync(fd);
       const ino = (await stat(fdPath(fd), { bigint: true })).ino;
       const self = real.slice(real.lastIndexOf('/') + 1);
       let watcher: ReturnType<typeof fsWatch>;

@@ -1,0 +1,213 @@
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { Attr, Errno, FsError, OpenFlags } from '@svc/protocol/wire';
+import { FramedData, framedBytes, isFramedData } from '@svc/client';
+import type { WorkspaceRouter } from '../router/workspace-router';
+import { FuseFs } from './fuse-fs';
+
+const MIB = 1024 * 1024;
+const KERNEL_READ = 128 * 1024;
+
+function attr(id: number, size: number, ct = 1, kind: 1 | 2 = 1): Attr {
+  return { id, k: kind, m: kind === 2 ? 0o40755 : 0o100644, n: 1, u: 0, g: 0, sz: size, at: 0, mt: ct, ct, gen: 1 };
+}
+
+/** A router double: one directory `/w` holding files with the given contents. */
+class FakeRouter extends EventEmitter {
+  readonly files = new Map<string, { data: Buffer; attr: Attr }>();
+  readonly calls = { open: 0, read: [] as Array<[number, number]>, readdirAll: 0, getattr: 0, release: 0 };
+  readonly writes: Array<{ off: number; data: Buffer; framed: boolean }> = [];
+  writeError: Error | null = null;
+  private nextFh = 100;
+  /** Open handles keep the file they opened, as a descriptor does. */
+  private readonly handles = new Map<number, { data: Buffer }>();
+
+  add(path: string, data: Buffer, ct = 1): void {
+    this.files.set(path, { data, attr: attr(this.files.size + 10, data.length, ct) });
+  }
+  async getattr(path: string): Promise<Attr> {
+    this.calls.getattr++;
+    if (path === '/w') return attr(2, 0, 1, 2);
+    const f = this.files.get(path);
+    if (!f) throw new FsError(Errno.ENOENT);
+    return f.attr;
+  }
+  async readdirAll(dir: string) {
+    this.calls.readdirAll++;
+    return [...this.files.entries()].filter(([p]) => p.startsWith(`${dir}/`)).map(([p, f]) => ({ name: p.slice(dir.length + 1), attr: f.attr }));
+  }
+  async open(path: string): Promise<{ fh: number }> {
+    this.calls.open++;
+    if (!this.files.has(path)) throw new FsError(Errno.ENOENT);
+    const fh = this.nextFh++;
+    this.handles.set(fh, this.files.get(path)!);
+    return { fh };
+  }
+  async create(path: string): Promise<{ fh: number; attr: Attr }> {
+    this.add(path, Buffer.alloc(0));
+    return { ...(await this.open(path)), attr: this.files.get(path)!.attr };
+  }
+  async read(fh: number, off: number, len: number): Promise<{ data: Buffer; eof: boolean }> {
+    this.calls.read.push([off, len]);
+    const { data } = this.handles.get(fh)!;
+    const out = Buffer.from(data.subarray(off, off + len));
+    await new Promise((r) => setImmediate(r));
+    return { data: out, eof: off + out.length >= data.length && out.length < len };
+  }
+  async write(_fh: number, off: number, input: Uint8Array | FramedData): Promise<number> {
+    if (this.writeError) throw this.writeError;
+    const data = Buffer.from(isFramedData(input) ? framedBytes(input) : input);
+    this.writes.push({ off, data, framed: isFramedData(input) });
+    return data.length;
+  }
+  async release(): Promise<void> {
+    this.calls.release++;
+  }
+}
+
+function setup(options: ConstructorParameters<typeof FuseFs>[1] = {}) {
+  const router = new FakeRouter();
+  const fs = new FuseFs(router as unknown as WorkspaceRouter, { pollUs: 0, ...options });
+  const ops = fs.ops as unknown as Record<string, (...args: unknown[]) => void>;
+  /** Calls an operation whose callback is (err, value). */
+  const call = <T>(op: string, ...args: unknown[]) =>
+    new Promise<T>((resolve, reject) => ops[op](...args, (err: number, value: T) => (err < 0 ? reject(Object.assign(new Error(`errno ${-err}`), { errno: -err })) : resolve(value))));
+  /** Calls read/write, whose callback is (count or -errno). */
+  const count = (op: 'read' | 'write', path: string, fd: number, buf: Buffer, len: number, pos: number) => new Promise<number>((resolve) => ops[op](path, fd, buf, len, pos, resolve));
+  return { router, fs, ops, call, count };
+}
+
+describe('FuseFs read path', () => {
+  it('reads a file byte-exact from 1 MiB chunks while the kernel reads arrive out of order', async () => {
+    const { router, call, count } = setup();
+    const data = randomBytes(3 * MIB + 123);
+    router.add('/w/big', data);
+    await call('getattr', '/w/big');
+    const fd = await call<number>('open', '/w/big', OpenFlags.O_RDONLY);
+    const out = Buffer.alloc(data.length);
+    const pieces = Math.ceil(data.length / KERNEL_READ);
+    for (let k = 0; k < pieces; k += 4) {
+      // The kernel's read-ahead: a few requests in flight, answered in any order.
+      const order = [k + 1, k, k + 3, k + 2].filter((i) => i < pieces);
+      await Promise.all(
+        order.map(async (i) => {
+          const buf = Buffer.alloc(KERNEL_READ);
+          const n = await count('read', '/w/big', fd, buf, KERNEL_READ, i * KERNEL_READ);
+          buf.copy(out, i * KERNEL_READ, 0, n);
+        }),
+      );
+    }
+    expect(out.equals(data)).toBe(true);
+    // Every byte fetched once, in aligned 1 MiB requests, nothing past the end.
+    expect(router.calls.read.every(([off, len]) => off % MIB === 0 && len === MIB)).toBe(true);
+    expect(new Set(router.calls.read.map(([off]) => off)).size).toBe(router.calls.read.length);
+    expect(router.calls.read.length).toBe(4);
+  });
+
+  it('costs one request for a small file, and none past its end', async () => {
+    const { router, call, count } = setup();
+    router.add('/w/small', Buffer.from('x'.repeat(1000)));
+    await call('getattr', '/w/small');
+    const fd = await call<number>('open', '/w/small', OpenFlags.O_RDONLY);
+    const buf = Buffer.alloc(KERNEL_READ);
+    expect(await count('read', '/w/small', fd, buf, KERNEL_READ, 0)).toBe(1000);
+    expect(await count('read', '/w/small', fd, buf, KERNEL_READ, 1000)).toBe(0);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(router.calls.read).toEqual([[0, MIB]]);
+  });
+});
+
+describe('FuseFs caches', () => {
+  it('opens a file for reading on the node again only when its attributes changed', async () => {
+    const { router, call, count } = setup();
+    router.add('/w/f', Buffer.from('hello'));
+    await call('getattr', '/w/f');
+    const a = await call<number>('open', '/w/f', OpenFlags.O_RDONLY);
+    expect(router.calls.open).toBe(1);
+    await call('release', '/w/f', a);
+    // Opened before, attributes unchanged: no round trip until a read needs the node.
+    const b = await call<number>('open', '/w/f', OpenFlags.O_RDONLY);
+    expect(router.calls.open).toBe(1);
+    const buf = Buffer.alloc(16);
+    expect(await count('read', '/w/f', b, buf, 16, 0)).toBe(5);
+    expect(router.calls.open).toBe(2);
+    await call('release', '/w/f', b);
+    // Changed on the node (the node's push names the path): opened at once again.
+    router.files.get('/w/f')!.attr = attr(10, 5, 2);
+    router.emit('inval', { paths: ['/w/f'] });
+    await call('getattr', '/w/f');
+    await call<number>('open', '/w/f', OpenFlags.O_RDONLY);
+    expect(router.calls.open).toBe(3);
+  });
+
+  it('opens a lazily opened file on the node before this mount removes it, so it stays readable', async () => {
+    const { router, call, count } = setup();
+    router.add('/w/f', Buffer.from('kept'));
+    await call('getattr', '/w/f');
+    await call('release', '/w/f', await call<number>('open', '/w/f', OpenFlags.O_RDONLY));
+    const fd = await call<number>('open', '/w/f', OpenFlags.O_RDONLY);
+    expect(router.calls.open).toBe(1);
+    (router as unknown as { unlink: (p: string) => Promise<void> }).unlink = async (p: string) => {
+      expect(router.calls.open).toBe(2);
+      router.files.delete(p);
+    };
+    await call('unlink', '/w/f');
+    const buf = Buffer.alloc(8);
+    expect(await count('read', '/w/f', fd, buf, 8, 0)).toBe(4);
+    expect(buf.toString('utf8', 0, 4)).toBe('kept');
+    expect(router.calls.open).toBe(2);
+  });
+
+  it('answers readdir from its listing until the directory changes', async () => {
+    const { router, call } = setup();
+    router.add('/w/a', Buffer.from('a'));
+    router.add('/w/b', Buffer.from('b'));
+    const ls = () => call<string[]>('readdir', '/w');
+    expect(await ls()).toEqual(['a', 'b']);
+    expect(await ls()).toEqual(['a', 'b']);
+    expect(router.calls.readdirAll).toBe(1);
+    // The listing gave the entries' attributes: no getattr round trip for them.
+    await call('getattr', '/w/a');
+    expect(router.calls.getattr).toBe(0);
+    router.add('/w/c', Buffer.from('c'));
+    router.emit('inval_dir', { paths: ['/w'] });
+    expect(await ls()).toEqual(['a', 'b', 'c']);
+    expect(router.calls.readdirAll).toBe(2);
+  });
+});
+
+describe('FuseFs write path', () => {
+  it('gathers 128 KiB writes into 1 MiB framed requests, byte-exact', async () => {
+    const { router, call, count } = setup();
+    const fd = await call<number>('create', '/w/out', 0o644);
+    const data = randomBytes(10 * KERNEL_READ + 777);
+    for (let pos = 0; pos < data.length; pos += KERNEL_READ) {
+      const piece = data.subarray(pos, Math.min(data.length, pos + KERNEL_READ));
+      expect(await count('write', '/w/out', fd, Buffer.from(piece), piece.length, pos)).toBe(piece.length);
+    }
+    await call('flush', '/w/out', fd);
+    const sorted = [...router.writes].sort((x, y) => x.off - y.off);
+    expect(sorted.map((w) => [w.off, w.data.length])).toEqual([
+      [0, MIB],
+      [MIB, data.length - MIB],
+    ]);
+    expect(sorted.every((w) => w.framed)).toBe(true);
+    expect(Buffer.concat(sorted.map((w) => w.data)).equals(data)).toBe(true);
+  });
+
+  it('reports a failed background write at flush', async () => {
+    const { router, call, count } = setup();
+    const fd = await call<number>('create', '/w/out', 0o644);
+    router.writeError = new FsError(Errno.ENOSPC);
+    await count('write', '/w/out', fd, Buffer.alloc(100), 100, 0);
+    await expect(call('flush', '/w/out', fd)).rejects.toMatchObject({ errno: Errno.ENOSPC });
+  });
+});
+
+describe('FuseFs watchdog', () => {
+  it('answers ETIMEDOUT to an operation that does not finish in time', async () => {
+    const { router, call } = setup({ opTimeoutMs: 50 });
+    router.getattr = () => new Promise<Attr>(() => undefined);
+    await expect(call('getattr', '/w/never')).rejects.toMatchObject({ errno: 110 });
+  });
+});
