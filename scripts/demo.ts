@@ -42,8 +42,22 @@ function masked(payload: object): string {
   return JSON.stringify(payload, (k, v) => (/(_token|_secret)$/.test(k) && typeof v === 'string' ? `${v.slice(0, 4)}...` : v));
 }
 
-function cleanup(): void {
-  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGTERM');
+/** Stops every process the demo started (SIGTERM, then SIGKILL after 5 s) and waits for them. */
+async function cleanup(): Promise<void> {
+  const running = children.filter((c) => c.exitCode === null && c.signalCode === null);
+  await Promise.all(
+    running.map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          const timer = setTimeout(() => c.kill('SIGKILL'), 5000);
+          c.once('exit', () => {
+            clearTimeout(timer);
+            resolve();
+          });
+          c.kill('SIGTERM');
+        }),
+    ),
+  );
   const mnt = join(work, 'mnt');
   if (existsSync(mnt)) spawnSync('fusermount', ['-uz', mnt]);
   if (!keep) rmSync(work, { recursive: true, force: true });
@@ -147,14 +161,8 @@ function ensureBuilt(): void {
 }
 
 async function main(): Promise<void> {
-  process.on('SIGINT', () => {
-    cleanup();
-    process.exit(130);
-  });
-  process.on('SIGTERM', () => {
-    cleanup();
-    process.exit(143);
-  });
+  process.on('SIGINT', () => void cleanup().then(() => process.exit(130)));
+  process.on('SIGTERM', () => void cleanup().then(() => process.exit(143)));
   ensureBuilt();
 
   step('start the control plane (svc) on a free port, state in a temporary directory');
@@ -267,12 +275,12 @@ async function main(): Promise<void> {
 }
 
 main()
-  .then(() => {
-    cleanup();
+  .then(async () => {
+    await cleanup();
     process.exit(0);
   })
-  .catch((e) => {
+  .catch(async (e) => {
     process.stderr.write(`demo failed: ${(e as Error).message}\n`);
-    cleanup();
+    await cleanup();
     process.exit(1);
   });
