@@ -4,7 +4,9 @@
  * `id`, and emits server pushes. Also carries runtime (Acheron) requests, correlated by `tag`.
  */
 import { EventEmitter } from 'node:events';
-import WebSocket from 'ws';
+import type WebSocket from 'ws';
+import { ConnectionError } from './connection-error';
+import { openWebSocket } from './open-websocket';
 import { ACHERON_VERSION, CONTROL_PROTOCOL, MAX_TAG } from '@svc/protocol/wire';
 
 /** A `control.error` / `acheron.error` reply. */
@@ -18,21 +20,7 @@ export class ControlError extends Error {
   }
 }
 
-/**
- * The session could not be opened or was lost: refused, unauthorized, closed or timed out.
- * `sent` is false when the request it answers was never written to the socket (the session was
- * already closed), so retrying it elsewhere cannot apply it twice.
- */
-export class ConnectionError extends Error {
-  constructor(
-    message: string,
-    readonly reason: 'unauthorized' | 'unreachable' | 'closed' | 'timeout' | 'protocol',
-    readonly sent: boolean = true,
-  ) {
-    super(message);
-    this.name = 'ConnectionError';
-  }
-}
+export { ConnectionError };
 
 export interface ControlClientOptions {
   /** Server URL, e.g. `ws://127.0.0.1:18790/`. */
@@ -105,42 +93,11 @@ export class ControlClient extends EventEmitter {
    */
   static async connect(options: ControlClientOptions): Promise<ControlClient> {
     const timeoutMs = options.connectTimeoutMs ?? 10_000;
-    const ws = await new Promise<WebSocket>((resolve, reject) => {
-      let settled = false;
-      const done = (err: Error | null) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        if (err) {
-          ws.terminate();
-          reject(err);
-        } else resolve(ws);
-      };
-      let ws: WebSocket;
-      try {
-        ws = new WebSocket(options.url, {
-          headers: { Authorization: `Bearer ${options.token}` },
-          handshakeTimeout: timeoutMs,
-          perMessageDeflate: false,
-          maxPayload: 64 * 1024 * 1024,
-        });
-      } catch (e) {
-        reject(new ConnectionError(`invalid server URL ${options.url}: ${(e as Error).message}`, 'unreachable'));
-        return;
-      }
-      const timer = setTimeout(() => done(new ConnectionError(`timed out connecting to ${options.url}`, 'timeout')), timeoutMs);
-      ws.once('open', () => done(null));
-      ws.once('unexpected-response', (_req, res) => {
-        const status = res.statusCode ?? 0;
-        done(
-          status === 401
-            ? new ConnectionError(`authentication failed: ${options.url} answered HTTP 401 (missing or invalid bearer token; pass --auth-token or set SVC_AUTH_TOKEN)`, 'unauthorized')
-            : new ConnectionError(`${options.url} answered HTTP ${status} instead of a WebSocket upgrade`, 'protocol'),
-        );
-      });
-      ws.once('error', (err: NodeJS.ErrnoException) =>
-        done(new ConnectionError(`cannot connect to ${options.url}: ${err.code === 'ECONNREFUSED' ? 'connection refused (is svc running?)' : err.message}`, 'unreachable')),
-      );
+    const ws = await openWebSocket(options.url, {
+      timeoutMs,
+      headers: { Authorization: `Bearer ${options.token}` },
+      what: 'server',
+      refusedHint: 'is svc running?',
     });
     const client = new ControlClient(ws, options.requestTimeoutMs ?? 30_000);
     try {

@@ -6,8 +6,9 @@
  */
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
-import { base64Length, BINARY_HEADER_ROOM, completeBinaryFrame, decodeBase64Bytes, encodeBinaryFrame, FS_PROTO, FS_PROTOCOL, FsError, MAX_TAG, writeBase64 } from '@svc/protocol/wire';
-import { ConnectionError } from './control-client';
+import { base64Length, BINARY_HEADER_ROOM, completeBinaryFrame, decodeBase64Bytes, encodeBinaryFrame, FS_PROTO, FS_PROTOCOL, FsError, FsHelloReply, MAX_TAG, writeBase64 } from '@svc/protocol/wire';
+import { ConnectionError } from './connection-error';
+import { openWebSocket } from './open-websocket';
 
 export interface FsClientOptions {
   /** Node URL, e.g. `ws://127.0.0.1:18891/v2/fs`. */
@@ -23,23 +24,7 @@ export interface FsClientOptions {
 }
 
 /** The `acheron.r_fs_hello` payload (PROTOCOL.md 4). */
-export interface FsHello {
-  protocol: string;
-  proto: number;
-  node: { name: string; os: string; ver: string };
-  caps: {
-    readdirp: boolean;
-    symlink: boolean;
-    xattr: boolean;
-    locks: boolean;
-    statfs: boolean;
-    events: boolean;
-    case_sensitive: boolean;
-    max_read: number;
-    max_write: number;
-    binary_data?: boolean;
-  };
-}
+export type FsHello = FsHelloReply;
 
 /** Request targets: root fields `node` (u64 node id) and `h` (u64 handle). */
 export interface FsTarget {
@@ -141,31 +126,7 @@ export class FsClient extends EventEmitter {
    */
   static async connect(options: FsClientOptions): Promise<FsClient> {
     const timeoutMs = options.connectTimeoutMs ?? 5000;
-    const ws = await new Promise<WebSocket>((resolve, reject) => {
-      let settled = false;
-      let socket: WebSocket;
-      const done = (err: Error | null) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        if (err) {
-          socket?.terminate();
-          reject(err);
-        } else resolve(socket);
-      };
-      const timer = setTimeout(() => done(new ConnectionError(`timed out connecting to ${options.url}`, 'timeout')), timeoutMs);
-      try {
-        socket = new WebSocket(options.url, { handshakeTimeout: timeoutMs, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
-      } catch (e) {
-        done(new ConnectionError(`invalid node URL ${options.url}: ${(e as Error).message}`, 'unreachable'));
-        return;
-      }
-      socket.once('open', () => done(null));
-      socket.once('unexpected-response', (_req, res) => done(new ConnectionError(`${options.url} answered HTTP ${res.statusCode} instead of a WebSocket upgrade`, 'unreachable')));
-      socket.once('error', (err: NodeJS.ErrnoException) =>
-        done(new ConnectionError(`cannot connect to ${options.url}: ${err.code === 'ECONNREFUSED' ? 'connection refused' : err.message}`, 'unreachable')),
-      );
-    });
+    const ws = await openWebSocket(options.url, { timeoutMs, what: 'node' });
     const client = new FsClient(ws, options.url, options.requestTimeoutMs ?? 30_000);
     const payload: Record<string, unknown> = { protocol: FS_PROTOCOL, proto: FS_PROTO, binary: options.binary ?? true };
     if (options.authToken !== undefined) payload.auth_token = options.authToken;

@@ -1,0 +1,16 @@
+/** The connection failure type of the protocol clients. */
+/**
+ * The session could not be opened or was lost: refused, unauthorized, closed or timed out.
+ * `sent` is false when the request it answers was never written to the socket (the session was
+ * already closed), so retrying it elsewhere cannot apply it twice.
+ */
+export class ConnectionError extends Error {
+  constructor(
+    message: string,
+    readonly reason: 'unauthorized' | 'unreachable' | 'closed' | 'timeout' | 'protocol',
+    readonly sent: boolean = true,
+  ) {
+    super(message);
+    this.name = 'ConnectionError';
+  }
+}
