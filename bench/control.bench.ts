@@ -5,6 +5,8 @@
  *  - the server's RSS with 1,000 idle sessions.
  * Prints the figures; it asserts nothing. Targets (2 cores): >= 20,000 pings/s,
  * workspace_status p99 < 10 ms, < 200 MiB RSS with 1,000 idle sessions.
+ * BENCH_SERVER_NODE_ARGS passes extra node flags to the server (e.g. `--cpu-prof`);
+ * BENCH_ONLY=ping|rss|status runs one part.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -27,7 +29,8 @@ function rssMiB(pid: number): number {
 }
 
 async function startServer(stateDir: string): Promise<{ url: string; pid: number; stop: () => void }> {
-  const proc = spawn(process.execPath, [join(ROOT, 'dist/src/main.js'), '--port', '0', '--state-dir', stateDir], {
+  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
+  const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist/src/main.js'), '--port', '0', '--state-dir', stateDir], {
     env: { ...process.env, SVC_ADMIN_TOKEN: TOKEN, SVC_USER_TOKEN: 'bench-user-token-0123456789', SVC_LOG_LEVEL: 'warn' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -119,8 +122,25 @@ async function benchWorkspaceStatus(url: string): Promise<void> {
     latencies.push(performance.now() - s);
   }
   latencies.sort((a, b) => a - b);
-  console.log(`control.workspace_status (1000 mounts, 200 nodes), 500 sequential: p50 ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`);
+  console.log(`control.workspace_status (1000 mounts, 200 nodes), 500 sequential via ControlClient (incl. JSON.parse of the reply): p50 ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`);
   admin.close();
+  // The same from a raw session that takes the frame without decoding it: server + transport.
+  const raw = await rawSession(url);
+  const frame = JSON.stringify({ channel: 'control', type: 'control.workspace_status', id: 1, payload: { project_id: p.project_id, project_token: p.project_token } });
+  const rawLatencies: number[] = [];
+  let bytes = 0;
+  for (let i = 0; i < 550; i++) {
+    const s = performance.now();
+    const data = await new Promise<Buffer>((res) => {
+      raw.once('message', (d: Buffer) => res(d));
+      raw.send(frame);
+    });
+    if (i >= 50) rawLatencies.push(performance.now() - s);
+    bytes = data.length;
+  }
+  rawLatencies.sort((a, b) => a - b);
+  console.log(`control.workspace_status, raw frame received (${(bytes / 1024).toFixed(0)} KiB, not decoded): p50 ${percentile(rawLatencies, 50).toFixed(2)} ms, p99 ${percentile(rawLatencies, 99).toFixed(2)} ms`);
+  raw.close();
 }
 
 async function benchIdleRss(url: string, pid: number): Promise<void> {
@@ -137,10 +157,13 @@ async function main(): Promise<void> {
   const server = await startServer(stateDir);
   try {
     console.log(`svc bench on ${server.url} (node ${process.version})`);
-    await benchPing(server.url, 1);
-    await benchPing(server.url, 8);
-    await benchIdleRss(server.url, server.pid);
-    await benchWorkspaceStatus(server.url);
+    const only = process.env.BENCH_ONLY;
+    if (!only || only === 'ping') {
+      await benchPing(server.url, 1);
+      await benchPing(server.url, 8);
+    }
+    if (!only || only === 'rss') await benchIdleRss(server.url, server.pid);
+    if (!only || only === 'status') await benchWorkspaceStatus(server.url);
   } finally {
     server.stop();
     rmSync(stateDir, { recursive: true, force: true });

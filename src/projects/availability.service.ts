@@ -1,6 +1,8 @@
 /**
  * Availability detection (PROTOCOL.md 6): a sweep every `SVC_SWEEP_INTERVAL_MS` (1 s) and
- * after every committed mutation recomputes each configured mount's state. Each change is a
+ * after every committed mutation recomputes each configured mount's state (a timer sweep
+ * with no mutation since the last one and no lease run out since is skipped: nothing can
+ * have changed). Each change is a
  * `control.workspace_availability` transition; a change of a project's selected mounts,
  * states, endpoints or gating inputs is a topology change (pinned sessions get a delta).
  */
@@ -37,6 +39,9 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
   private current: MountAvailability[] = [];
   private baselined = false;
   private sweptVersion = -1;
+  /** Clock time (ms) of the last full sweep, and the first lease expiry after it. */
+  private sweptAt = 0;
+  private nextExpiry = 0;
   private timer: NodeJS.Timeout | null = null;
   private sub: Subscription | null = null;
 
@@ -77,7 +82,14 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
     const now = this.clock.now();
     // Topology inputs other than mount states change only with the state itself.
     const stateChanged = this.store.version !== this.sweptVersion;
+    // Without a mutation, states change only when a lease runs out: nothing to do before that.
+    if (!stateChanged && now >= this.sweptAt && now < this.nextExpiry) return;
     this.sweptVersion = this.store.version;
+    this.sweptAt = now;
+    this.nextExpiry = Infinity;
+    for (const node of state.nodes.values()) {
+      if (node.lease_expires_at_ms > now && node.lease_expires_at_ms < this.nextExpiry) this.nextExpiry = node.lease_expires_at_ms;
+    }
     const seenKeys = new Set<string>();
     const seenProjects = new Set<string>();
     const current: MountAvailability[] = [];

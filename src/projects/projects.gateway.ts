@@ -122,7 +122,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
 
   @SubscribeMessage('control.workspace_status')
   status(@Session() session: WsSession, @Payload() body: WorkspaceStatusDto) {
-    return this.workspace.status(actorOf(session), controlLocals(session), body);
+    return this.workspace.statusJson(actorOf(session), controlLocals(session), body);
   }
 
   private pushDeltas(projectId: string): void {

@@ -12,6 +12,7 @@ import {
   WorkspaceStatus,
   WorkspaceStatusDto,
 } from '@svc/protocol';
+import { EncodedJson } from '@svc/transport';
 import { Actor, ControlLocals } from '../common/actor';
 import { Clock } from '../common/clock';
 import { invokeCapable, serviceOfExport, serviceVisible } from '../catalog/permissions';
@@ -19,15 +20,42 @@ import { bindingKey, ControlState, ProjectRecord } from '../persistence/state.mo
 import { StateService } from '../persistence/state.service';
 import { mountView, ProjectsService, workspaceRootOf } from './projects.service';
 
-/** Selected mounts and rollups of one project as one caller sees them. */
+/**
+ * Selected mounts and rollups of one project as one caller sees them. Instances may be
+ * shared between callers (see {@link WorkspaceService.topology}): read them, never mutate.
+ */
 export interface Topology {
   desired: MountView[];
   selected: MountView[];
   drift: DriftItem[];
 }
 
+/** How many (project, caller class) topologies are kept encoded; least recently used go first. */
+export const TOPOLOGY_CACHE_ENTRIES = 64;
+
+/** One computed topology and when it stops being true. */
+interface CachedTopology {
+  /** {@link StateService.version} it was computed from. */
+  version: number;
+  /** Clock time (ms) it was computed at. */
+  computedAt: number;
+  /** First lease expiry (ms) after `computedAt` among its online mounts: states change then. */
+  validUntil: number;
+  topology: Topology;
+  /** The parts of a WorkspaceStatus that depend on the topology only, as JSON text; built on first use. */
+  encoded: { mounts: string; desired: string; tail: string } | null;
+}
+
 @Injectable()
 export class WorkspaceService {
+  /**
+   * Topologies by `project_id` and caller class (admin, or any other role: gating does not
+   * depend on who the non-admin caller is). An entry holds while the state version is the
+   * same and no lease of an online mount has expired since; a project with 1,000 mounts is
+   * then neither recomputed nor re-encoded per request or per pinned session.
+   */
+  private readonly cache = new Map<string, CachedTopology>();
+
   constructor(
     private readonly store: StateService,
     private readonly projects: ProjectsService,
@@ -41,6 +69,11 @@ export class WorkspaceService {
    * @throws ProtocolError `project_not_found`, `project_auth_failed`
    */
   status(actor: Actor, locals: ControlLocals, input: WorkspaceStatusDto): WorkspaceStatus {
+    return this.statusOf(actor, this.selectProject(actor, locals, input));
+  }
+
+  /** The project a `workspace_status` request is about (pinning the session to it), or null. */
+  private selectProject(actor: Actor, locals: ControlLocals, input: WorkspaceStatusDto): string | null {
     const state = this.store.state;
     let projectId: string | null = null;
     if (input.project_id !== undefined) {
@@ -52,7 +85,27 @@ export class WorkspaceService {
       const bound = state.bindings.get(bindingKey(actor.role, actor.agentId))?.project_id;
       if (bound && state.projects.has(bound)) projectId = bound;
     }
-    return this.statusOf(actor, projectId);
+    return projectId;
+  }
+
+  /**
+   * {@link status} as JSON text, for the `control.workspace_status` reply: the encoded
+   * mount lists are reused while the topology holds.
+   * @throws ProtocolError as {@link status}
+   */
+  statusJson(actor: Actor, locals: ControlLocals, input: WorkspaceStatusDto): EncodedJson {
+    const projectId = this.selectProject(actor, locals, input);
+    const project = projectId ? this.store.state.projects.get(projectId) : undefined;
+    if (!project) return new EncodedJson(JSON.stringify(this.statusOf(actor, null)));
+    const entry = this.cached(actor, project);
+    entry.encoded ??= {
+      mounts: JSON.stringify(entry.topology.selected),
+      desired: JSON.stringify(entry.topology.desired),
+      tail: `"drift":${JSON.stringify({ count: entry.topology.drift.length, items: entry.topology.drift })},"availability":${JSON.stringify(availabilityOf(entry.topology.selected))}`,
+    };
+    const e = entry.encoded;
+    const head = `{"agent_id":${JSON.stringify(actor.agentId)},"project_id":${JSON.stringify(project.project_id)},"workspace_root":${JSON.stringify(workspaceRootOf(project.project_id))}`;
+    return new EncodedJson(`${head},"mounts":${e.mounts},"desired_mounts":${e.desired},"actual_mounts":${e.mounts},${e.tail}}`);
   }
 
   /** The status of a project the actor already passed the check for (or the empty status for null). */
@@ -88,7 +141,30 @@ export class WorkspaceService {
    * mount (gated ones removed for non-admins), the selected one per path, and drift.
    */
   topology(actor: Actor, project: ProjectRecord, state: ControlState = this.store.state): Topology {
+    if (state !== this.store.state) return this.compute(actor, project, state, this.clock.now());
+    return this.cached(actor, project).topology;
+  }
+
+  /** The cache entry of (project, caller class), recomputed when the state or a lease moved on. */
+  private cached(actor: Actor, project: ProjectRecord): CachedTopology {
     const now = this.clock.now();
+    const key = `${project.project_id}\0${actor.role === 'admin' ? 'admin' : 'other'}`;
+    const hit = this.cache.get(key);
+    this.cache.delete(key);
+    if (hit && hit.version === this.store.version && now >= hit.computedAt && now < hit.validUntil) {
+      this.cache.set(key, hit);
+      return hit;
+    }
+    const topology = this.compute(actor, project, this.store.state, now);
+    let validUntil = Infinity;
+    for (const v of topology.desired) if (v.state === 'online' && v.lease_expires_at_ms! < validUntil) validUntil = v.lease_expires_at_ms!;
+    const entry: CachedTopology = { version: this.store.version, computedAt: now, validUntil, topology, encoded: null };
+    this.cache.set(key, entry);
+    if (this.cache.size > TOPOLOGY_CACHE_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+    return entry;
+  }
+
+  private compute(actor: Actor, project: ProjectRecord, state: ControlState, now: number): Topology {
     let desired = project.mounts.map((m) => mountView(state, m, now, true));
     if (actor.role !== 'admin') desired = desired.filter((v) => !this.gated(state, project, v));
     const selected: MountView[] = [];

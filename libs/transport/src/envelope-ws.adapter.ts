@@ -32,6 +32,7 @@ import { EndpointProfile } from './profile';
 import { RequestContext, RequestObserver } from './request-context';
 import { SessionRegistry, WsSession } from './session';
 import { toProtocolError } from './exception.filter';
+import { EncodedJson } from './encoded-json';
 
 /** Options of {@link EnvelopeWsAdapter}. */
 export interface EnvelopeWsAdapterOptions {
@@ -304,8 +305,13 @@ export class EnvelopeWsAdapter extends WsAdapter {
     if (frame.channel === 'control') reply.id = frame.id;
     else reply.tag = frame.tag;
     reply.ok = true;
-    reply.payload = result ?? {};
-    session.send(reply);
+    if (result instanceof EncodedJson) {
+      // `{...,"ok":true}` + `,"payload":<text>}`: the payload is not encoded again.
+      session.sendRaw(`${JSON.stringify(reply).slice(0, -1)},"payload":${result.json}}`);
+    } else {
+      reply.payload = result ?? {};
+      session.send(reply);
+    }
     this.observe(label, 'ok', received);
   }
 

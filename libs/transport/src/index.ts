@@ -4,3 +4,4 @@ export * from './request-context';
 export * from './envelope-ws.adapter';
 export * from './exception.filter';
 export * from './decorators';
+export * from './encoded-json';
