@@ -6,7 +6,7 @@
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, ROOT, sleep, tmpDir, waitFor } from './helpers/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
@@ -102,6 +102,27 @@ describeFuse('FUSE mount', () => {
     const grep = (dir: string) => sh('grep', ['-R', '-c', 'WorkspaceService', dir]).split('\n').filter((l) => !l.endsWith(':0') && l).length;
     expect(grep(join(mnt, 'a', 'src'))).toBe(grep(join(ROOT, 'src')));
     expect(grep(join(mnt, 'a', 'src'))).toBeGreaterThan(0);
+  });
+
+  it('sets distinct access and modification times (utimes, cp -p, touch -d) on the node', () => {
+    const file = join(mnt, 'a', 'times.txt');
+    writeFileSync(file, 'times');
+    utimesSync(file, 1_500_000_000, 1_700_000_000);
+    const onDisk = statSync(join(ws.dirs.a, 'times.txt'));
+    expect([onDisk.atimeMs, onDisk.mtimeMs]).toEqual([1_500_000_000_000, 1_700_000_000_000]);
+
+    const src = join(tmpDir(), 'kept.sh');
+    writeFileSync(src, '#!/bin/sh\necho kept\n', { mode: 0o750 });
+    utimesSync(src, 1_600_000_000, 1_650_000_000.25);
+    sh('cp', ['-p', src, join(mnt, 'a', 'kept.sh')]);
+    const copied = statSync(join(ws.dirs.a, 'kept.sh'));
+    expect(copied.mtimeMs).toBe(1_650_000_000_250);
+    expect(copied.mode & 0o777).toBe(0o750);
+    expect(sh(join(mnt, 'a', 'kept.sh'), [])).toBe('kept\n');
+
+    sh('touch', ['-d', '2021-03-04T05:06:07Z', file]);
+    expect(statSync(join(ws.dirs.a, 'times.txt')).mtime.toISOString()).toBe('2021-03-04T05:06:07.000Z');
+    expect(statSync(file).mtime.toISOString()).toBe('2021-03-04T05:06:07.000Z');
   });
 
   it('runs git init, add and commit inside the mount', () => {

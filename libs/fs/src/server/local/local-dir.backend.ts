@@ -141,6 +141,15 @@ export interface LocalDirOptions {
   maxWatches?: number;
 }
 
+/**
+ * A time in ns since the epoch as the seconds value `fs.utimes` takes, exact to the µs:
+ * libuv truncates that double to whole µs, so half a µs is added to keep e.g. `.123 s`
+ * (not exactly representable) from landing on `.122999 s`.
+ */
+export function utimesSeconds(ns: number): number {
+  return (Math.round(ns / 1000) + 0.5) / 1e6;
+}
+
 /** @see module documentation */
 export class LocalDirBackend implements FsBackend {
   readonly sourceKind = 'local_dir';
@@ -280,7 +289,7 @@ export class LocalDirBackend implements FsBackend {
         const now = await fstatBig(fd);
         const at = changes.atimeNs ?? Number(now.atimeNs);
         const mt = changes.mtimeNs ?? Number(now.mtimeNs);
-        await utimes(p, at / 1e9, mt / 1e9);
+        await utimes(p, utimesSeconds(at), utimesSeconds(mt));
       }
       return toFsStat(await fstatBig(fd));
     });
