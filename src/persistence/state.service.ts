@@ -1,9 +1,10 @@
 /**
  * The control-plane state and its one write path (ARCHITECTURE.md step 5): every mutation
  * runs through {@link StateService.mutate}, which applies it, saves the snapshot through the
- * StateStore port and only then lets the caller reply. Mutations are serialised; a mutation
- * that throws, or whose snapshot cannot be written (full disk, permissions), is rolled back
- * so memory and disk never disagree.
+ * StateStore port and only then lets the caller reply. Mutations are serialised and made on
+ * a copy that replaces the live state once its snapshot is durable: readers never see an
+ * uncommitted change, and a mutation that throws, or whose snapshot cannot be written (full
+ * disk, permissions), leaves memory and disk as they were.
  */
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Subject } from 'rxjs';
@@ -71,32 +72,31 @@ export class StateService {
   }
 
   /**
-   * Applies one mutation and makes it durable before resolving.
-   * @param fn synchronous change of the state; throwing (e.g. a ProtocolError for bad input)
-   *   rolls back whatever it changed
+   * Applies one mutation and makes it durable before resolving; {@link state} shows it from
+   * then on, not before.
+   * @param fn synchronous change of the state it is given (a copy of the committed state:
+   *   change only that one, not {@link state}); throwing (e.g. a ProtocolError for bad input)
+   *   drops the copy
    * @returns what `fn` returned
    * @throws what `fn` threw; ProtocolError `internal_error` when the snapshot could not be
-   *   written (the change is rolled back); `unavailable` while shutting down
+   *   written (nothing changed); `unavailable` while shutting down
    */
   mutate<T>(fn: (state: ControlState) => T): Promise<T> {
     const run = async (): Promise<T> => {
       if (this.closing) throw new ProtocolError('unavailable', 'the server is shutting down; retry on the next instance');
-      let result: T;
-      try {
-        result = fn(this.current);
-      } catch (e) {
-        this.rollback();
-        throw e;
-      }
-      const json = JSON.stringify(this.current.toSnapshot());
+      // The change is made on a copy: readers keep seeing the committed state until the new
+      // snapshot is durable, so nothing a client reads can be lost by a crash.
+      const draft = ControlState.fromSnapshot(JSON.parse(this.lastSavedJson));
+      const result = fn(draft);
+      const json = JSON.stringify(draft.toSnapshot());
       try {
         await this.store.save(json);
       } catch (e) {
-        this.rollback();
         const err = e as NodeJS.ErrnoException;
-        this.logger.error({ msg: 'snapshot write failed; change rolled back', code: err.code, error: err.message });
+        this.logger.error({ msg: 'snapshot write failed; change dropped', code: err.code, error: err.message });
         throw new ProtocolError('internal_error', `the change could not be saved (${err.code ?? err.message}); nothing was changed`);
       }
+      this.current = draft;
       this.lastSavedJson = json;
       this.committed++;
       this.changes$.next();
@@ -112,9 +112,5 @@ export class StateService {
     this.closing = true;
     await this.chain;
     await this.store.release();
-  }
-
-  private rollback(): void {
-    this.current = ControlState.fromSnapshot(JSON.parse(this.lastSavedJson));
   }
 }
