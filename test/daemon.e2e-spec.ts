@@ -159,18 +159,21 @@ describe('resilience', () => {
     expect(node.proc.exitCode).toBeNull();
   }, 60_000);
 
-  it('re-pairs by request after node_delete', async () => {
+  it('re-pairs by request after node_delete, ending FS sessions of the old token', async () => {
+    const { FsClient } = await import('../libs/client/src');
     const svc = await startSvc();
     const admin = await session(svc.url);
     const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'again-node']);
     const approve = async () => {
       const p = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((x) => x.node_name === 'again-node'), 10_000);
-      await admin.request('node_join_approve', { request_id: p.request_id });
+      return admin.request<{ fs_auth_token: string }>('node_join_approve', { request_id: p.request_id });
     };
-    await approve();
+    const oldToken = (await approve()).fs_auth_token;
     const first = await nodeNamed(admin, 'again-node');
+    const old = await waitFor(() => FsClient.connect({ url: node.url, authToken: oldToken }).catch(() => undefined), 5000);
+    const oldClosed = new Promise<void>((r) => old.once('close', () => r()));
     await admin.request('node_delete', { node_id: first.node_id });
-    await approve();
+    const newToken = (await approve()).fs_auth_token;
     const second = await waitFor(async () => {
       const { nodes } = await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list');
       return nodes.find((n) => n.node_name === 'again-node' && n.node_id !== first.node_id);
@@ -178,6 +181,13 @@ describe('resilience', () => {
     await servicesOf(admin, second.node_id, 1);
     expect(node.proc.exitCode).toBeNull();
     expect((await failure(admin.request('node_get', { node_id: first.node_id }))).code).toBe('node_not_found');
+    // the session admitted with the deleted node's token is closed; that token opens nothing
+    await oldClosed;
+    expect(old.isOpen).toBe(false);
+    await expect(FsClient.connect({ url: node.url, authToken: oldToken })).rejects.toMatchObject({ errno: 13 });
+    const fresh = await FsClient.connect({ url: node.url, authToken: newToken });
+    expect(fresh.hello.protocol).toBe('unified-v2-fs');
+    fresh.close();
   });
 
   it('says clearly that invite mode needs a new invite after node_delete, and exits 3', async () => {

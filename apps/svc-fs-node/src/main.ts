@@ -21,6 +21,7 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { ExportDefinition, FsEndpointProfile, FsMetrics, FsNodeOptions, LocalDirBackend, TerminalBackend } from '@svc/fs';
 import { AppLogger, ReadinessService } from '@svc/ops';
+import { CloseCode } from '@svc/protocol/wire';
 import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
 import { ConfigError, FS_NODE_USAGE, FsNodeConfig, loadFsNodeConfig } from './config';
 import { FsNodeAppModule } from './fs-node.module';
@@ -173,7 +174,14 @@ async function main(): Promise<void> {
       {
         exports: () => exports.filter((e) => e.backend instanceof LocalDirBackend).map((e) => ({ name: e.name, ro: e.ro })),
         setFsAuthToken: (token) => {
+          const previous = fsOptions.authToken;
           fsOptions.authToken = token;
+          if (previous === null || previous === token) return;
+          // Sessions admitted with the replaced token (re-pairing after node_delete) end now;
+          // clients reconnect with the token the topology hands out.
+          const open = app.get(SessionRegistry).all();
+          for (const session of open) session.close(CloseCode.POLICY_VIOLATION, 'FS auth token replaced; reconnect with the current one');
+          if (open.length > 0) logger.log({ msg: 'FS auth token replaced; closed the sessions admitted with the old one', sessions: open.length }, 'ControlDaemon');
         },
       },
     );
