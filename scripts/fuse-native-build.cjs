@@ -4,7 +4,7 @@
  *
  * fuse-native 2.2.6 (the last release) hands `utimens` the access time twice: its C glue
  * marshals `l->atime` into the mtime arguments (upstream issue sagemathinc/fuse-native#3), so
- * through a FUSE mount `cp -p`, `tar x`, `rsync -t` and `touch -d` set mtime to the atime
+ * through a FUSE mount `cp -p`, `rsync -t` and `touch -d` set mtime to the atime
  * they meant. This script replaces that one line in `fuse-native.c` and runs node-gyp there;
  * fuse-native's loader (node-gyp-build) prefers `build/Release` over its prebuilt binary.
  *
