@@ -71,7 +71,7 @@ function main() {
     writeFileSync(`${file}.tmp`, source);
     renameSync(`${file}.tmp`, file);
     say(`could not build fuse-native from source (${detail}).`);
-    say('FUSE mounts still work with its prebuilt binding, but setting a file time through one (cp -p, tar x, rsync -t, touch -d)');
+    say('FUSE mounts still work with its prebuilt binding, but setting file times through one (cp -p, rsync -t, touch -d)');
     say('sets mtime to the access time. Install a C compiler (Debian: apt-get install g++ make python3) and run');
     say('`npm run postinstall` to fix it.');
   }
