@@ -19,8 +19,8 @@ export const MAX_NODE_ID = Number.MAX_SAFE_INTEGER;
 
 /** One node of the table. */
 export class FsNode {
-  /** Child nodes by name (only those handed out). */
-  readonly children = new Map<string, FsNode>();
+  /** Child nodes by name (only those handed out); null until the first (most nodes are files). */
+  children: Map<string, FsNode> | null = null;
   /** Generation of the node (see module documentation). */
   gen = 1;
   /** Generation of a directory's entries. */
@@ -73,7 +73,7 @@ export class NodeTable {
     if (this.nextId > MAX_NODE_ID) throw new Error('node ids exhausted');
     const node = new FsNode(this.nextId++, exportName, parent, name);
     this.byId.set(node.id, node);
-    if (parent) parent.children.set(name, node);
+    if (parent) (parent.children ??= new Map()).set(name, node);
     return node;
   }
 
@@ -89,12 +89,12 @@ export class NodeTable {
 
   /** The node of `parent/name`, created (with a new id) when not yet handed out. */
   child(parent: FsNode, name: string): FsNode {
-    return parent.children.get(name) ?? this.allocate(parent.exportName, parent, name);
+    return parent.children?.get(name) ?? this.allocate(parent.exportName, parent, name);
   }
 
   /** The node of `parent/name` if it was handed out. */
   peek(parent: FsNode, name: string): FsNode | undefined {
-    return parent.children.get(name);
+    return parent.children?.get(name);
   }
 
   /**
@@ -104,12 +104,12 @@ export class NodeTable {
    */
   move(node: FsNode, newParent: FsNode, newName: string): FsNode[] {
     if (node.parent === newParent && node.name === newName) return [];
-    const displaced = newParent.children.get(newName);
+    const displaced = newParent.children?.get(newName);
     const gone = displaced && displaced !== node ? this.forget(displaced) : [];
-    node.parent?.children.delete(node.name);
+    node.parent?.children?.delete(node.name);
     node.parent = newParent;
     node.name = newName;
-    newParent.children.set(newName, node);
+    (newParent.children ??= new Map()).set(newName, node);
     return gone;
   }
 
@@ -119,7 +119,7 @@ export class NodeTable {
    */
   forget(node: FsNode): FsNode[] {
     if (!node.parent) return [];
-    node.parent.children.delete(node.name);
+    node.parent.children?.delete(node.name);
     const gone: FsNode[] = [];
     const stack = [node];
     while (stack.length > 0) {
@@ -127,8 +127,8 @@ export class NodeTable {
       n.live = false;
       this.byId.delete(n.id);
       gone.push(n);
-      for (const c of n.children.values()) stack.push(c);
-      n.children.clear();
+      if (n.children) for (const c of n.children.values()) stack.push(c);
+      n.children = null;
     }
     return gone;
   }
