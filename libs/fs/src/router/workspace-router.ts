@@ -14,8 +14,9 @@
  * - Path -> node id resolution walks `lookup` with a per-endpoint cache ({@link LookupCache}):
  *   the node's `acheron.e_fs_inval*` pushes mark entries unverified (looked up again before
  *   use, still used to name the paths of later pushes), the router's own removals and renames
- *   drop subtrees, failover or a topology change drops the whole cache. A failure on a cached
- *   id (ENOENT/ESTALE) re-walks once without the cache.
+ *   drop subtrees, failover or a topology change drops the whole cache. A failure after
+ *   starting from a cached id (ENOENT/ESTALE) checks that id with one `getattr`: still
+ *   known, the error stands; forgotten, its subtree is dropped and the walk starts higher up.
  *
  * Events (for a FUSE layer on top): `topology` ({@link TopologyChange}), `failover`
  * ({@link FailoverEvent}), `unavailable` ({@link UnavailableEvent}: the session serving a mount
@@ -277,8 +278,8 @@ export class WorkspaceRouter extends EventEmitter {
     if (r.kind === 'synthetic') return this.syntheticAttr();
     if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
     return this.withMount(r.mountPath, async (a) =>
-      this.retryStale(a, r.rel, async (useCache) => {
-        const w = await this.walk(a, r.rel, useCache);
+      this.retryStale(a, r.rel, async () => {
+        const w = await this.walk(a, r.rel, true);
         if (w.attr) return w.attr;
         return (await a.session.client.request<{ attr: Attr }>('getattr', { node: w.id })).attr;
       }),
@@ -303,8 +304,8 @@ export class WorkspaceRouter extends EventEmitter {
     }
     const overlays = this.table.overlaysOf(r.path);
     const page = await this.withMount(r.mountPath, async (a) =>
-      this.retryStale(a, r.rel, async (useCache) => {
-        const w = await this.walk(a, r.rel, useCache);
+      this.retryStale(a, r.rel, async () => {
+        const w = await this.walk(a, r.rel, true);
         const p = await a.session.client.request<{ ents: DirEntry[]; next: number; eof: boolean }>('readdirp', { node: w.id }, { cookie, max });
         for (const e of p.ents) a.cache.set(relJoin(r.rel, e.name), e.attr.id);
         return p;
@@ -362,8 +363,8 @@ export class WorkspaceRouter extends EventEmitter {
   async create(path: string, mode = 0o644, flags: number = OpenFlags.O_WRONLY | OpenFlags.O_TRUNC): Promise<{ fh: number; attr: Attr }> {
     const t = this.mutationTarget(path, 'create');
     const { active, h, attr } = await this.withMount(t.mountPath, async (a, ctx) =>
-      this.retryStale(a, t.parentRel, async (useCache) => {
-        const p = await this.walk(a, t.parentRel, useCache);
+      this.retryStale(a, t.parentRel, async () => {
+        const p = await this.walk(a, t.parentRel, true);
         ctx.committed = true;
         const res = await a.session.client.request<{ attr: Attr; h: number }>('create', { node: p.id }, { name: t.name, mode, flags: flags | OpenFlags.O_CREAT });
         a.cache.set(t.rel, res.attr.id);
@@ -584,8 +585,8 @@ export class WorkspaceRouter extends EventEmitter {
     if (r.kind === 'synthetic') throw new FsError(Errno.EINVAL, `${r.path}: not a symlink`);
     if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
     return this.withMount(r.mountPath, (a) =>
-      this.retryStale(a, r.rel, async (useCache) => {
-        const w = await this.walk(a, r.rel, useCache);
+      this.retryStale(a, r.rel, async () => {
+        const w = await this.walk(a, r.rel, true);
         return (await a.session.client.request<{ target: string }>('readlink', { node: w.id })).target;
       }),
     );
@@ -602,8 +603,8 @@ export class WorkspaceRouter extends EventEmitter {
       return { bsize: 4096, frsize: 4096, blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, namemax: 255 };
     }
     return this.withMount(r.mountPath, (a) =>
-      this.retryStale(a, r.rel, async (useCache) => {
-        const w = await this.walk(a, r.rel, useCache);
+      this.retryStale(a, r.rel, async () => {
+        const w = await this.walk(a, r.rel, true);
         return a.session.client.request<StatFs>('statfs', { node: w.id });
       }),
     );
@@ -855,8 +856,8 @@ export class WorkspaceRouter extends EventEmitter {
   }
 
   private openOn(a: Active, ctx: OpContext, rel: string, flags: number, readOnly: boolean): Promise<{ active: Active; h: number }> {
-    return this.retryStale(a, rel, async (useCache) => {
-      const w = await this.walk(a, rel, useCache);
+    return this.retryStale(a, rel, async () => {
+      const w = await this.walk(a, rel, true);
       if (!readOnly) ctx.committed = true;
       const r = await a.session.client.request<{ h: number }>('open', { node: w.id }, { flags });
       return { active: a, h: r.h };
@@ -899,28 +900,46 @@ export class WorkspaceRouter extends EventEmitter {
   }
 
   /**
-   * Runs `fn` with the cache; when it fails with ENOENT/ESTALE and `rel` (or a prefix) was
-   * cached, drops the cached subtree and runs it once more without the cache.
+   * Runs `fn`, which walks `rel` from its deepest usable cached prefix. When it fails with
+   * ENOENT/ESTALE after starting from a cached node id, one `getattr` checks that id: still
+   * known to the node, the error stands (what is missing is below it, and the cache stays as
+   * it is: a negative lookup costs one more request, not a walk from the root); forgotten (the
+   * node removed or renamed it for another session), its cached subtree is dropped and `fn`
+   * runs again from the next cached ancestor, or from the export root.
    */
-  private async retryStale<T>(a: Active, rel: string, fn: (useCache: boolean) => Promise<T>): Promise<T> {
-    const usedCache = rel !== '' && this.hasCachedPrefix(a, rel);
-    try {
-      return await fn(true);
-    } catch (e) {
-      if (!usedCache || !isStale(e)) throw e;
-      const top = rel.split('/')[0];
-      a.cache.dropTree(top);
-      return fn(false);
+  private async retryStale<T>(a: Active, rel: string, fn: () => Promise<T>): Promise<T> {
+    for (let attempts = rel.split('/').length + 1; ; attempts--) {
+      const start = this.cachedStart(a, rel);
+      try {
+        return await fn();
+      } catch (e) {
+        if (!start || !isStale(e) || attempts <= 0) throw e;
+        if (await this.stillKnown(a, start.id)) throw e;
+        a.cache.dropTree(start.rel);
+      }
     }
   }
 
-  private hasCachedPrefix(a: Active, rel: string): boolean {
-    let p = rel;
-    for (;;) {
-      if (a.cache.get(p) !== undefined) return true;
-      const i = p.lastIndexOf('/');
-      if (i < 0) return false;
-      p = p.slice(0, i);
+  /** Where {@link walk} with the cache starts for `rel`: the cached prefix and its id, or null (the export root). */
+  private cachedStart(a: Active, rel: string): { rel: string; id: number } | null {
+    if (rel === '') return null;
+    if (a.cache.isVerified(rel)) return { rel, id: a.cache.get(rel)! };
+    const names = rel.split('/');
+    const hit = a.cache.usablePrefix(names);
+    return hit.depth > 0 ? { rel: names.slice(0, hit.depth).join('/'), id: hit.id! } : null;
+  }
+
+  /**
+   * Whether the node still knows node id `id` (its path exists).
+   * @throws the `getattr` error when it is not ENOENT/ESTALE
+   */
+  private async stillKnown(a: Active, id: number): Promise<boolean> {
+    try {
+      await a.session.client.request('getattr', { node: id });
+      return true;
+    } catch (e) {
+      if (isStale(e)) return false;
+      throw e;
     }
   }
 
@@ -995,8 +1014,8 @@ export class WorkspaceRouter extends EventEmitter {
 
   private mutateIn<T>(t: { mountPath: string; parentRel: string }, fn: (a: Active, parent: number, ctx: OpContext) => Promise<T>): Promise<T> {
     return this.withMount(t.mountPath, (a, ctx) =>
-      this.retryStale(a, t.parentRel, async (useCache) => {
-        const p = await this.walk(a, t.parentRel, useCache);
+      this.retryStale(a, t.parentRel, async () => {
+        const p = await this.walk(a, t.parentRel, true);
         return fn(a, p.id, ctx);
       }),
     );
@@ -1007,8 +1026,8 @@ export class WorkspaceRouter extends EventEmitter {
     if (r.kind === 'synthetic') throw new FsError(Errno.EROFS, `${r.path}: the workspace tree above mount paths is read-only`);
     if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
     return this.withMount(r.mountPath, (a, ctx) =>
-      this.retryStale(a, r.rel, async (useCache) => {
-        const w = await this.walk(a, r.rel, useCache);
+      this.retryStale(a, r.rel, async () => {
+        const w = await this.walk(a, r.rel, true);
         ctx.committed = true;
         return fn(a, w.id);
       }),

@@ -1,0 +1,87 @@
+/**
+ * e2e: the router's lookup cache against a real `svc-fs-node` (issue 3 item 7), counted with
+ * the node's own `svc_fs_ops_total`: a lookup of a missing name below a cached directory costs
+ * one lookup and one check of the directory, and keeps the cache; a path removed and created
+ * again through another session is found again.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { FsClient } from '../libs/client/src';
+import { Errno, OpenFlags } from '../libs/protocol/src';
+import { parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
+import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { startFsNode } from './helpers/fs-peer';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
+
+let node: Running;
+let work: string;
+let router: WorkspaceRouter;
+
+/** `svc_fs_ops_total` by op (all results). */
+async function opCounts(): Promise<Record<string, number>> {
+  const text = await (await fetch(`${node.opsUrl}/metrics`)).text();
+  const counts: Record<string, number> = {};
+  for (const m of parsePrometheus(text).find((f) => f.name === 'svc_fs_ops_total')?.metrics ?? []) {
+    const op = m.labels!.op;
+    counts[op] = (counts[op] ?? 0) + Number(m.value);
+  }
+  return counts;
+}
+
+async function delta(fn: () => Promise<unknown>): Promise<Record<string, number>> {
+  const before = await opCounts();
+  await fn();
+  const after = await opCounts();
+  const d: Record<string, number> = {};
+  for (const [op, n] of Object.entries(after)) if (n !== (before[op] ?? 0)) d[op] = n - (before[op] ?? 0);
+  return d;
+}
+
+beforeAll(async () => {
+  work = tmpDir('router-cache-');
+  mkdirSync(join(work, 'd', 'e'), { recursive: true });
+  writeFileSync(join(work, 'd', 'e', 'f.txt'), 'f');
+  node = await startFsNode([`work=${work}`], { env: { SVC_METRICS_PORT: '0' } });
+  router = new WorkspaceRouter(new StaticTopologySource([parseEndpointSpec(`w=${node.url}#work@/w`)]));
+  await router.start();
+});
+
+afterAll(async () => {
+  router?.close();
+  await killAll();
+  cleanupTmp();
+});
+
+it('a missing name below a cached directory costs one lookup and one check, and keeps the cache', async () => {
+  await router.getattr('/w/d/e/f.txt');
+  const misses = await delta(async () => {
+    for (let i = 0; i < 10; i++) await expect(router.getattr(`/w/d/e/missing-${i}`)).rejects.toMatchObject({ errno: Errno.ENOENT });
+  });
+  expect(misses).toEqual({ lookup: 10, getattr: 10 });
+  // the cached path still resolves without a lookup
+  expect(await delta(() => router.getattr('/w/d/e/f.txt'))).toEqual({ getattr: 1 });
+});
+
+it('finds a path again after another session removed and re-created it through the node', async () => {
+  await router.getattr('/w/d/e/f.txt');
+  const other = await FsClient.connect({ url: node.url });
+  try {
+    const { exports } = await other.request<{ exports: Array<{ name: string; root: number }> }>('exports');
+    const rootId = exports.find((x) => x.name === 'work')!.root;
+    const d = (await other.request<{ attr: { id: number } }>('lookup', { node: rootId }, { name: 'd' })).attr.id;
+    const e = (await other.request<{ attr: { id: number } }>('lookup', { node: d }, { name: 'e' })).attr.id;
+    await other.request('unlink', { node: e }, { name: 'f.txt' });
+    await other.request('rmdir', { node: d }, { name: 'e' });
+    await other.request('mkdir', { node: d }, { name: 'e', mode: 0o755 });
+    const e2 = (await other.request<{ attr: { id: number } }>('lookup', { node: d }, { name: 'e' })).attr.id;
+    expect(e2).not.toBe(e);
+    const created = await other.request<{ h: number }>('create', { node: e2 }, { name: 'f.txt', mode: 0o644, flags: OpenFlags.O_WRONLY });
+    await other.request('close', { h: created.h });
+  } finally {
+    other.close();
+  }
+  expect((await router.getattr('/w/d/e/f.txt')).k).toBeDefined();
+  await expect(router.getattr('/w/d/e/missing')).rejects.toMatchObject({ errno: Errno.ENOENT });
+});
