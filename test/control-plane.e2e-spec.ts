@@ -163,7 +163,7 @@ describe('projects: life cycle, mounts, tokens, bindings', () => {
     expect((await failure(admin.request('project_delete', { project_id: id }))).code).toBe('project_not_found');
   });
 
-  it('rejects bad mounts and leaves the project unchanged', async () => {
+  it('rejects bad mounts and null members and leaves the project unchanged', async () => {
     const p = await admin.request<ProjectDetail>('project_create', { name: 'mounts' });
     await admin.request('project_mount_set', { project_id: p.project_id, node_id: nodeA.node_id, export_name: 'work', mount_path: '/ok' });
     const before = await admin.request<ProjectDetail>('project_get', { project_id: p.project_id });
@@ -182,6 +182,12 @@ describe('projects: life cycle, mounts, tokens, bindings', () => {
     for (const [override, code] of bad) {
       const payload = { project_id: p.project_id, node_id: nodeA.node_id, export_name: 'work', mount_path: '/x', ...override };
       expect((await failure(admin.request('project_mount_set', payload))).code).toBe(code);
+    }
+    // null is not "absent": an optional member set to null is refused, nothing stored
+    for (const override of [{ name: null }, { vision: null }, { access_policy: null }, { access_policy: { invoke: null } }]) {
+      const e = await failure(admin.request('project_update', { project_id: p.project_id, ...override }));
+      expect(e.code).toBe('invalid_payload');
+      expect(e.message).toMatch(/must not be null/);
     }
     const after = await admin.request<ProjectDetail>('project_get', { project_id: p.project_id });
     expect(after).toEqual(before);

@@ -26,7 +26,24 @@ function firstFailure(errors: ValidationError[], prefix = ''): { path: string; e
 }
 
 /**
- * Validates and types a payload against a DTO class. Unknown members are dropped.
+ * The path of the first declared member that is `null` (class-validator lets `null` through
+ * `@IsOptional`; a handler would then take it for a value), recursing into nested DTOs.
+ */
+function nullMemberPath(obj: object, prefix = ''): string | null {
+  for (const [key, v] of Object.entries(obj)) {
+    const path = prefix ? `${prefix}.${key}` : key;
+    if (v === null) return path;
+    if (typeof v === 'object' && !Array.isArray(v) && Object.getPrototypeOf(v) !== Object.prototype) {
+      const nested = nullMemberPath(v as object, path);
+      if (nested) return nested;
+    }
+  }
+  return null;
+}
+
+/**
+ * Validates and types a payload against a DTO class. Unknown members are dropped; an optional
+ * member is either absent or of its type (`null` is refused, not taken for "absent").
  * @param cls the DTO class
  * @param payload the request payload object
  * @returns a DTO instance holding only the declared members
@@ -45,6 +62,10 @@ export function validatePayload<T extends object>(cls: DtoClass<T>, payload: Rec
     validationError: { target: false },
   });
   const failure = firstFailure(errors);
+  if (!failure) {
+    const nullPath = nullMemberPath(instance);
+    if (nullPath) throw new ProtocolError('invalid_payload', `${nullPath} must not be null (leave it out instead)`);
+  }
   if (failure) {
     const { path, error } = failure;
     if (error.value === undefined || error.value === null) {
