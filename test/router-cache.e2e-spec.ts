@@ -2,13 +2,14 @@
  * e2e: the router's lookup cache against a real `svc-fs-node` (issue 3 item 7), counted with
  * the node's own `svc_fs_ops_total`: a lookup of a missing name below a cached directory costs
  * one lookup and one check of the directory, and keeps the cache; a path removed and created
- * again through another session is found again.
+ * again through another session is found again; candidates reordered with the serving node
+ * kept (two online nodes alternating by lease expiry) cost no reconnect and no cache.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FsClient } from '../libs/client/src';
 import { Errno, OpenFlags } from '../libs/protocol/src';
-import { parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
+import { parseEndpointSpec, StaticTopologySource, topologyFromEndpoints, TopologyChange, WorkspaceRouter } from '../libs/fs/src/router';
 import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
 import { startFsNode } from './helpers/fs-peer';
 
@@ -19,9 +20,9 @@ let node: Running;
 let work: string;
 let router: WorkspaceRouter;
 
-/** `svc_fs_ops_total` by op (all results). */
-async function opCounts(): Promise<Record<string, number>> {
-  const text = await (await fetch(`${node.opsUrl}/metrics`)).text();
+/** `svc_fs_ops_total` by op (all results) of `of` (default: the first node). */
+async function opCounts(of: Running = node): Promise<Record<string, number>> {
+  const text = await (await fetch(`${of.opsUrl}/metrics`)).text();
   const counts: Record<string, number> = {};
   for (const m of parsePrometheus(text).find((f) => f.name === 'svc_fs_ops_total')?.metrics ?? []) {
     const op = m.labels!.op;
@@ -30,10 +31,10 @@ async function opCounts(): Promise<Record<string, number>> {
   return counts;
 }
 
-async function delta(fn: () => Promise<unknown>): Promise<Record<string, number>> {
-  const before = await opCounts();
+async function delta(fn: () => Promise<unknown>, of: Running = node): Promise<Record<string, number>> {
+  const before = await opCounts(of);
   await fn();
-  const after = await opCounts();
+  const after = await opCounts(of);
   const d: Record<string, number> = {};
   for (const [op, n] of Object.entries(after)) if (n !== (before[op] ?? 0)) d[op] = n - (before[op] ?? 0);
   return d;
@@ -84,4 +85,35 @@ it('finds a path again after another session removed and re-created it through t
   }
   expect((await router.getattr('/w/d/e/f.txt')).k).toBeDefined();
   await expect(router.getattr('/w/d/e/missing')).rejects.toMatchObject({ errno: Errno.ENOENT });
+});
+
+it('keeps its endpoint and cache when the candidates of a mount are only reordered', async () => {
+  writeFileSync(join(work, 'd', 'g.txt'), 'g');
+  const second = await startFsNode([`work=${work}`], { env: { SVC_METRICS_PORT: '0' } });
+  const specs = [parseEndpointSpec(`a=${node.url}#work@/s`), parseEndpointSpec(`b=${second.url}#work@/s`)];
+  /** A topology source the test drives: candidates a then b, later b then a. */
+  class Driven extends StaticTopologySource {
+    push(order: typeof specs): void {
+      this.current = topologyFromEndpoints(order);
+      this.emit('topology', this.current);
+    }
+  }
+  const source = new Driven(specs);
+  const r = new WorkspaceRouter(source);
+  const changes: TopologyChange[] = [];
+  r.on('topology', (c: TopologyChange) => changes.push(c));
+  await r.start();
+  try {
+    await r.getattr('/s/d/g.txt');
+    const seen = changes.length;
+    source.push([specs[1], specs[0]]);
+    // no change to report: nothing that was learnt through the mount is stale
+    expect(changes.slice(seen).flatMap((c) => [...c.added, ...c.removed, ...c.changed])).toEqual([]);
+    const onSecond = await delta(async () => {
+      expect(await delta(() => r.getattr('/s/d/g.txt'))).toEqual({ getattr: 1 });
+    }, second);
+    expect(onSecond).toEqual({});
+  } finally {
+    r.close();
+  }
 });

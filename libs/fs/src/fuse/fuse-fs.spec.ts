@@ -118,6 +118,30 @@ describe('FuseFs read path', () => {
 });
 
 describe('FuseFs caches', () => {
+  it('drops only what was learnt through the mount whose endpoint changed', async () => {
+    const { router, call } = setup();
+    router.add('/w/f', Buffer.from('hello'));
+    await call('getattr', '/w/f');
+    expect(router.calls.getattr).toBe(1);
+    // another mount changed endpoint, or a failover elsewhere: /w stays cached
+    router.emit('topology', { mountPaths: ['/w', '/x'], added: [], removed: [], changed: ['/x'] });
+    router.emit('failover', { mount_path: '/x', from: 'a', to: 'b', cause: null });
+    router.emit('unavailable', { mount_path: '/wx', cause: 'gone' });
+    await call('getattr', '/w/f');
+    expect(router.calls.getattr).toBe(1);
+    // a reorder that kept the serving endpoint is no change either
+    router.emit('topology', { mountPaths: ['/w', '/x'], added: [], removed: [], changed: [] });
+    await call('getattr', '/w/f');
+    expect(router.calls.getattr).toBe(1);
+    // /w itself: its entries are fetched again
+    router.emit('failover', { mount_path: '/w', from: 'a', to: 'b', cause: null });
+    await call('getattr', '/w/f');
+    expect(router.calls.getattr).toBe(2);
+    router.emit('topology', { mountPaths: ['/w'], added: [], removed: ['/x'], changed: [] });
+    await call('getattr', '/w/f');
+    expect(router.calls.getattr).toBe(3);
+  });
+
   it('opens a file for reading on the node again only when its attributes changed', async () => {
     const { router, call, count } = setup();
     router.add('/w/f', Buffer.from('hello'));

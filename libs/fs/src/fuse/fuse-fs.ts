@@ -16,15 +16,16 @@
  *
  * These client-side caches live `cacheTtlMs` (default 60 s) and are invalidated by the node's
  * `acheron.e_fs_inval*` pushes (router `inval`/`inval_dir` events, sent for changes made on
- * the node by anyone), by topology changes, failovers and lost sessions, and by this mount's
- * own mutations. The kernel's own attribute and entry caches cannot be invalidated from here,
+ * the node by anyone), by topology changes, failovers and lost sessions (for the mount path
+ * concerned only: a reorder of candidates that keeps the serving endpoint drops nothing), and
+ * by this mount's own mutations. The kernel's own attribute and entry caches cannot be invalidated from here,
  * so they keep the short `attrTtlMs` (the mount's `attr_timeout`/`entry_timeout`).
  */
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { Attr, BINARY_HEADER_ROOM, Errno, FsError, NodeKind, OpenFlags, StatFs } from '@svc/protocol/wire';
 import { BufferPool } from '../buffer-pool';
-import type { WorkspaceRouter } from '../router/workspace-router';
+import type { FailoverEvent, TopologyChange, UnavailableEvent, WorkspaceRouter } from '../router/workspace-router';
 
 /** Options of {@link FuseFs}. */
 export interface FuseFsOptions {
@@ -239,9 +240,13 @@ export class FuseFs {
     this.opTimeoutMs = options.opTimeoutMs ?? 60_000;
     router.on('inval', (e: { paths: string[] }) => e.paths.forEach((p) => this.forget(p)));
     router.on('inval_dir', (e: { paths: string[] }) => e.paths.forEach((p) => this.forgetDir(p)));
-    router.on('topology', () => this.forgetAll());
-    router.on('failover', () => this.forgetAll());
-    router.on('unavailable', () => this.forgetAll());
+    // What was learnt through one endpoint goes with it; other mounts keep their caches.
+    router.on('topology', (e: TopologyChange) => {
+      if (e.added.length > 0 || e.removed.length > 0) this.forgetAll(); // the synthetic tree changed
+      else for (const path of e.changed) this.forgetTree(path);
+    });
+    router.on('failover', (e: FailoverEvent) => this.forgetTree(e.mount_path));
+    router.on('unavailable', (e: UnavailableEvent) => this.forgetTree(e.mount_path));
   }
 
   /** Drops every cached attribute, listing, negative lookup and open proof. */
@@ -263,6 +268,7 @@ export class FuseFs {
 
   /** Drops everything cached at or below `path` (a renamed or removed directory). */
   private forgetTree(path: string): void {
+    if (path === '/') return this.forgetAll();
     this.forget(path);
     const prefix = `${path}/`;
     for (const map of [this.attrs, this.missing, this.dirs, this.proofs] as Array<Map<string, unknown>>) {

@@ -55,7 +55,11 @@ export interface WorkspaceRouterOptions {
   connect?: EndpointPoolOptions['connect'];
 }
 
-/** `topology` event: which mount paths appeared, disappeared or changed candidates. */
+/**
+ * `topology` event: which mount paths appeared or disappeared, and which changed the endpoint
+ * that serves them (their next operation connects anew). Candidates only reordered, with the
+ * serving endpoint kept (two online nodes alternating by lease expiry), are no change.
+ */
 export interface TopologyChange {
   mountPaths: string[];
   added: string[];
@@ -695,8 +699,9 @@ export class WorkspaceRouter extends EventEmitter {
       route.candidates = candidates;
       route.fingerprint = fp;
       if (moved) {
-        changed.push(path);
+        const served = route.active !== null;
         this.revalidateActive(route);
+        if (served && route.active === null) changed.push(path);
       }
     }
     for (const path of [...this.routes.keys()]) {
