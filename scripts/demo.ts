@@ -189,7 +189,7 @@ async function main(): Promise<void> {
   const nodes: Array<{ id: string; name: string; child: ChildProcess; url: string }> = [];
   for (const p of plan) {
     const invite = control(url, 'node_invite_create', { ttl_ms: 600_000 });
-    const args = ['--port', '0', '--node-name', p.name, '--control-url', url, '--invite-token', String(invite.invite_token), '--state-file', join(work, `${p.name}.state.json`), '--lease-ttl-ms', String(p.lease)];
+    const args = ['--port', '0', '--node-name', p.name, '--control-url', url, `--invite-token=${String(invite.invite_token)}`, '--state-file', join(work, `${p.name}.state.json`), '--lease-ttl-ms', String(p.lease)];
     for (const e of p.exports) args.push('--export', e);
     process.stdout.write(`$ svc-fs-node --port 0 --node-name ${p.name} --control-url ${url} --invite-token ${String(invite.invite_token).slice(0, 4)}... ${p.exports.map((e) => `--export ${e}`).join(' ')}\n`);
     const started = await startServer(p.name, BIN.fsNode, args, { SVC_AUTH_TOKEN: ADMIN });

@@ -78,4 +78,10 @@ describe('secrets', () => {
     expect(secretsEqual('a', 'a')).toBe(true);
     expect(secretsEqual('a', 'ab')).toBe(false);
   });
+
+  it('never starts a secret with "-" (it would be read as a command-line option)', () => {
+    const firsts = new Set(Array.from({ length: 5000 }, () => newSecret()[0]));
+    expect(firsts.has('-')).toBe(false);
+    expect(firsts.size).toBeGreaterThan(40); // still spread over the alphabet
+  });
 });

@@ -5,9 +5,16 @@
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 
-/** A new secret: 32 random bytes, base64url (43 characters). */
+/**
+ * A new secret: 32 random bytes, base64url (43 characters), never starting with `-` (a
+ * token is often passed as the next command-line argument, e.g. `--invite-token T`, and one
+ * that starts with `-` would be read as an option).
+ */
 export function newSecret(): string {
-  return randomBytes(32).toString('base64url');
+  for (;;) {
+    const s = randomBytes(32).toString('base64url');
+    if (s[0] !== '-') return s;
+  }
 }
 
 /** A short random id with a prefix, e.g. `newId('proj')` -> `proj-3f9a0c1b2d4e5f60`. */
