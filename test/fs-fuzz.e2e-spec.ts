@@ -15,6 +15,7 @@ import { startFsNode } from './helpers/fs-peer';
 import { RawPeer } from './helpers/raw-ws';
 
 const FRAMES = 6_000;
+const FS_TOKEN = 'fs-fuzz-token-0123456789';
 let node: Running;
 let base: string;
 
@@ -39,7 +40,7 @@ beforeAll(async () => {
   writeFileSync(join(base, 'outside', 'sentinel.txt'), 'outside the roots');
   writeFileSync(join(base, 'ro', 'keep.txt'), 'read-only');
   writeFileSync(join(base, 'rw', 'f.txt'), 'hello');
-  node = await startFsNode([`rw=${join(base, 'rw')}`, `ro=${join(base, 'ro')}:ro`], { args: ['--terminal-id', 'fz'], env: { SVC_LOG_LEVEL: 'warn' } });
+  node = await startFsNode([`rw=${join(base, 'rw')}`, `ro=${join(base, 'ro')}:ro`], { args: ['--terminal-id', 'fz', '--auth-token', FS_TOKEN], env: { SVC_LOG_LEVEL: 'warn' } });
 });
 
 afterAll(async () => {
@@ -90,7 +91,7 @@ function fsFrame(rand: () => number, ids: number[]): string | Buffer {
     rmdir: { name: pick(NAMES) },
     rename: { old_parent: pick(ids), old_name: pick(NAMES), new_parent: pick(ids), new_name: pick(NAMES) },
     symlink: { name: pick(NAMES), target: pick(['f.txt', '../outside/sentinel.txt', '/etc/passwd', '..', 'd/../../x']) },
-    hello: { protocol: 'unified-v2-fs', proto: 2 },
+    hello: { protocol: 'unified-v2-fs', proto: 2, auth_token: FS_TOKEN },
   };
   const frame: Record<string, unknown> = { channel: 'acheron', type: `acheron.t_fs_${op}`, tag: 1 + Math.floor(rand() * 1000), node, h: Math.floor(rand() * 8), payload: { ...(payloads[op] ?? {}) } };
   for (let i = Math.floor(rand() * 3); i > 0; i--) {
@@ -107,7 +108,7 @@ function fsFrame(rand: () => number, ids: number[]): string | Buffer {
 /** A negotiated raw session (binary data path on or off) and the node ids it can name. */
 async function peer(binary: boolean): Promise<{ p: RawPeer; ids: number[] }> {
   const p = await RawPeer.open(node.url, null);
-  await p.roundTrip({ channel: 'acheron', type: 'acheron.t_fs_hello', tag: 1, payload: { protocol: 'unified-v2-fs', proto: 2, binary } });
+  await p.roundTrip({ channel: 'acheron', type: 'acheron.t_fs_hello', tag: 1, payload: { protocol: 'unified-v2-fs', proto: 2, binary, auth_token: FS_TOKEN } });
   const ex = await p.roundTrip({ channel: 'acheron', type: 'acheron.t_fs_exports', tag: 2, payload: {} });
   const ids = ((ex.payload?.exports ?? []) as Array<{ root: number }>).map((e) => e.root);
   for (const root of [...ids]) {
@@ -150,7 +151,7 @@ it(`survives ${FRAMES} fuzzed FS frames: a reply or a close for each, nothing ou
   expect(treeDigest(join(base, 'outside'))).toBe(outside);
   expect(treeDigest(join(base, 'ro'))).toBe(ro);
   // a normal session still works
-  const c = await FsClient.connect({ url: node.url });
+  const c = await FsClient.connect({ url: node.url, authToken: FS_TOKEN });
   const { exports } = await c.request<{ exports: Array<{ name: string; root: number }> }>('exports');
   expect(exports.map((e) => e.name)).toEqual(expect.arrayContaining(['rw', 'ro', 'terminal-fz']));
   c.close();

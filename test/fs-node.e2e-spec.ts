@@ -73,12 +73,24 @@ describe('start-up and configuration', () => {
     ['a --label without daemon mode', ['--label', 'a=b'], /needs --control-url/],
     ['a bad --pair-mode', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--pair-mode', 'magic'], /--pair-mode must be invite or request/],
     ['an invalid service manifest', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--service-manifest', __filename], /invalid service manifest: .*fs-node\.e2e-spec\.ts/],
+    ['a terminal without FS session auth', ['--export', `w=${__dirname}`, '--terminal-id', 't1'], /--terminal-id runs programs for every FS session: it needs FS session auth/],
   ])('exits 2 with a clear message for %s', (_name, args, message) => {
     const r = runFsNode(['--port', '0', ...args]);
     expect(r.code).toBe(2);
     expect(r.stdout).toBe('');
     expect(r.stderr).toMatch(/^svc-fs-node: /);
     expect(r.stderr).toMatch(message);
+  });
+
+  it('warns when it listens beyond this host without FS session auth', async () => {
+    const open = await startFsNode([`work=${work}`], { args: ['--bind', '0.0.0.0'] });
+    await waitFor(() => /svc-fs-node: warning: FS session auth is off and ws:\/\/0\.0\.0\.0:\d+\/v2\/fs is reachable from other hosts: anyone who reaches it can read and write the exports/.test(open.stderr()), 5000);
+    await open.stop();
+    const closed = await startFsNode([`work=${work}`], { args: ['--bind', '0.0.0.0', '--auth-token', 'tok'] });
+    await waitFor(() => closed.stderr().includes('svc-fs-node ready'), 5000);
+    await sleep(200);
+    expect(closed.stderr()).not.toMatch(/warning/);
+    await closed.stop();
   });
 
   it('prints usage and exits 0 for --help', () => {

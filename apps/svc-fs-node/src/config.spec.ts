@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, loadFsNodeConfig, parseExport } from './config';
+import { ConfigError, isLoopbackBind, loadFsNodeConfig, parseExport } from './config';
 
 describe('svc-fs-node configuration', () => {
   let dir: string;
@@ -48,6 +48,19 @@ describe('svc-fs-node configuration', () => {
   ])('rejects %j', (argv, message) => {
     expect(() => loadFsNodeConfig(argv as string[], {}, dir)).toThrow(ConfigError);
     expect(() => loadFsNodeConfig(argv as string[], {}, dir)).toThrow(message as RegExp);
+  });
+
+  it('refuses a terminal without FS session auth in standalone mode', () => {
+    expect(() => loadFsNodeConfig(['--terminal-id', 't1'], {}, dir)).toThrow(/--terminal-id runs programs for every FS session: it needs FS session auth/);
+    expect(loadFsNodeConfig(['--terminal-id', 't1', '--auth-token', 'tok'], {}, dir).terminalIds).toEqual(['t1']);
+    expect(loadFsNodeConfig(['--terminal-id', 't1'], { SVC_FS_NODE_AUTH_TOKEN: 'tok' }, dir).terminalIds).toEqual(['t1']);
+    const daemon = loadFsNodeConfig(['--terminal-id', 't1', '--control-url', 'ws://127.0.0.1:1/'], { SVC_AUTH_TOKEN: 'role' }, dir);
+    expect(daemon.daemon).not.toBeNull();
+  });
+
+  it('tells loopback binds from reachable ones', () => {
+    for (const b of ['127.0.0.1', '127.1.2.3', '::1', 'localhost']) expect(isLoopbackBind(b)).toBe(true);
+    for (const b of ['0.0.0.0', '::', '10.0.0.5', '192.168.1.2', '127.0.0.1.evil']) expect(isLoopbackBind(b)).toBe(false);
   });
 
   it('reads the environment limits', () => {

@@ -87,7 +87,8 @@ Serves directories as FS exports on ws://ADDR:PORT/v2/fs (standalone mode).
   --export SPEC        NAME=PATH[:ro|:rw], repeatable (default work=.:rw); NAME is identifier-safe
   --auth-token T       require auth_token T in acheron.t_fs_hello (or SVC_FS_NODE_AUTH_TOKEN)
   --node-name NAME     node name reported in the hello and to the control plane (default: the host name)
-  --terminal-id ID     serve a terminal export terminal-ID (repeatable); requests run in --terminal-cwd
+  --terminal-id ID     serve a terminal export terminal-ID (repeatable); requests run in --terminal-cwd;
+                       needs --auth-token (or control daemon mode): it runs programs for its sessions
   --terminal-cwd DIR   directory terminal requests run in (default: the first read-write export)
   -h, --help           this text
 
@@ -236,7 +237,16 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
     throw new ConfigError('--terminal-id needs a read-write export or --terminal-cwd DIR for requests to run in');
   }
   config.daemon = loadDaemonConfig(values, env, cwd);
+  if (config.terminalIds.length > 0 && config.authToken === null && config.daemon === null) {
+    // Least privilege: a terminal runs programs for whoever opens an FS session.
+    throw new ConfigError('--terminal-id runs programs for every FS session: it needs FS session auth (--auth-token T or SVC_FS_NODE_AUTH_TOKEN) or control daemon mode (--control-url)');
+  }
   return config;
+}
+
+/** True for an address only this host can reach (127.0.0.0/8, ::1, localhost). */
+export function isLoopbackBind(bind: string): boolean {
+  return bind === 'localhost' || bind === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bind);
 }
 
 function parseMs(value: string | undefined, fallback: number, what: string, min: number, max = Number.MAX_SAFE_INTEGER): number {

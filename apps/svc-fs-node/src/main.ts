@@ -23,7 +23,7 @@ import { ExportDefinition, FsEndpointProfile, FsMetrics, FsNodeOptions, LocalDir
 import { AppLogger, ReadinessService } from '@svc/ops';
 import { CloseCode } from '@svc/protocol/wire';
 import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
-import { ConfigError, FS_NODE_USAGE, FsNodeConfig, loadFsNodeConfig } from './config';
+import { ConfigError, FS_NODE_USAGE, FsNodeConfig, isLoopbackBind, loadFsNodeConfig } from './config';
 import { FsNodeAppModule } from './fs-node.module';
 import { ManifestError, loadManifests } from './daemon/catalog-record';
 import { ControlDaemon, DaemonFatal } from './daemon/control-daemon';
@@ -160,6 +160,11 @@ async function main(): Promise<void> {
     'Bootstrap',
   );
   process.stdout.write(`listening on ${url}\n`);
+  if (config.authToken === null && config.daemon === null && !isLoopbackBind(config.bind)) {
+    const warning = `FS session auth is off and ${url} is reachable from other hosts: anyone who reaches it can ${exports.some((e) => !e.ro) ? 'read and write' : 'read'} the exports; give --auth-token T (or SVC_FS_NODE_AUTH_TOKEN)`;
+    logger.warn({ msg: warning }, 'Bootstrap');
+    process.stderr.write(`svc-fs-node: warning: ${warning}\n`);
+  }
 
   if (config.daemon) {
     const d = config.daemon;
