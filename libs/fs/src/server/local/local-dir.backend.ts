@@ -15,6 +15,7 @@
  */
 import { Logger } from '@nestjs/common';
 import { closeSync, constants as C, fstat, open as openCb, watch as fsWatch, BigIntStats } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
 import { promisify } from 'node:util';
 import { chmod, chown, lstat, mkdir, open, readdir, readlink, realpath, rename, rmdir, stat, statfs, symlink, truncate, unlink, utimes, FileHandle } from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
@@ -393,6 +394,14 @@ export class LocalDirBackend implements FsBackend {
   async symlink(dir: readonly string[], name: string, target: string): Promise<FsStat> {
     this.refuseIfRo();
     return this.inDir(dir, async (fd) => {
+      // A link that leads out of the root is refused (issue 3: traversal attempts are refused),
+      // judged on its text resolved from the directory's real path; links found on disk that
+      // lead out are still never followed (see atEntry and pinDir).
+      if (target === '' || target.includes('\0')) throw new FsError(Errno.EINVAL, 'symlink target must be a non-empty string without NUL');
+      const resolved = resolvePath(realPathOfFdSync(fd), target);
+      if (!isInside(this.root, resolved)) {
+        throw new FsError(Errno.EACCES, `symlink target ${JSON.stringify(target)} leads outside the export root`);
+      }
       await symlink(target, fdPath(fd, name));
       return toFsStat(await lstat(fdPath(fd, name), { bigint: true }));
     });
