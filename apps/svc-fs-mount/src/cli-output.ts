@@ -36,6 +36,8 @@ export class CliOutput {
    */
   report(e: unknown, path: string | null): void {
     const where = path === null ? '' : `${path}: `;
+    // A message that already starts with the path (the router names it) is not prefixed twice.
+    if (where && e instanceof Error && e.message.startsWith(where)) e.message = e.message.slice(where.length);
     if (e instanceof UsageError) this.fail(`svc-fs-mount: ${e.message}`, 2);
     else if (e instanceof MountUnavailableError) this.fail(`svc-fs-mount: ${where}${e.message} (errno ${e.errno})`, e.reachable ? 1 : 2);
     else if (e instanceof ProtocolError) {
