@@ -238,7 +238,7 @@ describe('svc-control acheron', () => {
   it('prints svc-control: PATH: <code>: <message> and exits 1 on errors', async () => {
     const missing = await cli(['cat', '/nodes/node-none']);
     expect(missing.code).toBe(1);
-    expect(missing.stderr).toMatch(/^svc-control: \/nodes\/node-none: enoent: /);
+    expect(missing.stderr).toBe('svc-control: /nodes/node-none: enoent: no such file or directory\n');
     const ro = await cli(['write', `/nodes/${ws.nodeIds.b}/NODE.json`, 'x']);
     expect(ro.code).toBe(1);
     expect(ro.stderr).toMatch(/: eperm: /);

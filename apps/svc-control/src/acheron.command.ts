@@ -102,7 +102,9 @@ export class AcheronCommand extends SessionCommand {
         await this.act(client, action, path, data);
       } catch (e) {
         if (e instanceof ControlError) {
-          this.out.fail(`svc-control: ${path}: ${e.code}: ${e.message}`, 1);
+          // The namespace often names the path itself: say it once.
+          const message = e.message.startsWith(`${path}: `) ? e.message.slice(path.length + 2) : e.message;
+          this.out.fail(`svc-control: ${path}: ${e.code}: ${message}`, 1);
           return;
         }
         throw e;
