@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { FsClient } from '../libs/client/src';
 import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
 import { startFsNode } from './helpers/fs-peer';
+import { prng } from './helpers/prng';
 import { RawPeer } from './helpers/raw-ws';
 
 const FRAMES = 6_000;
@@ -47,18 +48,6 @@ afterAll(async () => {
   await killAll();
   cleanupTmp();
 });
-
-/** mulberry32: a small seeded PRNG, so a failure can be replayed with its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const NAMES = ['f.txt', 'new.txt', 'd', '..', '.', '', '/', 'a/b', 'x\u0000y', '../outside/sentinel.txt', 'n'.repeat(300), 'ü', 'control', 'invoke.json'];
 const NASTY: unknown[] = [null, true, -1, 0, 1, 2, 3, 2 ** 53, 1e308, NaN, '', 'x'.repeat(70_000), [], {}, { __proto__: { polluted: true } }, '!!!not base64', '\ud800', 1.5];

@@ -5,6 +5,7 @@
  */
 import { closeSessions, session } from './helpers/control';
 import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc } from './helpers/processes';
+import { prng } from './helpers/prng';
 import { RawPeer } from './helpers/raw-ws';
 
 const FRAMES = 10_000;
@@ -18,18 +19,6 @@ afterAll(async () => {
   await killAll();
   cleanupTmp();
 });
-
-/** mulberry32: a small seeded PRNG, so a failure can be replayed with its seed. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const CORPUS: Array<Record<string, unknown>> = [
   { channel: 'control', type: 'control.ping', id: 1 },
