@@ -18,8 +18,9 @@
  * `acheron.e_fs_inval*` pushes (router `inval`/`inval_dir` events, sent for changes made on
  * the node by anyone), by topology changes, failovers and lost sessions (for the mount path
  * concerned only: a reorder of candidates that keeps the serving endpoint drops nothing), and
- * by this mount's own mutations. The kernel's own attribute and entry caches cannot be invalidated from here,
- * so they keep the short `attrTtlMs` (the mount's `attr_timeout`/`entry_timeout`).
+ * by this mount's own mutations. The kernel's own attribute and entry caches cannot be
+ * invalidated from here, so they keep the short `attrTtlMs` (the mount's
+ * `attr_timeout`/`entry_timeout`).
  */
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
