@@ -242,6 +242,10 @@ describe('svc-control acheron', () => {
     const ro = await cli(['write', `/nodes/${ws.nodeIds.b}/NODE.json`, 'x']);
     expect(ro.code).toBe(1);
     expect(ro.stderr).toMatch(/: eperm: /);
+    const dir = await cli(['cat', '/nodes']);
+    expect(dir.code).toBe(1);
+    expect(dir.stdout).toBe('');
+    expect(dir.stderr).toBe('svc-control: /nodes: eisdir: is a directory (use ls)\n');
     const usage = await cli(['bogus', '/']);
     expect(usage.code).toBe(2);
   });

@@ -32,6 +32,8 @@ class RuntimePath {
     private readonly c: ControlClient,
     readonly fid: number,
     private readonly iounit: number,
+    /** The walk reached a directory (`qid.type` `dir`). */
+    readonly isDir: boolean,
   ) {}
 
   /**
@@ -40,9 +42,9 @@ class RuntimePath {
    */
   static async open(c: ControlClient, path: string, mode: 'r' | 'w' | null): Promise<RuntimePath> {
     const fid = RuntimePath.nextFid++;
-    await c.acheron('acheron.t_walk', { fid: ROOT_FID, newfid: fid, path: segments(path) });
+    const walked = await c.acheron<{ qid?: { type?: string } }>('acheron.t_walk', { fid: ROOT_FID, newfid: fid, path: segments(path) });
     const iounit = mode === null ? 0 : (await c.acheron<{ iounit: number }>('acheron.t_open', { fid, mode })).iounit;
-    return new RuntimePath(c, fid, iounit);
+    return new RuntimePath(c, fid, iounit, walked.qid?.type === 'dir');
   }
 
   /** Streams the whole content to `sink`. */
@@ -137,6 +139,11 @@ export class AcheronCommand extends SessionCommand {
       }
       case 'cat': {
         const p = await RuntimePath.open(client, path, 'r');
+        if (p.isDir) {
+          // like cat(1): a directory has no content to print (`ls` lists it)
+          await p.clunk();
+          throw new ControlError('eisdir', 'is a directory (use ls)');
+        }
         await p.readAll((c) => process.stdout.write(c));
         await p.clunk();
         return;
