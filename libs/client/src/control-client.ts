@@ -158,13 +158,20 @@ export class ControlClient extends EventEmitter {
 
   private track<K>(map: Map<K, Pending>, key: K, envelope: object, timeoutMs: number): Promise<unknown> {
     if (this.closed) return Promise.reject(new ConnectionError('connection closed', 'closed'));
+    // Encoded first: a payload that cannot be encoded (a cycle, a BigInt) rejects with nothing registered.
+    let frame: string;
+    try {
+      frame = JSON.stringify(envelope);
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         map.delete(key);
         reject(new ConnectionError(`no reply within ${timeoutMs} ms`, 'timeout'));
       }, timeoutMs);
       map.set(key, { resolve, reject, timer });
-      this.ws.send(JSON.stringify(envelope));
+      this.ws.send(frame);
     });
   }
 

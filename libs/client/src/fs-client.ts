@@ -250,7 +250,14 @@ export class FsClient extends EventEmitter {
         reject(new ConnectionError(`no reply from ${this.url} within ${timeoutMs} ms`, 'timeout'));
       }, timeoutMs);
       this.pending.set(tag, { resolve, reject, timer });
-      send();
+      try {
+        send();
+      } catch (e) {
+        // nothing was sent (the frame could not be encoded): no reply will come
+        clearTimeout(timer);
+        this.pending.delete(tag);
+        reject(e);
+      }
     });
   }
 
