@@ -753,6 +753,29 @@ describe('ops endpoints and shutdown', () => {
     }, 3000);
   });
 
+  it('forgets the ids of removed nodes in every session that saw them (no growth over create/remove cycles)', async () => {
+    const seen = async () => Number((await metrics()).get('svc_fs_session_seen_nodes')![0].value);
+    const a = await FsPeer.connect(node.url);
+    const b = await FsPeer.connect(node.url);
+    const root = await a.root('work');
+    await b.root('work');
+    const before = await seen();
+    const dir = (await a.call('mkdir', { node: root }, { name: 'cycle', mode: 0o755 })).attr.id;
+    for (let i = 0; i < 50; i++) {
+      const { h } = await a.call('create', { node: dir }, { name: `f${i}`, mode: 0o644, flags: O.WRONLY });
+      await a.call('close', { h });
+    }
+    await b.call('readdirp', { node: (await b.call('lookup', { node: await b.root('work') }, { name: 'cycle' })).attr.id }, { cookie: 0, max: 100 });
+    expect(await seen()).toBeGreaterThanOrEqual(before + 2 * 50);
+    for (let i = 0; i < 50; i++) await a.call('unlink', { node: dir }, { name: `f${i}` });
+    await a.call('rmdir', { node: root }, { name: 'cycle' });
+    // the sessions are told (e_fs_inval all) and then drop the ids
+    await b.waitPush('acheron.e_fs_inval', (x) => x.node === dir && x.what === 'all', 2000);
+    await waitFor(async () => (await seen()) === before, 3000);
+    a.close();
+    b.close();
+  });
+
   it('exits 0 on SIGTERM after closing sessions with 1001', async () => {
     const n = await startFsNode([`work=${work}`]);
     const p = await FsPeer.connect(n.url);

@@ -1,7 +1,8 @@
 /**
  * FS node metrics (issue 3 item 5), prefix `svc_fs_`: operations by op and result
  * (`svc_fs_ops_total{op,result}`, result `ok` or the errno name, and their duration), bytes
- * read and written through handles, open FS sessions, open handles and known nodes. Gauges are
+ * read and written through handles, open FS sessions, open handles, known nodes and the node
+ * ids the sessions were given (what their memory holds for events). Gauges are
  * computed when scraped. No secret or path is ever a label.
  */
 import { Injectable } from '@nestjs/common';
@@ -25,5 +26,6 @@ export class FsMetrics {
     gauge('svc_fs_sessions', 'Open FS sessions (after a good hello)', () => sessions.size);
     gauge('svc_fs_open_handles', 'Open FS handles over all sessions', () => sessions.openHandles());
     gauge('svc_fs_nodes', 'Node ids currently known to the node table', () => table.size);
+    gauge('svc_fs_session_seen_nodes', 'Node ids handed to the open sessions (the events they get), summed over sessions', () => sessions.seenNodes());
   }
 }

@@ -121,6 +121,13 @@ export class FsSessionService {
     return n;
   }
 
+  /** Node ids handed to the open sessions, summed over sessions (their `seen` sets). */
+  seenNodes(): number {
+    let n = 0;
+    for (const s of this.sessions) n += s.seen.size;
+    return n;
+  }
+
   /** Closes every session (shutdown). */
   async closeAll(): Promise<void> {
     await Promise.all([...this.sessions].map((s) => this.close(s)));

@@ -43,6 +43,8 @@ export class InvalidationService implements OnModuleDestroy {
   private readonly log = new Logger('InvalidationService');
   private pendingNodes = new Map<number, { what: What; gen: number }>();
   private pendingDirs = new Map<number, number>();
+  /** Ids forgotten by the node table: dropped from the sessions' seen sets after their last push. */
+  private pendingForgotten: number[] = [];
   private flushTimer: NodeJS.Timeout | null = null;
   private raw = new Map<FsNode, Map<string, FsWatchEvent['type']>>();
   private rawTimer: NodeJS.Timeout | null = null;
@@ -99,12 +101,18 @@ export class InvalidationService implements OnModuleDestroy {
     return done;
   }
 
-  /** Stops watching forgotten nodes. */
+  /**
+   * Stops watching forgotten nodes; after the next flush (which still tells the sessions that
+   * saw them) their ids leave every session's seen set, so a session that lives through many
+   * `rm -rf build && make` cycles does not keep every id it was ever given.
+   */
   release(nodes: Iterable<FsNode>): void {
     for (const n of nodes) {
       n.watch?.close();
       n.watch = null;
+      this.pendingForgotten.push(n.id);
     }
+    if (this.pendingForgotten.length > 0) this.scheduleFlush();
   }
 
   onModuleDestroy(): void {
@@ -125,8 +133,10 @@ export class InvalidationService implements OnModuleDestroy {
     this.flushTimer = null;
     const nodes = this.pendingNodes;
     const dirs = this.pendingDirs;
+    const forgotten = this.pendingForgotten;
     this.pendingNodes = new Map();
     this.pendingDirs = new Map();
+    this.pendingForgotten = [];
     for (const session of this.sessions.all()) {
       for (const [id, { what, gen }] of nodes) {
         if (session.seen.has(id)) session.push(FS_INVAL_EVENT, { node: id, what, gen } satisfies InvalEvent);
@@ -134,6 +144,7 @@ export class InvalidationService implements OnModuleDestroy {
       for (const [id, dirGen] of dirs) {
         if (session.seen.has(id)) session.push(FS_INVAL_DIR_EVENT, { dir: id, dir_gen: dirGen } satisfies InvalDirEvent);
       }
+      for (const id of forgotten) session.seen.delete(id);
     }
   }
 
