@@ -60,6 +60,7 @@ export type FsWatchEvent = { type: 'rename' | 'change'; name: string | null };
 
 /** A live directory watch. */
 export interface FsWatch {
+  /** Stops the watch; its listener is not called after this returns, not even for earlier changes. */
   close(): void;
 }
 

@@ -46,7 +46,12 @@ export class InvalidationService implements OnModuleDestroy {
   /** Ids forgotten by the node table: dropped from the sessions' seen sets after their last push. */
   private pendingForgotten: number[] = [];
   private flushTimer: NodeJS.Timeout | null = null;
-  private raw = new Map<FsNode, Map<string, FsWatchEvent['type']>>();
+  /** Raw events per watched directory: per entry name, its merged type and the seq of its latest event. */
+  private raw = new Map<FsNode, Map<string, { type: FsWatchEvent['type']; seq: number }>>();
+  /** Counts raw watch events; orders them against the set-up of watches. */
+  private rawSeq = 0;
+  /** For each live watch, {@link rawSeq} when its set-up began (it sees every change after that). */
+  private readonly watchSeq = new WeakMap<object, number>();
   private rawTimer: NodeJS.Timeout | null = null;
   private processing = false;
   private stopped = false;
@@ -87,11 +92,15 @@ export class InvalidationService implements OnModuleDestroy {
       dir.watch = NO_WATCH;
       return Promise.resolve();
     }
+    const since = this.rawSeq;
     const done = backend
       .watch(dir.path(), (event) => this.onRaw(dir, event))
       .then((watch) => {
         if (watch && (!dir.live || this.stopped)) watch.close();
-        else dir.watch = watch ?? NO_WATCH;
+        else {
+          dir.watch = watch ?? NO_WATCH;
+          this.watchSeq.set(dir.watch, since);
+        }
       })
       .catch(() => {
         dir.watch = NO_WATCH;
@@ -155,7 +164,8 @@ export class InvalidationService implements OnModuleDestroy {
     let names = this.raw.get(dir);
     if (!names) this.raw.set(dir, (names = new Map()));
     const key = event.name ?? '';
-    if (names.get(key) !== 'rename') names.set(key, event.type);
+    const type = names.get(key)?.type === 'rename' ? 'rename' : event.type;
+    names.set(key, { type, seq: ++this.rawSeq });
     this.scheduleRaw();
   }
 
@@ -175,17 +185,17 @@ export class InvalidationService implements OnModuleDestroy {
       for (const [dir, names] of batch) {
         if (!dir.live) continue;
         let entriesChanged = false;
-        if (names.has('')) {
+        const unnamed = names.get('');
+        if (unnamed) {
           // The watch is dead (the directory was removed, moved or replaced on disk), or the
           // change could not be named: everything about the directory may have changed.
-          dir.watch?.close();
-          dir.watch = null;
+          this.dropWatchOlderThan(dir, unnamed.seq);
           this.nodeChanged(dir, 'all');
         }
-        for (const [name, type] of names) {
+        for (const [name, { type, seq }] of names) {
           if (type === 'rename' || name === '') entriesChanged = true;
           const child = name === '' ? undefined : this.table.peek(dir, name);
-          if (child) await this.restat(child, type);
+          if (child) await this.restat(child, type, seq);
         }
         if (entriesChanged) {
           this.dirChanged(dir);
@@ -199,8 +209,27 @@ export class InvalidationService implements OnModuleDestroy {
     }
   }
 
-  /** Finds out what happened to a known entry reported by a watch, and queues its event. */
-  private async restat(node: FsNode, type: FsWatchEvent['type']): Promise<void> {
+  /**
+   * Closes the watch of `node` if its set-up began before raw event number `seq` (a watch set up
+   * after the event already watches the directory as it is now, and is kept).
+   */
+  private dropWatchOlderThan(node: FsNode, seq: number): void {
+    const watch = node.watch;
+    if (!watch || (this.watchSeq.get(watch) ?? 0) >= seq) return;
+    watch.close();
+    node.watch = null;
+  }
+
+  /**
+   * Finds out what happened to a known entry reported by a watch (`type`, raw event number
+   * `seq`), and queues its event.
+   */
+  private async restat(node: FsNode, type: FsWatchEvent['type'], seq: number): Promise<void> {
+    // The entry was added, removed or replaced in its parent: a watch on the directory of that
+    // name may be on an inode that is no longer there (its own "gone" report can come late, or
+    // never when the new directory reuses the inode number). Drop it before the sessions hear
+    // of the change, so their next use watches what is there now.
+    if (type === 'rename') this.dropWatchOlderThan(node, seq);
     const before = { kind: node.kind, mtimeNs: node.mtimeNs, size: node.size };
     let what: What;
     try {

@@ -459,12 +459,20 @@ export class LocalDirBackend implements FsBackend {
       const ino = (await stat(fdPath(fd), { bigint: true })).ino;
       const self = real.slice(real.lastIndexOf('/') + 1);
       let watcher: ReturnType<typeof fsWatch>;
+      // Nothing is reported once the watch is closed, not even by a check still in flight: a
+      // late "gone" from a replaced watch must not tear down the watch that succeeded it.
+      let closed = false;
       const close = () => {
+        closed = true;
         if (this.watches.delete(watcher)) watcher.close();
+      };
+      const report = (event: FsWatchEvent) => {
+        if (!closed) listener(event);
       };
       // The directory itself was removed, moved or replaced: the watch is dead. Say so with a
       // name-less event (the service drops the watch and sets up a new one on next use).
       const gone = () => {
+        if (closed) return;
         close();
         listener({ type: 'rename', name: null });
       };
@@ -475,12 +483,12 @@ export class LocalDirBackend implements FsBackend {
           // inotify names events on the watched directory itself by its own name.
           if (name === self && type === 'rename') {
             lstat(real, { bigint: true }).then(
-              (st) => (st.ino === ino ? listener(event) : gone()),
+              (st) => (st.ino === ino ? report(event) : gone()),
               () => gone(),
             );
             return;
           }
-          listener(event);
+          report(event);
         });
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
