@@ -9,6 +9,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, closeSessions, failure, session } from './helpers/control';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, tmpDir } from './helpers/processes';
+import { RawPeer } from './helpers/raw-ws';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
 let ws: Workspace;
@@ -169,6 +170,36 @@ describe('routed node filesystems', () => {
     // the terminal export is not reachable through the fs service root
     expect((await failure(r.c.acheron('acheron.t_walk', { fid: 0, newfid: 901, path: seg(`/nodes/${ws.nodeIds.a}/fs/terminal-t1`) }))).code).toBe('enoent');
   });
+
+  it('t_flush abandons a pending routed request: no reply for its tag, the session goes on', async () => {
+    const peer = await RawPeer.open(ws.svc.url, ADMIN_TOKEN);
+    await peer.negotiate();
+    const ask = async (frame: Record<string, unknown>) => {
+      const m = await peer.roundTrip({ channel: 'acheron', ...frame });
+      if (!m.ok) throw new Error(JSON.stringify(m));
+      return m;
+    };
+    await ask({ type: 'acheron.t_version', tag: 1, version: 'acheron-1', msize: 65536 });
+    await ask({ type: 'acheron.t_attach', tag: 2, fid: 0 });
+    await ask({ type: 'acheron.t_walk', tag: 3, fid: 0, newfid: 5, path: seg(`/nodes/${ws.nodeIds.a}/terminal/t1/control/invoke.json`) });
+    await ask({ type: 'acheron.t_open', tag: 4, fid: 5, mode: 'rw' });
+    await ask({ type: 'acheron.t_write', tag: 5, fid: 5, offset: 0, data_b64: Buffer.from('{"argv":["sleep","1"]}').toString('base64') });
+    // the read runs the program: pending for about a second
+    const from = peer.messages.length;
+    peer.send({ channel: 'acheron', type: 'acheron.t_read', tag: 77, fid: 5, offset: 0, count: 4096 });
+    await sleep(100);
+    const flushed = await peer.roundTrip({ channel: 'acheron', type: 'acheron.t_flush', tag: 78, oldtag: 77 });
+    expect(flushed).toMatchObject({ type: 'acheron.r_flush', tag: 78, ok: true, payload: {} });
+    await sleep(1800);
+    expect(peer.messages.slice(from).filter((m) => m.tag === 77)).toEqual([]);
+    // the fid and the session still work; the program did run
+    expect(await ask({ type: 'acheron.t_clunk', tag: 6, fid: 5 })).toMatchObject({ payload: {} });
+    await ask({ type: 'acheron.t_walk', tag: 7, fid: 0, newfid: 6, path: seg(`/nodes/${ws.nodeIds.a}/terminal/t1/control/last_result.json`) });
+    await ask({ type: 'acheron.t_open', tag: 8, fid: 6, mode: 'r' });
+    const last = await ask({ type: 'acheron.t_read', tag: 9, fid: 6, offset: 0, count: 4096 });
+    expect(JSON.parse(Buffer.from(last.payload!.data_b64 as string, 'base64').toString())).toMatchObject({ exit_code: 0, timed_out: false });
+    peer.close();
+  });
 });
 
 describe('routed project filesystems', () => {
@@ -193,22 +224,6 @@ describe('routed project filesystems', () => {
     expect(await admin.ls(`/projects/${ws.project.project_id}/fs/term`)).toEqual(['t1']);
   });
 
-  it('reads again through /projects/<id>/fs after the primary of a failover path is killed', async () => {
-    const r = await runtime();
-    writeFileSync(join(ws.dirs.shared, 'failover.txt'), 'still here\n');
-    expect((await r.read(`/projects/${ws.project.project_id}/fs/shared/failover.txt`)).toString()).toBe('still here\n');
-    await ws.nodeA.kill();
-    await sleep(200);
-    const again = await runtime();
-    expect((await again.read(`/projects/${ws.project.project_id}/fs/shared/failover.txt`)).toString()).toBe('still here\n');
-    // the same session too
-    expect((await r.read(`/projects/${ws.project.project_id}/fs/shared/failover.txt`)).toString()).toBe('still here\n');
-    // a routed node that is down: eio naming the node
-    const down = await failure(again.read(`/nodes/${ws.nodeIds.a}/fs/work/q.txt`));
-    expect(down.code).toBe('eio');
-    expect(down.message).toContain(ws.nodeIds.a);
-    expect(await again.c.request('ping')).toEqual({});
-  });
 });
 
 describe('svc-control acheron', () => {
@@ -231,6 +246,9 @@ describe('svc-control acheron', () => {
     expect(piped.code).toBe(0);
     expect(readFileSync(join(ws.dirs.b, 'stdin.txt'), 'utf8')).toBe('piped in');
     expect((await cli(['ls', root])).stdout.split('\n')).toEqual(expect.arrayContaining(['cli.txt', 'stdin.txt']));
+    // ls of a file prints its name, like ls(1), for routed and projected JSON files alike
+    expect(await cli(['ls', `${root}/cli.txt`])).toMatchObject({ code: 0, stdout: 'cli.txt\n' });
+    expect(await cli(['ls', `/nodes/${ws.nodeIds.b}/NODE.json`])).toMatchObject({ code: 0, stdout: 'NODE.json\n' });
     const st = await cli(['stat', `${root}/cli.txt`]);
     expect(st.stdout).toMatch(/^name: cli\.txt\nkind: file\nsize: 17\nmode: 0644\nwritable: true\nmtime: /);
   });
@@ -254,15 +272,56 @@ describe('svc-control acheron', () => {
 describe('isolation', () => {
   it('gives two concurrent sessions with different roles their own projections', async () => {
     const [admin, user] = await Promise.all([runtime('admin', 'iso'), runtime('user', 'iso')]);
-    const [a, u] = await Promise.all([admin.ls(`/nodes/${ws.nodeIds.b}/services`), user.ls(`/nodes/${ws.nodeIds.b}/services`)]);
-    expect(a).toEqual(['fs']);
-    expect(u).toEqual(['fs']);
+    const [a, u] = await Promise.all([admin.ls(`/nodes/${ws.nodeIds.a}/services`), user.ls(`/nodes/${ws.nodeIds.a}/services`)]);
+    expect(a).toEqual(expect.arrayContaining(['fs', 'terminal-t1']));
+    expect(u).toContain('fs');
+    expect(u).not.toContain('terminal-t1');
+    // the admin-only terminal's dynamic mount root is absent for the user, not forbidden
+    expect((await failure(user.c.acheron('acheron.t_walk', { fid: 0, newfid: 70, path: seg(`/nodes/${ws.nodeIds.a}/terminal/t1`) }))).code).toBe('enoent');
+    expect(await admin.ls(`/nodes/${ws.nodeIds.a}/terminal/t1`)).toEqual(expect.arrayContaining(['README.md', 'control']));
     const [ta, tu] = await Promise.all([admin.ls('/'), user.ls('/')]);
     expect(ta).toContain('debug');
     expect(tu).not.toContain('debug');
     const [pa, pu] = await Promise.all([admin.ls('/projects'), user.ls('/projects')]);
     expect(pa).toContain(ws.project.project_id);
     expect(pu).toEqual([]);
+    // a binding made by the user session shows in its own tree only (bindings are per role)
+    await user.c.request('project_activate', { project_id: ws.project.project_id, project_token: ws.project.project_token });
+    const [pa2, pu2] = await Promise.all([admin.ls('/projects'), user.ls('/projects')]);
+    expect(pu2).toEqual([ws.project.project_id]);
+    expect(pa2).toEqual(pa);
+    const userStatus = JSON.parse((await user.read(`/projects/${ws.project.project_id}/STATUS.json`)).toString());
+    expect(userStatus).toMatchObject({ agent_id: 'iso', project_id: ws.project.project_id });
+    expect(userStatus.mounts.map((m: { mount_path: string }) => m.mount_path)).not.toContain('/term');
+    const adminSelf = await admin.c.request<{ project_id: string | null }>('workspace_status', {});
+    expect(adminSelf.project_id).toBeNull();
     void (admin.c as Client);
+  });
+});
+
+describe('failover (last: it kills a node)', () => {
+  it('reads again through /projects/<id>/fs after the node serving a failover path is killed', async () => {
+    const r = await runtime();
+    const project = ws.project.project_id;
+    writeFileSync(join(ws.dirs.shared, 'failover.txt'), 'still here\n');
+    expect((await r.read(`/projects/${project}/fs/shared/failover.txt`)).toString()).toBe('still here\n');
+    // kill the node that serves /shared now (selection follows the latest lease, so either may)
+    const status = JSON.parse((await r.read(`/projects/${project}/STATUS.json`)).toString()) as { mounts: Array<{ mount_path: string; node_id: string }> };
+    const serving = status.mounts.find((m) => m.mount_path === '/shared')!.node_id;
+    expect([ws.nodeIds.a, ws.nodeIds.b]).toContain(serving);
+    const victim = serving === ws.nodeIds.a ? ws.nodeA : ws.nodeB;
+    await victim.kill();
+    await sleep(200);
+    const again = await runtime();
+    expect((await again.read(`/projects/${project}/fs/shared/failover.txt`)).toString()).toBe('still here\n');
+    // the same session too, and a file it never read before (no cached content can answer)
+    expect((await r.read(`/projects/${project}/fs/shared/failover.txt`)).toString()).toBe('still here\n');
+    writeFileSync(join(ws.dirs.shared, 'after-kill.txt'), 'written after the kill\n');
+    expect((await r.read(`/projects/${project}/fs/shared/after-kill.txt`)).toString()).toBe('written after the kill\n');
+    // a routed node that is down: eio naming the node
+    const down = await failure(again.read(`/nodes/${serving}/fs/work/q.txt`));
+    expect(down.code).toBe('eio');
+    expect(down.message).toContain(serving);
+    expect(await again.c.request('ping')).toEqual({});
   });
 });

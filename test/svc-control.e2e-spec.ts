@@ -3,7 +3,7 @@
  * operator token handling, token discovery from the state directory, and `--watch`.
  */
 import { spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
 
@@ -91,6 +91,17 @@ describe('svc-control', () => {
     expect(status.path).toBe(join(stateDir, 'auth_tokens.json'));
     expect(status.admin_token).toMatch(/^[A-Za-z0-9_-]{43}$/);
     expect(status.user_token).not.toBe(status.admin_token);
+    expect(statSync(status.path).mode & 0o777).toBe(0o600);
+    // auth_rotate: the old user token opens nothing more, the new one does, and it is the one on disk
+    const as = (token: string, args: string[]) => runCli(BIN.control, ['--url', own.url, ...args], { env: { SVC_AUTH_TOKEN: token } });
+    const rotated = await as(status.admin_token, ['auth_rotate', '{"role":"user"}']);
+    expect(rotated.code).toBe(0);
+    const { token } = JSON.parse(rotated.stdout);
+    expect(token).not.toBe(status.user_token);
+    expect((await as(status.user_token, ['ping'])).code).toBe(2);
+    expect((await as(token, ['ping'])).code).toBe(0);
+    expect(JSON.parse(readFileSync(status.path, 'utf8'))).toEqual({ admin_token: status.admin_token, user_token: token });
+    expect(statSync(status.path).mode & 0o777).toBe(0o600);
     await own.stop();
   });
 

@@ -190,7 +190,7 @@ export class AcheronGateway {
         return { mode, content: this.listing(await fs.list(rel)) };
       }
       return { mode, routed: await fs.open(rel, mode) };
-    });
+    }, (late) => late.routed?.close());
     return { qid: { path: at, type: state.type }, iounit: iounitOf(locals.msize) };
   }
 
@@ -312,22 +312,33 @@ export class AcheronGateway {
   }
 
   /**
-   * Runs a request so that `t_flush {oldtag}` can abandon it: the request then sends no reply
-   * (PROTOCOL.md 9).
+   * Runs a request so that `t_flush {oldtag}` can abandon it (PROTOCOL.md 9): the request then
+   * sends no reply, as in 9P. A routed FS request already sent to its node still completes there
+   * (the FS protocol has no flush); what it yields after the flush is handed to `discard` (an
+   * open handle is closed, so an abandoned `t_open` leaks nothing).
    */
-  private async cancellable<T>(locals: RuntimeLocals, ctx: RequestContext, run: () => Promise<T> | T): Promise<T> {
+  private async cancellable<T>(locals: RuntimeLocals, ctx: RequestContext, run: () => Promise<T> | T, discard?: (late: T) => unknown): Promise<T> {
     const tag = ctx.frame.tag!;
+    let flushed = false;
     let cancel!: () => void;
     const cancelled = new Promise<never>((_, reject) => {
       cancel = () => {
+        flushed = true;
         ctx.replied = true;
         reject(new ProtocolError('eio', 'flushed'));
       };
     });
     cancelled.catch(() => undefined);
     locals.pending.set(tag, cancel);
+    const work = Promise.resolve().then(run);
+    if (discard) {
+      work.then(
+        (late) => flushed && Promise.resolve().then(() => discard(late)).catch(() => undefined),
+        () => undefined,
+      );
+    }
     try {
-      return await Promise.race([Promise.resolve().then(run), cancelled]);
+      return await Promise.race([work, cancelled]);
     } finally {
       locals.pending.delete(tag);
     }

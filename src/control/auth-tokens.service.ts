@@ -5,9 +5,10 @@
  * constant time; never logged.
  */
 import { Injectable, Logger } from '@nestjs/common';
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fail, newSecret, Role, secretsEqual } from '@svc/protocol';
+import { writeFileAtomicSync } from '@svc/ops';
 import { ServerConfig } from '../config';
 
 interface TokenFile {
@@ -81,8 +82,6 @@ export class AuthTokensService {
 
   private write(tokens: TokenFile): void {
     mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
-    const tmp = `${this.path}.tmp-${process.pid}`;
-    writeFileSync(tmp, JSON.stringify(tokens, null, 2) + '\n', { mode: 0o600 });
-    renameSync(tmp, this.path);
+    writeFileAtomicSync(this.path, JSON.stringify(tokens, null, 2) + '\n', 0o600);
   }
 }

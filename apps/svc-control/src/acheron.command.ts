@@ -122,18 +122,16 @@ export class AcheronCommand extends SessionCommand {
     switch (action) {
       case 'ls': {
         const p = await RuntimePath.open(client, path, 'r');
-        const chunks: Buffer[] = [];
-        await p.readAll((c) => chunks.push(c));
-        await p.clunk();
-        const text = Buffer.concat(chunks).toString('utf8');
-        let entries: Array<{ name: string; kind: string }>;
-        try {
-          entries = (JSON.parse(text) as { entries: Array<{ name: string; kind: string }> }).entries;
-        } catch {
+        if (!p.isDir) {
           // a file: ls prints its name, like ls(1)
+          await p.clunk();
           this.out.line(path.split('/').filter(Boolean).pop() ?? '/');
           return;
         }
+        const chunks: Buffer[] = [];
+        await p.readAll((c) => chunks.push(c));
+        await p.clunk();
+        const { entries } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { entries: Array<{ name: string; kind: string }> };
         for (const e of entries) this.out.line(e.kind === 'dir' ? `${e.name}/` : e.name);
         return;
       }
