@@ -6,7 +6,7 @@
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { cpSync, existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, ROOT, sleep, tmpDir, waitFor } from './helpers/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
@@ -76,7 +76,7 @@ describeFuse('FUSE mount', () => {
   it('copies 64 MiB of random bytes in and out with equal SHA-256', () => {
     const src = join(tmpDir(), 'random.bin');
     writeFileSync(src, randomBytes(64 * 1024 * 1024));
-    cpSync(src, join(mnt, 'b', 'random.bin'));
+    sh('cp', [src, join(mnt, 'b', 'random.bin')]);
     expect(sha(join(ws.dirs.b, 'random.bin'))).toBe(sha(src));
     const back = join(tmpDir(), 'back.bin');
     sh('cp', [join(mnt, 'b', 'random.bin'), back]);
@@ -137,12 +137,37 @@ describeFuse('FUSE mount', () => {
     expect(existsSync(join(ws.dirs.b, 'repo', '.git', 'HEAD'))).toBe(true);
   });
 
+  it('follows a mount path moved with project_mount_remove/project_mount_set while mounted', async () => {
+    const set = (mount_path: string) => ws.admin.request('project_mount_set', { project_id: ws.project.project_id, node_id: ws.nodeIds.a, export_name: 'work', mount_path });
+    const remove = (mount_path: string) => ws.admin.request('project_mount_remove', { project_id: ws.project.project_id, mount_path });
+    const top = () => sh('ls', ['-1', mnt]).trim().split('\n');
+    writeFileSync(join(ws.dirs.a, 'moved.txt'), 'node a work\n');
+    await remove('/a');
+    await set('/tools/a2');
+    await waitFor(() => (top().join() === 'b,shared,tools' ? true : undefined), 10_000);
+    expect(sh('cat', [join(mnt, 'tools', 'a2', 'moved.txt')])).toBe('node a work\n');
+    await remove('/tools/a2');
+    await set('/a');
+    await waitFor(() => (top().join() === 'a,b,shared' ? true : undefined), 10_000);
+    expect(sh('cat', [join(mnt, 'a', 'moved.txt')])).toBe('node a work\n');
+  });
+
   it('keeps reading /shared after its primary node is killed', async () => {
     writeFileSync(join(ws.dirs.shared, 'both.txt'), 'on both nodes\n');
     expect(sh('cat', [join(mnt, 'shared', 'both.txt')])).toBe('on both nodes\n');
-    await ws.nodeA.kill();
+    // the primary: the node workspace_status selects for /shared now (the latest lease wins)
+    const status = await ws.admin.request<{ mounts: Array<{ mount_path: string; node_id: string }> }>('workspace_status', {
+      project_id: ws.project.project_id,
+      project_token: ws.project.project_token,
+    });
+    const primary = status.mounts.find((m) => m.mount_path === '/shared')!.node_id;
+    await (primary === ws.nodeIds.a ? ws.nodeA : ws.nodeB).kill();
+    // a file nobody read before: no page, attribute or entry cache can answer for it
+    writeFileSync(join(ws.dirs.shared, 'after-kill.txt'), 'written after the kill\n');
+    expect(sh('cat', [join(mnt, 'shared', 'after-kill.txt')])).toBe('written after the kill\n');
     await sleep(1100); // let the attribute cache expire so the kernel asks again
     expect(sh('cat', [join(mnt, 'shared', 'both.txt')])).toBe('on both nodes\n');
+    expect(sh('ls', ['-1', join(mnt, 'shared')]).trim().split('\n')).toEqual(expect.arrayContaining(['after-kill.txt', 'both.txt']));
   });
 
   it('unmounts cleanly on SIGTERM, leaving no stale mount', async () => {
