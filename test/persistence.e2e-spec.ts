@@ -37,6 +37,15 @@ interface World {
   node: Credentials;
   invite: string;
   request: { request_id: string; request_secret: string };
+  /** Mutations other than creation, each checked after the restart. */
+  leaseExpiresAtMs: number;
+  rotated: { project_id: string; old: string; now: string };
+  revoked: { project_id: string; old: string };
+  deletedProject: string;
+  deletedNode: Credentials;
+  usedInvite: string;
+  approved: { request_id: string; request_secret: string; node_id: string };
+  denied: { request_id: string; request_secret: string };
 }
 
 async function populate(url: string): Promise<World> {
@@ -48,7 +57,41 @@ async function populate(url: string): Promise<World> {
   await user.request('project_activate', { project_id: project.project_id, project_token: project.project_token });
   const { invite_token: invite } = await admin.request<{ invite_token: string }>('node_invite_create', { ttl_ms: 600_000 });
   const request = await user.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: 'pending-node', fs_url: 'ws://h:1/' });
-  return { project, node, invite, request };
+  // updates, removals, rotations, revocations, deletions, decisions
+  await admin.request('project_update', { project_id: project.project_id, vision: 'survive twice' });
+  await admin.request('project_mount_set', { project_id: project.project_id, node_id: node.node_id, export_name: 'work', mount_path: '/gone' });
+  await admin.request('project_mount_remove', { project_id: project.project_id, mount_path: '/gone' });
+  const { lease_expires_at_ms: leaseExpiresAtMs } = await admin.request<{ lease_expires_at_ms: number }>('node_lease_refresh', { node_id: node.node_id, node_secret: node.node_secret, lease_ttl_ms: 3_600_000 });
+  const r = await admin.request<ProjectDetail>('project_create', { name: 'rotated' });
+  const other = await session(url, 'user', 'agent-r');
+  await other.request('project_activate', { project_id: r.project_id, project_token: r.project_token });
+  const { project_token: now } = await admin.request<{ project_token: string }>('project_token_rotate', { project_id: r.project_id });
+  const v = await admin.request<ProjectDetail>('project_create', { name: 'revoked' });
+  await admin.request('project_token_revoke', { project_id: v.project_id });
+  const d = await admin.request<ProjectDetail>('project_create', { name: 'deleted' });
+  await admin.request('project_delete', { project_id: d.project_id });
+  const deletedNode = await joinNode(admin, 'deleted-node', 600_000);
+  await admin.request('node_delete', { node_id: deletedNode.node_id });
+  const { invite_token: usedInvite } = await admin.request<{ invite_token: string }>('node_invite_create', { ttl_ms: 600_000 });
+  await user.request('node_join', { invite_token: usedInvite, node_name: 'used-invite', fs_url: 'ws://h:1/' });
+  const toApprove = await user.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: 'approved-node', fs_url: 'ws://h:1/' });
+  const { node_id: approvedId } = await admin.request<{ node_id: string }>('node_join_approve', { request_id: toApprove.request_id });
+  const denied = await user.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: 'denied-node', fs_url: 'ws://h:1/' });
+  await admin.request('node_join_deny', { request_id: denied.request_id });
+  return {
+    project,
+    node,
+    invite,
+    request,
+    leaseExpiresAtMs,
+    rotated: { project_id: r.project_id, old: r.project_token!, now },
+    revoked: { project_id: v.project_id, old: v.project_token! },
+    deletedProject: d.project_id,
+    deletedNode,
+    usedInvite,
+    approved: { ...toApprove, node_id: approvedId },
+    denied,
+  };
 }
 
 async function verify(url: string, w: World): Promise<void> {
@@ -56,7 +99,7 @@ async function verify(url: string, w: World): Promise<void> {
   const user = await session(url, 'user', 'agent-p');
   // project and its token
   const p = await user.request<ProjectDetail>('project_get', { project_id: w.project.project_id, project_token: w.project.project_token });
-  expect(p).toMatchObject({ name: 'persist', vision: 'survive', access_policy: { invoke: 'allow' }, token_locked: true });
+  expect(p).toMatchObject({ name: 'persist', vision: 'survive twice', access_policy: { invoke: 'allow' }, token_locked: true });
   expect(p.mounts).toEqual([expect.objectContaining({ mount_path: '/p', node_id: w.node.node_id, export_name: 'work', state: 'online' })]);
   // binding
   const status = await user.request<{ project_id: string; mounts: Array<{ auth_token?: string }> }>('workspace_status');
@@ -65,6 +108,7 @@ async function verify(url: string, w: World): Promise<void> {
   // node, lease and secret
   const { node } = await admin.request<{ node: { lease_expires_at_ms: number; node_name: string } }>('node_get', { node_id: w.node.node_id });
   expect(node.node_name).toBe('persist-node');
+  expect(node.lease_expires_at_ms).toBe(w.leaseExpiresAtMs);
   await expect(admin.request('node_lease_refresh', { node_id: w.node.node_id, node_secret: w.node.node_secret })).resolves.toBeDefined();
   expect((await failure(admin.request('node_lease_refresh', { node_id: w.node.node_id, node_secret: 'x' }))).code).toBe('node_auth_failed');
   // pending join request
@@ -73,6 +117,22 @@ async function verify(url: string, w: World): Promise<void> {
   expect(await user.request('node_join_status', w.request)).toMatchObject({ state: 'pending' });
   // invite still redeemable once
   await expect(user.request('node_join', { invite_token: w.invite, node_name: 'late', fs_url: 'ws://h:1/' })).resolves.toBeDefined();
+  // a rotated token: the old one fails, the new one opens, and the user's binding stays ended
+  expect((await failure(user.request('project_get', { project_id: w.rotated.project_id, project_token: w.rotated.old }))).code).toBe('project_auth_failed');
+  await expect(user.request('project_get', { project_id: w.rotated.project_id, project_token: w.rotated.now })).resolves.toMatchObject({ name: 'rotated' });
+  const other = await session(url, 'user', 'agent-r');
+  expect(await other.request('workspace_status')).toMatchObject({ project_id: null });
+  // a revoked token stays revoked
+  expect((await failure(user.request('project_get', { project_id: w.revoked.project_id, project_token: w.revoked.old }))).code).toBe('project_auth_failed');
+  expect(await admin.request('project_get', { project_id: w.revoked.project_id })).toMatchObject({ token_locked: false });
+  // deletions stay deleted
+  expect((await failure(admin.request('project_get', { project_id: w.deletedProject }))).code).toBe('project_not_found');
+  expect((await failure(admin.request('node_get', { node_id: w.deletedNode.node_id }))).code).toBe('node_not_found');
+  // a redeemed invite stays redeemed; decisions on join requests stay made
+  expect((await failure(user.request('node_join', { invite_token: w.usedInvite, node_name: 'again', fs_url: 'ws://h:1/' }))).code).toBe('invite_redeemed');
+  expect(await user.request('node_join_status', { request_id: w.approved.request_id, request_secret: w.approved.request_secret })).toMatchObject({ state: 'approved' });
+  await expect(admin.request('node_get', { node_id: w.approved.node_id })).resolves.toMatchObject({ node: { node_name: 'approved-node' } });
+  expect(await user.request('node_join_status', { request_id: w.denied.request_id, request_secret: w.denied.request_secret })).toMatchObject({ state: 'denied' });
 }
 
 describe.each([
