@@ -212,12 +212,15 @@ describe('encryption keys', () => {
   });
 });
 
-describe('torn writes', () => {
+describe.each([
+  ['plaintext', {}],
+  ['encrypted', { SVC_CONTROL_STATE_KEY_HEX: KEY }],
+])('torn writes (%s)', (_mode, env) => {
   it('always restarts with every acknowledged mutation after SIGKILL at random instants', async () => {
     const dir = tmpDir();
     const acked: string[] = [];
     for (let round = 0; round < 5; round++) {
-      const s = await startSvc({ stateDir: dir });
+      const s = await startSvc({ stateDir: dir, env });
       const admin = await session(s.url);
       // every earlier acknowledged project is there
       const { projects } = await admin.request<{ projects: Array<{ project_id: string }> }>('project_list');
@@ -240,7 +243,7 @@ describe('torn writes', () => {
       await Promise.all(writers);
       closeSessions();
     }
-    const last = await startSvc({ stateDir: dir });
+    const last = await startSvc({ stateDir: dir, env });
     const admin = await session(last.url);
     const { projects } = await admin.request<{ projects: Array<{ project_id: string }> }>('project_list');
     expect(acked.length).toBeGreaterThan(5);
