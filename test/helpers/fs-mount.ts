@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, openSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { BIN, Running, startProcess } from './processes';
 
 /**
@@ -34,6 +34,8 @@ export interface MountRun {
   stderr: string;
   /** Wall time, ms. */
   ms: number;
+  /** Peak resident set size (VmHWM) last seen, bytes; 0 unless `peakRss` was asked for. */
+  peakRssBytes: number;
 }
 
 /**
@@ -41,10 +43,11 @@ export interface MountRun {
  * @param options.stdinFile a file connected to standard input (binary-exact)
  * @param options.input bytes or text written to standard input
  * @param options.hashOnly do not keep standard output, only its SHA-256 and length
+ * @param options.peakRss sample the process's peak RSS from /proc every 20 ms (Linux)
  */
 export function runMount(
   args: string[],
-  options: { stdinFile?: string; input?: Buffer | string; env?: NodeJS.ProcessEnv; timeoutMs?: number; hashOnly?: boolean } = {},
+  options: { stdinFile?: string; input?: Buffer | string; env?: NodeJS.ProcessEnv; timeoutMs?: number; hashOnly?: boolean; peakRss?: boolean } = {},
 ): Promise<MountRun> {
   return new Promise((resolve) => {
     const t0 = Date.now();
@@ -65,9 +68,21 @@ export function runMount(
     });
     proc.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     const timer = setTimeout(() => proc.kill('SIGKILL'), options.timeoutMs ?? 30_000);
+    let peakRssBytes = 0;
+    const sampler = options.peakRss
+      ? setInterval(() => {
+          try {
+            const kib = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${proc.pid}/status`, 'utf8'));
+            if (kib) peakRssBytes = Math.max(peakRssBytes, Number(kib[1]) * 1024);
+          } catch {
+            /* exited */
+          }
+        }, 20)
+      : null;
     proc.once('close', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout: Buffer.concat(chunks), sha256: hash.digest('hex'), bytes, stderr, ms: Date.now() - t0 });
+      if (sampler) clearInterval(sampler);
+      resolve({ code, stdout: Buffer.concat(chunks), sha256: hash.digest('hex'), bytes, stderr, ms: Date.now() - t0, peakRssBytes });
     });
     if (proc.stdin) proc.stdin.end(options.input ?? '');
   });
