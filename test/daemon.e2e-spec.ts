@@ -7,7 +7,7 @@
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, closeSessions, failure, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
 
 afterEach(() => closeSessions());
 afterAll(async () => {
@@ -106,12 +106,32 @@ describe('pairing and the published record', () => {
     writeFileSync(join(servicesDir, 'a.json'), JSON.stringify({ services: [{ service_id: 'gpu', kind: 'compute', state: 'online', endpoints: ['/gpu'], capabilities: { cuda: true } }] }));
     const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'req-node', '--no-fs-service', '--terminal-id', 'x', '--terminal-allow-user', '--service-manifest', manifest, '--services-dir', servicesDir], dir);
     const pending = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((p) => p.node_name === 'req-node'), 10_000);
-    await admin.request('node_join_approve', { request_id: pending.request_id });
+    // an operator approves with svc-control
+    const approved = await runCli(BIN.control, ['--url', svc.url, 'node_join_approve', JSON.stringify({ request_id: pending.request_id })], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN } });
+    expect(approved.code).toBe(0);
+    expect(JSON.parse(approved.stdout)).toMatchObject({ node_name: 'req-node', node_id: expect.stringMatching(/^node-/), node_secret: expect.any(String) });
     const info = await nodeNamed(admin, 'req-node');
+    expect(info.node_id).toBe(JSON.parse(approved.stdout).node_id);
     const services = await servicesOf(admin, info.node_id, 3);
-    expect(services.map((s) => s.service_id)).toEqual(['terminal-x', 'search', 'gpu']);
-    expect(services[0].permissions).toEqual({ allow_roles: ['admin', 'user'], require_project_token: true });
-    expect(services[2]).toMatchObject({ kind: 'compute', capabilities: { cuda: true }, version: '1' });
+    const id = info.node_id;
+    const defaults = { version: '1', capabilities: {}, mounts: [], ops: {}, runtime: {}, permissions: {}, schema: {} };
+    expect(services).toEqual([
+      {
+        service_id: 'terminal-x',
+        kind: 'terminal',
+        version: '1',
+        state: 'online',
+        endpoints: [`/nodes/${id}/terminal/x`],
+        capabilities: { pty: true, terminal_id: 'x', invoke: true },
+        mounts: [{ mount_id: 'terminal-x', mount_path: `/nodes/${id}/terminal/x`, state: 'online' }],
+        ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } },
+        runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' },
+        permissions: { allow_roles: ['admin', 'user'], require_project_token: true },
+        schema: {},
+      },
+      { ...defaults, service_id: 'search', kind: 'index', state: 'online', endpoints: ['/search'] },
+      { ...defaults, service_id: 'gpu', kind: 'compute', state: 'online', endpoints: ['/gpu'], capabilities: { cuda: true } },
+    ]);
     // a change in the services dir is published again
     writeFileSync(join(servicesDir, 'b.json'), JSON.stringify({ service_id: 'extra', kind: 'misc', state: 'online', endpoints: ['/extra'] }));
     expect((await servicesOf(admin, info.node_id, 4)).map((s) => s.service_id)).toEqual(['terminal-x', 'search', 'gpu', 'extra']);
@@ -141,10 +161,14 @@ describe('resilience', () => {
     const port = new URL(svc.url).port;
     const admin = await session(svc.url);
     const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
-    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'res-node']);
+    const servicesDir = tmpDir('services-d-');
+    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'res-node', '--services-dir', servicesDir]);
     const info = await nodeNamed(admin, 'res-node');
+    await servicesOf(admin, info.node_id, 1);
     closeSessions();
     await svc.kill();
+    // a service added while the control plane is away is published once it is back
+    writeFileSync(join(servicesDir, 'late.json'), JSON.stringify({ service_id: 'late', kind: 'misc', state: 'online', endpoints: ['/late'] }));
     await sleep(10_000);
     // the FS server kept serving
     expect(node.proc.exitCode).toBeNull();
@@ -156,6 +180,7 @@ describe('resilience', () => {
       const { node: n } = await admin2.request<{ node: { last_seen_ms: number; state: string } }>('node_get', { node_id: info.node_id });
       return n.last_seen_ms >= restartedAt && n.state === 'online';
     }, 10_000);
+    expect((await servicesOf(admin2, info.node_id, 2)).map((x) => x.service_id)).toEqual(['fs', 'late']);
     expect(node.proc.exitCode).toBeNull();
   }, 60_000);
 

@@ -32,6 +32,13 @@ async function connect(options: { binary?: boolean; authToken?: string } = {}, u
   return p;
 }
 
+/** Writes a service manifest into a fresh temporary directory; returns its path. */
+function manifestFile(name: string, content: unknown): string {
+  const path = join(tmpDir('manifest-'), name);
+  fs.writeFileSync(path, JSON.stringify(content));
+  return path;
+}
+
 function lstatNs(path: string) {
   return fs.lstatSync(path, { bigint: true });
 }
@@ -73,6 +80,8 @@ describe('start-up and configuration', () => {
     ['a --label without daemon mode', ['--label', 'a=b'], /needs --control-url/],
     ['a bad --pair-mode', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--pair-mode', 'magic'], /--pair-mode must be invite or request/],
     ['an invalid service manifest', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--service-manifest', __filename], /invalid service manifest: .*fs-node\.e2e-spec\.ts/],
+    ['a manifest with a bad field', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--service-manifest', manifestFile('bad-field.json', { services: [{ service_id: 'ok', kind: 'k', state: 'online', endpoints: ['relative'] }] })], /bad-field\.json: services\[0\]\.endpoints/],
+    ['a manifest repeating a built-in service', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--service-manifest', manifestFile('dup.json', { service_id: 'fs', kind: 'fs', state: 'online', endpoints: ['/x'] })], /dup\.json: .*service_id.*fs/],
     ['a terminal without FS session auth', ['--export', `w=${__dirname}`, '--terminal-id', 't1'], /--terminal-id runs programs for every FS session: it needs FS session auth/],
   ])('exits 2 with a clear message for %s', (_name, args, message) => {
     const r = runFsNode(['--port', '0', ...args]);

@@ -25,7 +25,7 @@ import { CloseCode } from '@svc/protocol/wire';
 import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
 import { ConfigError, FS_NODE_USAGE, FsNodeConfig, isLoopbackBind, loadFsNodeConfig } from './config';
 import { FsNodeAppModule } from './fs-node.module';
-import { ManifestError, loadManifests } from './daemon/catalog-record';
+import { builtInServiceIds, ManifestError, loadManifests } from './daemon/catalog-record';
 import { ControlDaemon, DaemonFatal } from './daemon/control-daemon';
 
 function die(message: string, code = 2): never {
@@ -80,7 +80,7 @@ async function main(): Promise<void> {
   if (config.daemon) {
     // An invalid manifest is a startup error naming the file and field; nothing is published.
     try {
-      loadManifests(config.daemon.manifestFiles, config.daemon.servicesDir);
+      loadManifests(config.daemon.manifestFiles, config.daemon.servicesDir, builtInServiceIds(config.daemon.fsService, config.terminalIds));
     } catch (e) {
       if (e instanceof ManifestError) die(`invalid service manifest: ${e.message}`);
       throw e;

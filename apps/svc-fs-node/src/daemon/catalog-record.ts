@@ -106,11 +106,20 @@ export function loadManifestFile(file: string): ServiceEntry[] {
 }
 
 /**
- * Loads `--service-manifest` files then every `*.json` in `--services-dir` (sorted by name).
- * @throws ManifestError naming the file and field of the first invalid manifest, or a
- *   `service_id` that two manifests share
+ * The `service_id`s of the built-in providers a node publishes (SPEC.md "Built-in providers"):
+ * `fs` unless `--no-fs-service`, and `terminal-<id>` per `--terminal-id`. Manifests cannot use them.
  */
-export function loadManifests(files: string[], servicesDir: string | null): ServiceEntry[] {
+export function builtInServiceIds(fsService: boolean, terminalIds: readonly string[]): string[] {
+  return [...(fsService ? ['fs'] : []), ...terminalIds.map((id) => `terminal-${id}`)];
+}
+
+/**
+ * Loads `--service-manifest` files then every `*.json` in `--services-dir` (sorted by name).
+ * @param reserved service ids of the node's built-in providers ({@link builtInServiceIds})
+ * @throws ManifestError naming the file and field of the first invalid manifest, a
+ *   `service_id` that two manifests share, or one that a built-in provider has
+ */
+export function loadManifests(files: string[], servicesDir: string | null, reserved: readonly string[] = []): ServiceEntry[] {
   const paths = files.map((f) => resolve(f));
   if (servicesDir) {
     let names: string[];
@@ -126,6 +135,9 @@ export function loadManifests(files: string[], servicesDir: string | null): Serv
   const origin = new Map<string, string>();
   for (const file of paths) {
     for (const entry of loadManifestFile(file)) {
+      if (reserved.includes(entry.service_id)) {
+        throw new ManifestError(`${file}: service_id "${entry.service_id}" is a built-in service of this node (choose another id${entry.service_id === 'fs' ? ', or run with --no-fs-service' : ''})`);
+      }
       const first = origin.get(entry.service_id);
       if (first) throw new ManifestError(`${file}: service_id "${entry.service_id}" is also defined in ${first}`);
       origin.set(entry.service_id, file);

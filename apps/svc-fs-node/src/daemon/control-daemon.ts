@@ -11,7 +11,7 @@ import { watch, FSWatcher } from 'node:fs';
 import { ConnectionError, ControlClient, ControlError } from '@svc/client';
 import { NodeCredentials } from '@svc/protocol';
 import { Backoff, sleep } from './backoff';
-import { buildServices, loadManifests, ManifestError, nodePlatform } from './catalog-record';
+import { buildServices, builtInServiceIds, loadManifests, ManifestError, nodePlatform } from './catalog-record';
 import { NodeStateData, NodeStateFile } from './node-state';
 import type { DaemonConfig } from '../config';
 
@@ -267,7 +267,7 @@ export class ControlDaemon extends EventEmitter {
       fsService: this.options.fsService,
       terminalIds: this.options.terminalIds,
       terminalAllowUser: this.options.terminalAllowUser,
-      manifests: loadManifests(this.options.manifestFiles, this.options.servicesDir),
+      manifests: loadManifests(this.options.manifestFiles, this.options.servicesDir, builtInServiceIds(this.options.fsService, this.options.terminalIds)),
       labels: this.options.labels,
     });
     await client.request('node_service_upsert', this.payload({ node_id: creds.node_id, node_secret: creds.node_secret, platform: nodePlatform(), labels: this.options.labels, services }));
