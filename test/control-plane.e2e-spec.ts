@@ -37,8 +37,11 @@ describe('nodes: invites, joins, leases', () => {
     expect(creds).toMatchObject({ node_name: 'n-join' });
     for (const k of ['node_id', 'node_secret', 'fs_auth_token', 'lease_token']) expect(typeof (creds as unknown as Record<string, unknown>)[k]).toBe('string');
     expect(creds.node_secret).not.toBe(creds.fs_auth_token);
+    const nodesBefore = (await admin.request<{ nodes: unknown[] }>('node_list')).nodes;
     expect((await failure(user.request('node_join', { invite_token, node_name: 'again', fs_url: 'ws://h:1/' }))).code).toBe('invite_redeemed');
     expect((await failure(user.request('node_join', { invite_token: 'nope', node_name: 'x', fs_url: 'ws://h:1/' }))).code).toBe('invite_not_found');
+    // refused joins add no node
+    expect((await admin.request<{ nodes: unknown[] }>('node_list')).nodes).toEqual(nodesBefore);
     const { node } = await user.request<{ node: Record<string, unknown> }>('node_get', { node_id: creds.node_id });
     expect(node).toMatchObject({ node_id: creds.node_id, node_name: 'n-join', fs_url: 'ws://127.0.0.1:9/v2/fs', state: 'online', online: true, platform: { os: 'linux' } });
     expect(JSON.stringify(node)).not.toContain(creds.node_secret);
@@ -48,7 +51,9 @@ describe('nodes: invites, joins, leases', () => {
   it('refuses an expired invite with invite_expired', async () => {
     const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create', { ttl_ms: 1000 });
     await sleep(1100);
+    const nodesBefore = (await admin.request<{ nodes: unknown[] }>('node_list')).nodes;
     expect((await failure(admin.request('node_join', { invite_token, node_name: 'late', fs_url: 'ws://h:1/' }))).code).toBe('invite_expired');
+    expect((await admin.request<{ nodes: unknown[] }>('node_list')).nodes).toEqual(nodesBefore);
   });
 
   it('validates join payloads', async () => {
@@ -72,8 +77,11 @@ describe('nodes: invites, joins, leases', () => {
   it('refreshes a lease with the node secret only', async () => {
     const creds = await joinNode(admin, 'n-lease', 5000);
     const user = await session(svc.url, 'user');
-    expect((await failure(user.request('node_lease_refresh', { node_id: creds.node_id, node_secret: 'wrong' }))).code).toBe('node_auth_failed');
+    const before = await admin.request('node_get', { node_id: creds.node_id });
+    expect((await failure(user.request('node_lease_refresh', { node_id: creds.node_id, node_secret: 'wrong', lease_ttl_ms: 600_000, fs_url: 'ws://evil:1/' }))).code).toBe('node_auth_failed');
     expect((await failure(user.request('node_lease_refresh', { node_id: 'node-nope', node_secret: creds.node_secret }))).code).toBe('node_not_found');
+    // a refused refresh moves neither the lease nor the fs_url
+    expect(await admin.request('node_get', { node_id: creds.node_id })).toEqual(before);
     const r = await user.request<{ lease_expires_at_ms: number; lease_token: string }>('node_lease_refresh', {
       node_id: creds.node_id,
       node_secret: creds.node_secret,
@@ -203,6 +211,9 @@ describe('projects: life cycle, mounts, tokens, bindings', () => {
     expect((await failure(user.request('project_create', { name: 'x' }))).code).toBe('forbidden');
     expect((await failure(user.request('project_update', { project_id: p.project_id, name: 'x' }))).code).toBe('forbidden');
     expect((await failure(user.request('project_mount_set', { project_id: p.project_id, node_id: nodeA.node_id, export_name: 'w', mount_path: '/w' }))).code).toBe('forbidden');
+    // forbidden calls changed nothing
+    expect(await admin.request('project_get', { project_id: p.project_id })).toMatchObject({ name: 'gated', mount_count: 0 });
+    expect((await admin.request<{ projects: Array<{ name: string }> }>('project_list')).projects.filter((x) => x.name === 'x')).toEqual([]);
 
     expect(await user.request('project_activate', { project_id: p.project_id, project_token: p.project_token })).toEqual({
       agent_id: 'agent-g',
