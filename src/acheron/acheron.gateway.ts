@@ -332,10 +332,9 @@ export class AcheronGateway {
     locals.pending.set(tag, cancel);
     const work = Promise.resolve().then(run);
     if (discard) {
-      work.then(
-        (late) => flushed && Promise.resolve().then(() => discard(late)).catch(() => undefined),
-        () => undefined,
-      );
+      work
+        .then((late) => (flushed ? discard(late) : undefined))
+        .catch(() => undefined);
     }
     try {
       return await Promise.race([work, cancelled]);

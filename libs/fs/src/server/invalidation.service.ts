@@ -99,7 +99,7 @@ export class InvalidationService implements OnModuleDestroy {
         if (watch && (!dir.live || this.stopped)) watch.close();
         else {
           dir.watch = watch ?? NO_WATCH;
-          this.watchSeq.set(dir.watch, since);
+          if (watch) this.watchSeq.set(watch, since);
         }
       })
       .catch(() => {
