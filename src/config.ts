@@ -13,7 +13,7 @@ export class ServerConfig {
   bind: string;
   /** WebSocket port; 0 picks a free one. */
   port: number;
-  /** Absolute path of the state directory (snapshot, role tokens, lock). */
+  /** Absolute path of the state directory (`state.db`, role tokens, lock). */
   stateDir: string;
   /** Ops HTTP port (`SVC_METRICS_PORT`); null: no ops listener. */
   metricsPort: number | null;
@@ -21,6 +21,8 @@ export class ServerConfig {
   maxMessageBytes: number;
   /** AES-256 key of the snapshot (`SVC_CONTROL_STATE_KEY_HEX`), or null: plaintext snapshot. */
   stateKey: Buffer | null;
+  /** Commit durability (`SVC_STATE_SYNC`): `normal` survives a killed process, `full` also power loss. */
+  stateSync: 'normal' | 'full';
   /** Operator token (`SVC_CONTROL_OPERATOR_TOKEN`), or null: gate off. */
   operatorToken: string | null;
   /** Role tokens from the environment (`SVC_ADMIN_TOKEN`, `SVC_USER_TOKEN`); null: generated. */
@@ -40,6 +42,8 @@ export class ServerConfig {
 export class ConfigError extends Error {}
 
 export const SERVER_USAGE = `usage: svc [--bind ADDR] [--port PORT] [--state-dir DIR]
+       svc state export [--out FILE] [--state-dir DIR]
+       svc state import FILE [--state-dir DIR]
 
   --bind ADDR        listen address (default ${DEFAULT_BIND})
   --port PORT        WebSocket port, 0 picks a free one (default ${DEFAULT_SVC_PORT})
@@ -47,7 +51,8 @@ export const SERVER_USAGE = `usage: svc [--bind ADDR] [--port PORT] [--state-dir
 
 environment:
   SVC_METRICS_PORT             serve /livez /readyz /metrics /metrics.json on this port
-  SVC_CONTROL_STATE_KEY_HEX    64 hex characters: encrypt the state snapshot (AES-256-GCM)
+  SVC_CONTROL_STATE_KEY_HEX    64 hex characters: encrypt stored records (AES-256-GCM)
+  SVC_STATE_SYNC               normal (default: survives a killed process) or full (also power loss; an fsync per commit)
   SVC_CONTROL_OPERATOR_TOKEN   require payload.operator_token on protected mutations
   SVC_ADMIN_TOKEN, SVC_USER_TOKEN  role tokens (generated into <state-dir>/auth_tokens.json if unset)
   SVC_MAX_MESSAGE_BYTES        largest frame in bytes (default 8 MiB)
@@ -111,6 +116,9 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   config.metricsPort = nonEmpty(env.SVC_METRICS_PORT) !== null ? parsePort(env.SVC_METRICS_PORT as string, 'SVC_METRICS_PORT') : null;
   config.maxMessageBytes = parsePositiveInt(env.SVC_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, 'SVC_MAX_MESSAGE_BYTES', 1024);
   config.stateKey = parseStateKey(env.SVC_CONTROL_STATE_KEY_HEX);
+  const sync = nonEmpty(env.SVC_STATE_SYNC) ?? 'normal';
+  if (sync !== 'normal' && sync !== 'full') throw new ConfigError(`SVC_STATE_SYNC must be normal or full; got ${JSON.stringify(sync)}`);
+  config.stateSync = sync;
   config.operatorToken = nonEmpty(env.SVC_CONTROL_OPERATOR_TOKEN);
   config.adminToken = nonEmpty(env.SVC_ADMIN_TOKEN);
   config.userToken = nonEmpty(env.SVC_USER_TOKEN);

@@ -5,7 +5,8 @@
  * (PROTOCOL.md 1).
  *
  * Exit codes: 0 after a clean shutdown; 2 when the configuration is invalid, the state cannot
- * be loaded (wrong key, unreadable snapshot) or the port cannot be bound.
+ * be loaded (wrong key, foreign or damaged store, a schema newer than this code) or the port
+ * cannot be bound. `svc state export|import` are the backup commands (src/state-cli).
  */
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
@@ -22,7 +23,22 @@ function die(message: string, code = 2): never {
   process.exit(code);
 }
 
+/** `svc state export|import ...`: the state commands (nest-commander), loaded only for them. */
+async function stateCommand(): Promise<void> {
+  const { CommandFactory } = await import('nest-commander');
+  const { StateCliModule } = await import('./state-cli/state-cli.module');
+  await CommandFactory.run(StateCliModule, {
+    logger: false,
+    cliName: 'svc',
+    errorHandler: (err: Error & { code?: string }) => {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
+      process.exit(2);
+    },
+  });
+}
+
 async function main(): Promise<void> {
+  if (process.argv[2] === 'state') return stateCommand();
   let config: ServerConfig;
   try {
     config = loadServerConfig(process.argv.slice(2), process.env);

@@ -356,7 +356,7 @@ describe('workspace status', () => {
     const pinned = await session(svc.url, 'user', 'agent-d');
     const other = await session(svc.url, 'user', 'agent-e');
     const unpinned = await session(svc.url, 'user', 'agent-f');
-    await pinned.request('workspace_status', { project_id: p.project_id, project_token: p.project_token });
+    const before = await pinned.request<{ revision: number }>('workspace_status', { project_id: p.project_id, project_token: p.project_token });
     await other.request('workspace_status', { project_id: q.project_id, project_token: q.project_token });
     const got: Record<string, Array<Record<string, unknown>>> = { pinned: [], other: [], unpinned: [] };
     for (const [name, c] of Object.entries({ pinned, other, unpinned })) {
@@ -366,8 +366,9 @@ describe('workspace status', () => {
     }
     await admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/new' });
     const delta = await waitFor(() => got.pinned[0], 3000);
-    expect(delta).toMatchObject({ project_id: p.project_id, availability: { mounts_total: 1, online: 1 } });
-    expect(delta.mounts).toEqual([expect.objectContaining({ mount_path: '/new', node_id: n.node_id, auth_token: n.fs_auth_token })]);
+    expect(delta).toMatchObject({ project_id: p.project_id, revision: before.revision + 1, removed: [], availability: { mounts_total: 1, online: 1 } });
+    expect(delta.changed).toEqual([expect.objectContaining({ mount_path: '/new', node_id: n.node_id, auth_token: n.fs_auth_token })]);
+    expect(delta.desired).toEqual(delta.changed);
     await sleep(500);
     expect(got.other).toEqual([]);
     expect(got.unpinned).toEqual([]);

@@ -4,7 +4,7 @@
  * untouched; secrets are never in the snapshot in plaintext; torn writes never corrupt it.
  */
 import { createHash } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
@@ -19,8 +19,18 @@ afterAll(async () => {
   cleanupTmp();
 });
 
-const snapshotOf = (dir: string) => readFileSync(join(dir, 'state.json'), 'utf8');
-const digest = (dir: string) => createHash('sha256').update(readFileSync(join(dir, 'state.json'))).digest('hex');
+/** Every byte the store keeps in the state directory (database, WAL, key check; not the role token copy), as text. */
+const snapshotOf = (dir: string) =>
+  readdirSync(dir)
+    .filter((f) => f !== 'auth_tokens.json' && f !== 'state.lock')
+    .map((f) => readFileSync(join(dir, f)).toString('latin1'))
+    .join('\n');
+/** Names and contents of every file in the state directory. */
+const digest = (dir: string) => {
+  const h = createHash('sha256');
+  for (const f of readdirSync(dir).sort()) h.update(f).update('\0').update(readFileSync(join(dir, f)));
+  return h.digest('hex');
+};
 
 /** Starts svc expecting it to refuse: returns exit code and stderr. */
 function refuses(stateDir: string, env: NodeJS.ProcessEnv): { code: number | null; stderr: string } {
@@ -150,9 +160,9 @@ describe.each([
     if (mode === 'encrypted') {
       expect(snapshot).not.toContain(w.node.fs_auth_token);
       expect(snapshot).not.toContain('persist-node');
-      expect(JSON.parse(snapshot)).toMatchObject({ format: 'svc-control-state', encryption: { alg: 'AES-256-GCM' } });
+      expect(JSON.parse(readFileSync(join(first.stateDir, 'state.keycheck.json'), 'utf8'))).toMatchObject({ encrypted: true });
     } else {
-      expect(JSON.parse(snapshot).state.projects[0].name).toBe('persist');
+      expect(snapshot).toContain('"name":"persist"');
     }
     const second = await startSvc({ stateDir: first.stateDir, env });
     await verify(second.url, w);
@@ -179,6 +189,7 @@ describe('encryption keys', () => {
     const wrong = refuses(s.stateDir, { SVC_CONTROL_STATE_KEY_HEX: OTHER_KEY });
     expect(wrong.code).toBe(2);
     expect(wrong.stderr).toContain('cannot decrypt');
+    expect(existsSync(join(s.stateDir, 'state.lock'))).toBe(false);
     const none = refuses(s.stateDir, { SVC_CONTROL_STATE_KEY_HEX: '' });
     expect(none.code).toBe(2);
     expect(none.stderr).toContain('is encrypted');
@@ -188,7 +199,7 @@ describe('encryption keys', () => {
     await again.stop();
   });
 
-  it('reads a plaintext snapshot while a key is set and rewrites it encrypted', async () => {
+  it('reads a plaintext store while a key is set and rewrites it encrypted, leaving no plaintext behind', async () => {
     const s = await startSvc();
     const w = await populate(s.url);
     closeSessions();
@@ -196,18 +207,34 @@ describe('encryption keys', () => {
     expect(snapshotOf(s.stateDir)).toContain('persist-node');
     const enc = await startSvc({ stateDir: s.stateDir, env: { SVC_CONTROL_STATE_KEY_HEX: KEY } });
     expect(snapshotOf(s.stateDir)).not.toContain('persist-node');
-    expect(JSON.parse(snapshotOf(s.stateDir)).encryption).toBeDefined();
+    expect(snapshotOf(s.stateDir)).not.toContain(w.node.fs_auth_token);
     await verify(enc.url, w);
     await enc.stop();
   });
 
-  it('refuses an unparseable snapshot and leaves it untouched', () => {
+  it('refuses an unparseable snapshot of an earlier version and leaves it untouched', () => {
     const dir = tmpDir();
     writeFileSync(join(dir, 'state.json'), '{"format":"svc-control-state", truncated');
     const before = digest(dir);
     const r = refuses(dir, {});
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('not a readable snapshot');
+    expect(digest(dir)).toBe(before);
+  });
+
+  it('refuses a damaged or foreign database file and leaves it untouched', () => {
+    const dir = tmpDir();
+    writeFileSync(join(dir, 'state.db'), Buffer.concat([Buffer.from('SQLite format 3\0'), Buffer.alloc(4080, 7)]));
+    let before = digest(dir);
+    let r = refuses(dir, {});
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/state\.db/);
+    expect(digest(dir)).toBe(before);
+    writeFileSync(join(dir, 'state.db'), 'not a database at all, just text that is long enough to have a header.............................................................');
+    before = digest(dir);
+    r = refuses(dir, {});
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('is not an SQLite database');
     expect(digest(dir)).toBe(before);
   });
 });

@@ -40,8 +40,8 @@ export class ControlPlaneTopologySource extends EventEmitter implements Topology
 
   async start(): Promise<Topology> {
     this.current = this.read();
-    this.sub = this.availability.topologyChanged$.subscribe((id) => {
-      if (id === this.projectId) void this.refresh();
+    this.sub = this.availability.topologyChanged$.subscribe((change) => {
+      if (change.project_id === this.projectId && (change.paths.length > 0 || change.deleted || change.pinCheck)) void this.refresh();
     });
     return this.current;
   }

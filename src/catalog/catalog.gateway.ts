@@ -9,6 +9,7 @@ import { Subscription } from 'rxjs';
 import {
   InviteCreateDto,
   LeaseRefreshDto,
+  LeaseReleaseDto,
   NodeJoinApproveDto,
   NodeJoinDenyDto,
   NodeJoinDto,
@@ -137,6 +138,11 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.node_lease_refresh')
   leaseRefresh(@Payload() body: LeaseRefreshDto) {
     return this.nodes.refreshLease(body);
+  }
+
+  @SubscribeMessage('control.node_lease_release')
+  leaseRelease(@Payload() body: LeaseReleaseDto) {
+    return this.nodes.releaseLease(body.node_id, body.node_secret);
   }
 
   @SubscribeMessage('control.node_list')

@@ -89,14 +89,16 @@ export class CatalogService implements OnModuleDestroy {
       const node = s.nodes.get(nodeId);
       if (!node) throw new ProtocolError('node_not_found', `node ${nodeId} not found; pair again`);
       const now = this.clock.now();
-      const record = s.catalog.get(nodeId) ?? { node_id: nodeId, platform: node.platform, labels: node.labels, services: [], updated_at_ms: now };
-      const before = record.services;
-      if (platform) record.platform = node.platform = platform;
-      if (labels) record.labels = node.labels = labels;
-      if (services) record.services = services;
-      record.updated_at_ms = now;
-      s.catalog.set(nodeId, record);
-      node.last_seen_ms = now;
+      const prior = s.catalog.get(nodeId);
+      const before = prior?.services ?? [];
+      const record = s.catalog.put({
+        node_id: nodeId,
+        platform: platform ?? prior?.platform ?? node.platform,
+        labels: labels ?? prior?.labels ?? node.labels,
+        services: services ?? before,
+        updated_at_ms: now,
+      });
+      s.nodes.put({ ...node, platform: platform ?? node.platform, labels: labels ?? node.labels, last_seen_ms: now });
       return {
         view: { node_id: nodeId, node_name: node.node_name, platform: record.platform, labels: record.labels, services: record.services },
         change: { event: 'upsert' as const, node_id: nodeId, before, after: record.services, ts_ms: now },

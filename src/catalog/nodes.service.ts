@@ -1,7 +1,8 @@
 /**
  * Nodes: invites, joins (by invite or by approved request), leases, listing and deletion
  * (PROTOCOL.md 5; issue 2 item 6). Node secrets, invite tokens and request secrets are
- * returned once and stored only as SHA-256 digests.
+ * returned once and stored only as SHA-256 digests; credentials approved but not yet fetched
+ * are stored sealed to the request secret (see sealed-credentials.ts).
  */
 import { Injectable } from '@nestjs/common';
 import { Subject } from 'rxjs';
@@ -21,7 +22,9 @@ import {
   ProtocolError,
   sha256Hex,
 } from '@svc/protocol';
-import { ControlState, JoinRequestRecord, NodeRecord } from '../persistence/state.model';
+import { JoinRequestRecord, NodeRecord } from '../persistence/state.model';
+import { StateDraft } from '../persistence/state.draft';
+import { openCredentials, sealCredentials, sealPublicKey } from './sealed-credentials';
 import { StateService } from '../persistence/state.service';
 import { Clock } from '../common/clock';
 
@@ -38,8 +41,6 @@ function platformOf(p: Platform | undefined): Platform {
 
 @Injectable()
 export class NodesService {
-  /** Credentials of approved requests not yet fetched by their node (memory only: never in a snapshot). */
-  private readonly undelivered = new Map<string, NodeCredentials>();
   /** Ids of deleted nodes, after the deletion is durable. */
   readonly deleted$ = new Subject<string>();
 
@@ -94,7 +95,7 @@ export class NodesService {
       const now = this.clock.now();
       this.prune(s, now);
       const expires = now + ttlMs;
-      s.invites.set(digest, { invite_sha256: digest, created_at_ms: now, expires_at_ms: expires, redeemed_at_ms: null, node_id: null });
+      s.invites.put({ invite_sha256: digest, created_at_ms: now, expires_at_ms: expires, redeemed_at_ms: null, node_id: null });
       return { invite_token: token, expires_at_ms: expires };
     });
   }
@@ -112,8 +113,7 @@ export class NodesService {
       if (invite.redeemed_at_ms !== null) fail('invite_redeemed', 'this invite was already used; ask an admin for a new one (control.node_invite_create)');
       if (invite.expires_at_ms <= now) fail('invite_expired', 'this invite has expired; ask an admin for a new one (control.node_invite_create)');
       const { node, credentials } = this.createNode(s, input.node_name, input.fs_url, platformOf(input.platform), input.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS, now);
-      invite.redeemed_at_ms = now;
-      invite.node_id = node.node_id;
+      s.invites.put({ ...invite, redeemed_at_ms: now, node_id: node.node_id });
       return credentials;
     });
   }
@@ -129,12 +129,14 @@ export class NodesService {
   }> {
     const secret = newSecret();
     const requestId = newId('join');
+    const sealKey = sealPublicKey(secret, requestId);
     return this.store.mutate((s) => {
       const now = this.clock.now();
       this.prune(s, now);
       const rec: JoinRequestRecord = {
         request_id: requestId,
         request_secret_sha256: sha256Hex(secret),
+        seal_public_key: sealKey,
         node_name: input.node_name,
         fs_url: input.fs_url,
         platform: platformOf(input.platform),
@@ -144,13 +146,15 @@ export class NodesService {
         node_id: null,
         delivered: false,
       };
-      s.joinRequests.set(requestId, rec);
+      s.joinRequests.put(rec);
       return { request_id: requestId, request_secret: secret, node_name: rec.node_name, fs_url: rec.fs_url, platform: rec.platform, requested_at_ms: now };
     });
   }
 
   /**
-   * State of a join request; the credentials are returned once, on the first call after approval.
+   * State of a join request; the credentials are returned once, on the first call after
+   * approval: those of the approval, opened with the request secret (or, for a request
+   * approved before an import, with a new node secret).
    * @throws ProtocolError `pending_join_not_found` (unknown id or wrong secret: indistinguishable)
    */
   async joinStatus(requestId: string, secret: string): Promise<{ state: JoinRequestRecord['state']; request_id: string; credentials?: NodeCredentials }> {
@@ -163,11 +167,14 @@ export class NodesService {
       const r = s.joinRequests.get(requestId);
       const node = r?.node_id ? s.nodes.get(r.node_id) : undefined;
       if (!r || !node) fail('pending_join_not_found', `join request ${requestId} was approved but its node has since been deleted; file a new request`);
-      let credentials = this.undelivered.get(requestId);
+      if (r.delivered) return { state: r.state, request_id: requestId };
+      const sealed = s.undelivered.get(requestId);
+      const opened = sealed ? openCredentials(sealed.sealed, secret, requestId) : null;
+      let credentials = opened ? (JSON.parse(opened) as NodeCredentials) : null;
       if (!credentials || credentials.node_id !== node.node_id) {
-        // The server restarted since approval: the secret only ever existed in memory, so issue a new one.
+        // No sealed credentials for this node (imported from an earlier version): issue a new secret.
         const nodeSecret = newSecret();
-        node.secret_sha256 = sha256Hex(nodeSecret);
+        s.nodes.put({ ...node, secret_sha256: sha256Hex(nodeSecret) });
         credentials = {
           node_id: node.node_id,
           node_name: node.node_name,
@@ -177,8 +184,8 @@ export class NodesService {
           lease_expires_at_ms: node.lease_expires_at_ms,
         };
       }
-      r.delivered = true;
-      this.undelivered.delete(requestId);
+      s.joinRequests.put({ ...r, delivered: true });
+      s.undelivered.delete(requestId);
       return { state: r.state, request_id: requestId, credentials };
     });
   }
@@ -194,21 +201,18 @@ export class NodesService {
 
   /**
    * Approves a pending request: creates the node and returns its credentials (also delivered
-   * once to the node through {@link joinStatus}).
+   * once to the node through {@link joinStatus}, sealed to its request secret meanwhile).
    * @throws ProtocolError `pending_join_not_found` when unknown or already decided
    */
   async approve(requestId: string, leaseTtlMs = LEASE_TTL_DEFAULT_MS): Promise<NodeCredentials> {
-    const credentials = await this.store.mutate((s) => {
+    return this.store.mutate((s) => {
       const now = this.clock.now();
       const r = this.pending(s, requestId);
       const { node, credentials } = this.createNode(s, r.node_name, r.fs_url, r.platform, leaseTtlMs, now);
-      r.state = 'approved';
-      r.decided_at_ms = now;
-      r.node_id = node.node_id;
+      s.joinRequests.put({ ...r, state: 'approved', decided_at_ms: now, node_id: node.node_id });
+      if (r.seal_public_key) s.undelivered.put({ request_id: requestId, sealed: sealCredentials(JSON.stringify(credentials), r.seal_public_key, requestId) });
       return credentials;
     });
-    this.undelivered.set(requestId, credentials);
-    return credentials;
   }
 
   /**
@@ -218,8 +222,7 @@ export class NodesService {
   async deny(requestId: string): Promise<{ denied: true; request_id: string }> {
     return this.store.mutate((s) => {
       const r = this.pending(s, requestId);
-      r.state = 'denied';
-      r.decided_at_ms = this.clock.now();
+      s.joinRequests.put({ ...r, state: 'denied', decided_at_ms: this.clock.now() });
       return { denied: true as const, request_id: requestId };
     });
   }
@@ -230,16 +233,37 @@ export class NodesService {
    */
   async refreshLease(input: LeaseRefreshDto): Promise<{ node_id: string; lease_token: string; lease_expires_at_ms: number }> {
     this.authenticate(input.node_id, input.node_secret);
+    const leaseToken = newSecret();
     return this.store.mutate((s) => {
       const node = s.nodes.get(input.node_id);
       if (!node) fail('node_not_found', `node ${input.node_id} not found; pair again`);
       const now = this.clock.now();
-      node.lease_token = newSecret();
-      node.lease_expires_at_ms = now + (input.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS);
-      node.last_seen_ms = now;
-      if (input.fs_url !== undefined) node.fs_url = input.fs_url;
-      if (input.fs_auth_token !== undefined) node.fs_auth_token = input.fs_auth_token;
-      return { node_id: node.node_id, lease_token: node.lease_token, lease_expires_at_ms: node.lease_expires_at_ms };
+      const next = s.nodes.put({
+        ...node,
+        lease_token: leaseToken,
+        lease_expires_at_ms: now + (input.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS),
+        last_seen_ms: now,
+        fs_url: input.fs_url ?? node.fs_url,
+        fs_auth_token: input.fs_auth_token ?? node.fs_auth_token,
+      });
+      return { node_id: next.node_id, lease_token: next.lease_token, lease_expires_at_ms: next.lease_expires_at_ms };
+    });
+  }
+
+  /**
+   * `control.node_lease_release` (PROTOCOL.md 5): the lease ends now, so the node's mounts
+   * turn `degraded` and fail over at once (a node stopping cleanly calls it).
+   * @throws ProtocolError `node_not_found`, `node_auth_failed`
+   */
+  async releaseLease(nodeId: string, secret: string): Promise<{ node_id: string; released: true; lease_expires_at_ms: number }> {
+    this.authenticate(nodeId, secret);
+    return this.store.mutate((s) => {
+      const node = s.nodes.get(nodeId);
+      if (!node) fail('node_not_found', `node ${nodeId} not found`);
+      const now = this.clock.now();
+      const expires = Math.min(node.lease_expires_at_ms, now);
+      s.nodes.put({ ...node, lease_expires_at_ms: expires, last_seen_ms: now });
+      return { node_id: nodeId, released: true as const, lease_expires_at_ms: expires };
     });
   }
 
@@ -268,7 +292,7 @@ export class NodesService {
     return result;
   }
 
-  private pending(s: ControlState, requestId: string): JoinRequestRecord {
+  private pending(s: StateDraft, requestId: string): JoinRequestRecord {
     const r = s.joinRequests.get(requestId);
     if (!r) fail('pending_join_not_found', `join request ${requestId} not found`);
     if (r.state !== 'pending') fail('pending_join_not_found', `join request ${requestId} was already ${r.state}`);
@@ -276,7 +300,7 @@ export class NodesService {
   }
 
   private createNode(
-    s: ControlState,
+    s: StateDraft,
     nodeName: string,
     fsUrl: string,
     platform: Platform,
@@ -298,7 +322,7 @@ export class NodesService {
       last_seen_ms: now,
     };
     if (s.nodes.has(node.node_id)) throw new ProtocolError('internal_error', 'node id collision; retry');
-    s.nodes.set(node.node_id, node);
+    s.nodes.put(node);
     return {
       node,
       credentials: {
@@ -312,14 +336,17 @@ export class NodesService {
     };
   }
 
-  /** Drops invites and decided requests that ended more than a day ago. */
-  private prune(s: ControlState, now: number): void {
-    for (const [k, inv] of s.invites) {
+  /** Drops invites and decided requests that ended more than a day ago (and unfetched credentials with them). */
+  private prune(s: StateDraft, now: number): void {
+    for (const inv of s.invites.values()) {
       const ended = inv.redeemed_at_ms ?? inv.expires_at_ms;
-      if (ended + RETAIN_ENDED_MS < now) s.invites.delete(k);
+      if (ended + RETAIN_ENDED_MS < now) s.invites.delete(inv.invite_sha256);
     }
-    for (const [k, r] of s.joinRequests) {
-      if (r.state !== 'pending' && (r.decided_at_ms ?? 0) + RETAIN_ENDED_MS < now) s.joinRequests.delete(k);
+    for (const r of s.joinRequests.values()) {
+      if (r.state !== 'pending' && (r.decided_at_ms ?? 0) + RETAIN_ENDED_MS < now) {
+        s.joinRequests.delete(r.request_id);
+        s.undelivered.delete(r.request_id);
+      }
     }
   }
 }

@@ -4,7 +4,7 @@
  */
 import { matchesDigest, Role } from '@svc/protocol';
 import type { WsSession } from '@svc/transport';
-import { bindingKey, ControlState } from '../persistence/state.model';
+import { bindingKey, StateView } from '../persistence/state.model';
 
 /** The caller of a domain operation. */
 export interface Actor {
@@ -50,7 +50,7 @@ export function actorOf(session: WsSession): Actor {
  * Whether a pin still holds: the project exists and, for a token pin, its token has not been
  * rotated or revoked since; for a binding pin, the actor's binding still names the project.
  */
-export function pinIsValid(state: ControlState, actor: Actor, pin: ProjectPin | null): pin is ProjectPin {
+export function pinIsValid(state: StateView, actor: Actor, pin: ProjectPin | null): pin is ProjectPin {
   if (!pin) return false;
   const project = state.projects.get(pin.project_id);
   if (!project) return false;
@@ -62,13 +62,13 @@ export function pinIsValid(state: ControlState, actor: Actor, pin: ProjectPin | 
  * The project whose token the session holds (PROTOCOL.md 7 `require_project_token`): a valid
  * pin, else the actor's binding when the project still has a token.
  */
-export function heldProjectId(state: ControlState, actor: Actor, pin: ProjectPin | null): string | null {
+export function heldProjectId(state: StateView, actor: Actor, pin: ProjectPin | null): string | null {
   if (pinIsValid(state, actor, pin)) return pin.project_id;
   const binding = state.bindings.get(bindingKey(actor.role, actor.agentId));
   return binding && state.projects.has(binding.project_id) ? binding.project_id : null;
 }
 
 /** Constant-time check of a presented project token against a project's stored digest. */
-export function projectTokenMatches(state: ControlState, projectId: string, token: string): boolean {
+export function projectTokenMatches(state: StateView, projectId: string, token: string): boolean {
   return matchesDigest(token, state.projects.get(projectId)?.token_sha256);
 }

@@ -1,37 +1,50 @@
 /**
- * Role tokens (PROTOCOL.md 1: how a session is identified as admin). Taken from
- * `SVC_ADMIN_TOKEN` / `SVC_USER_TOKEN` when set, otherwise generated (32 random bytes,
- * base64url) on first start into `<state-dir>/auth_tokens.json` (mode 0600). Compared in
- * constant time; never logged.
+ * Role tokens (PROTOCOL.md 1: how a session is identified as admin; 10: shared by every
+ * replica). Taken from `SVC_ADMIN_TOKEN` / `SVC_USER_TOKEN` when set; otherwise generated
+ * (32 random bytes, base64url) once into the state store, which holds the truth (encrypted
+ * with the records when a state key is set). `<state-dir>/auth_tokens.json` (mode 0600) is
+ * kept as a copy for local CLIs; a token file of an earlier version is taken into the store
+ * on first start. Compared in constant time; never logged.
  */
-import { Injectable, Logger } from '@nestjs/common';
-import { chmodSync, mkdirSync, readFileSync } from 'node:fs';
+import { Injectable, Logger, OnModuleInit } from '@nestjs/common';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fail, newSecret, Role, secretsEqual } from '@svc/protocol';
 import { writeFileAtomicSync } from '@svc/ops';
 import { ServerConfig } from '../config';
+import { StateService } from '../persistence/state.service';
 
 interface TokenFile {
   admin_token: string;
   user_token: string;
 }
 
-@Injectable()
-export class AuthTokensService {
-  private readonly logger = new Logger('AuthTokens');
-  /** Path of the token file. */
-  readonly path: string;
-  private tokens: TokenFile;
+const valid = (t: unknown): t is string => typeof t === 'string' && t.length >= 16;
 
-  constructor(private readonly config: ServerConfig) {
+@Injectable()
+export class AuthTokensService implements OnModuleInit {
+  private readonly logger = new Logger('AuthTokens');
+  /** Path of the token file (a copy for local CLIs). */
+  readonly path: string;
+  private tokens: TokenFile | null = null;
+
+  constructor(
+    private readonly config: ServerConfig,
+    private readonly store: StateService,
+  ) {
     this.path = join(config.stateDir, 'auth_tokens.json');
-    this.tokens = this.loadOrCreate();
+  }
+
+  onModuleInit(): void {
+    this.store.addOpenHook(() => this.load());
   }
 
   /**
-   * The role of a bearer token, or undefined. Both tokens are always compared, in constant time.
+   * The role of a bearer token, or undefined (also before the store is loaded). Both tokens
+   * are always compared, in constant time.
    */
   roleOf(token: string): Role | undefined {
+    if (!this.tokens) return undefined;
     const isAdmin = secretsEqual(token, this.tokens.admin_token);
     const isUser = secretsEqual(token, this.tokens.user_token);
     return isAdmin ? 'admin' : isUser ? 'user' : undefined;
@@ -39,49 +52,66 @@ export class AuthTokensService {
 
   /** `control.auth_status`: both tokens and the file path (admin only). */
   status(): { admin_token: string; user_token: string; path: string } {
-    return { ...this.tokens, path: this.path };
+    return { ...this.tokens!, path: this.path };
   }
 
   /**
-   * `control.auth_rotate`: a new token for `role`, written to the file. New connections must
-   * use it; sessions already open keep their role until they close.
-   * @throws ProtocolError `invalid_payload` when the role's token comes from the environment
+   * `control.auth_rotate`: a new token for `role`, stored, then copied to the file. New
+   * connections must use it; sessions already open keep their role until they close.
+   * @throws ProtocolError `invalid_payload` when the role's token comes from the environment;
+   *   `internal_error` when it cannot be stored (the old token stays)
    */
-  rotate(role: Role): { role: Role; token: string } {
+  async rotate(role: Role): Promise<{ role: Role; token: string }> {
     const envName = role === 'admin' ? 'SVC_ADMIN_TOKEN' : 'SVC_USER_TOKEN';
     if ((role === 'admin' ? this.config.adminToken : this.config.userToken) !== null) {
       fail('invalid_payload', `the ${role} token comes from ${envName}; change the environment and restart instead`);
     }
     const token = newSecret();
-    const next = { ...this.tokens, [`${role}_token`]: token } as TokenFile;
-    this.write(next);
-    this.tokens = next;
+    await this.store.mutate((s) => {
+      s.roleTokens.put({ role, token, updated_at_ms: Date.now() });
+    });
+    this.tokens = { ...this.tokens!, [`${role}_token`]: token } as TokenFile;
+    this.writeFile();
     this.logger.log({ msg: `${role} token rotated` });
     return { role, token };
   }
 
-  private loadOrCreate(): TokenFile {
-    let stored: Partial<TokenFile> = {};
+  /** Takes the tokens from the environment, else the store, else an earlier token file, else new ones. */
+  private async load(): Promise<void> {
+    const stored = this.store.state.roleTokens;
+    let legacy: Partial<TokenFile> = {};
     try {
-      stored = JSON.parse(readFileSync(this.path, 'utf8')) as Partial<TokenFile>;
+      legacy = JSON.parse(readFileSync(this.path, 'utf8')) as Partial<TokenFile>;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') {
-        throw new Error(`cannot read ${this.path}: ${(e as Error).message}; fix or remove it`);
-      }
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn({ msg: `cannot read ${this.path}; it will be rewritten from the store`, error: (e as Error).message });
     }
-    const valid = (t: unknown): t is string => typeof t === 'string' && t.length >= 16;
-    const tokens: TokenFile = {
-      admin_token: this.config.adminToken ?? (valid(stored.admin_token) ? stored.admin_token : newSecret()),
-      user_token: this.config.userToken ?? (valid(stored.user_token) ? stored.user_token : newSecret()),
+    const pick = (role: Role, env: string | null): { token: string; store: boolean } => {
+      if (env !== null) return { token: env, store: false };
+      const s = stored.get(role)?.token;
+      if (valid(s)) return { token: s, store: false };
+      const l = legacy[`${role}_token`];
+      return { token: valid(l) ? l : newSecret(), store: true };
     };
-    if (tokens.admin_token === tokens.user_token) throw new Error('admin and user tokens must differ');
-    if (tokens.admin_token !== stored.admin_token || tokens.user_token !== stored.user_token) this.write(tokens);
-    else chmodSync(this.path, 0o600);
-    return tokens;
+    const admin = pick('admin', this.config.adminToken);
+    const user = pick('user', this.config.userToken);
+    if (admin.token === user.token) throw new Error('admin and user tokens must differ');
+    if (admin.store || user.store) {
+      const now = Date.now();
+      await this.store.mutate((s) => {
+        if (admin.store) s.roleTokens.put({ role: 'admin', token: admin.token, updated_at_ms: now });
+        if (user.store) s.roleTokens.put({ role: 'user', token: user.token, updated_at_ms: now });
+      });
+    }
+    this.tokens = { admin_token: admin.token, user_token: user.token };
+    if (legacy.admin_token !== admin.token || legacy.user_token !== user.token) this.writeFile();
   }
 
-  private write(tokens: TokenFile): void {
-    mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
-    writeFileAtomicSync(this.path, JSON.stringify(tokens, null, 2) + '\n', 0o600);
+  private writeFile(): void {
+    try {
+      mkdirSync(this.config.stateDir, { recursive: true, mode: 0o700 });
+      writeFileAtomicSync(this.path, JSON.stringify(this.tokens, null, 2) + '\n', 0o600);
+    } catch (e) {
+      this.logger.warn({ msg: `cannot write ${this.path} (local CLIs read their token there); the store holds the tokens`, error: (e as Error).message });
+    }
   }
 }

@@ -1,17 +1,20 @@
 /**
- * PersistenceModule: the StateStore port bound to its default file adapter, and the
- * StateService every other module reads and mutates state through.
+ * PersistenceModule: the StateStore port bound to its engine (the embedded SQLite store), and
+ * the StateService every other module reads and mutates state through. Nothing outside this
+ * module knows which engine runs (ARCHITECTURE.md "State").
  */
 import { DynamicModule, Global, Module } from '@nestjs/common';
-import { FileStateStore } from './file-state.store';
+import { SqliteStateStore, StateSync } from './sqlite-state.store';
 import { StateService } from './state.service';
 import { STATE_STORE } from './state-store.port';
 
 export interface PersistenceOptions {
   /** State directory. */
   stateDir: string;
-  /** AES-256 key, or null for plaintext snapshots. */
+  /** AES-256 key of record bodies, or null for plaintext. */
   stateKey: Buffer | null;
+  /** Commit durability (`SVC_STATE_SYNC`). */
+  stateSync: StateSync;
 }
 
 @Global()
@@ -20,7 +23,7 @@ export class PersistenceModule {
   static forRoot(options: PersistenceOptions): DynamicModule {
     return {
       module: PersistenceModule,
-      providers: [{ provide: STATE_STORE, useValue: new FileStateStore(options.stateDir, options.stateKey) }, StateService],
+      providers: [{ provide: STATE_STORE, useValue: new SqliteStateStore({ dir: options.stateDir, key: options.stateKey, sync: options.stateSync }) }, StateService],
       exports: [StateService, STATE_STORE],
     };
   }

@@ -1,43 +1,37 @@
 /**
- * The StateStore port (ARCHITECTURE.md: PersistenceModule): where the control plane keeps
- * its snapshot. The default adapter is {@link FileStateStore}; another backend implements
- * this interface and is bound to {@link STATE_STORE}.
+ * The StateStore port (ARCHITECTURE.md "State"): where the control plane's records live.
+ * The embedded adapter is SQLite ({@link SqliteStateStore}); another engine implements this
+ * interface and is bound to {@link STATE_STORE}. Nothing outside PersistenceModule knows
+ * which engine runs.
  */
-
-/** Result of {@link StateStore.load}. */
-export interface LoadedSnapshot {
-  /** The snapshot's state object, to be checked by `ControlState.fromSnapshot`. */
-  state: unknown;
-  /** True when the stored form should be rewritten (e.g. plaintext found while a key is set). */
-  needsRewrite: boolean;
-}
+import type { ChangeSet, ControlState } from './state.model';
 
 export interface StateStore {
   /**
-   * Takes exclusive ownership of the store, waiting while another live process holds it.
+   * Checks the key, takes ownership of the store (waiting while another live process holds
+   * it), creates or migrates the schema, imports an earlier version's snapshot when found,
+   * and loads every record.
    * @param onWait called once if the store is busy, with a description of the holder
+   * @returns the read model of everything stored
+   * @throws StateLoadError when the store exists but cannot be used (wrong or missing key,
+   *   foreign or damaged database, a schema newer than this code); nothing was written
    */
-  acquire(onWait: (holder: string) => void): Promise<void>;
+  open(onWait: (holder: string) => void): Promise<ControlState>;
   /**
-   * Reads the last saved snapshot.
-   * @returns null when nothing was ever saved
-   * @throws StateLoadError when the snapshot cannot be decrypted or parsed (it is left untouched)
+   * Durably applies one change set in one transaction: when the promise resolves the change
+   * survives a killed process (and power loss with `SVC_STATE_SYNC=full`); when it rejects,
+   * nothing of it was applied.
+   * @throws Error with the engine's code (`SQLITE_FULL`, `SQLITE_READONLY`, ...)
    */
-  load(): Promise<LoadedSnapshot | null>;
-  /**
-   * Durably replaces the snapshot with `stateJson` (the state serialised as JSON): when the promise resolves the new state survives a crash;
-   * a crash at any instant leaves either the previous or the new snapshot.
-   * @throws Error with the system error (`ENOSPC`, `EACCES`, ...) when it cannot be written
-   */
-  save(stateJson: string): Promise<void>;
-  /** Releases ownership (lock). */
-  release(): Promise<void>;
-  /** Human-readable location, for logs, e.g. `/var/lib/svc/state.json (encrypted)`. */
+  commit(changes: ChangeSet): Promise<void>;
+  /** Closes the database and releases ownership. */
+  close(): Promise<void>;
+  /** Human-readable location, for logs, e.g. `/var/lib/svc/state.db (encrypted)`. */
   describe(): string;
 }
 
 /** DI token of the StateStore. */
 export const STATE_STORE = Symbol('STATE_STORE');
 
-/** A snapshot that exists but cannot be used: the server refuses to start. */
+/** A store that exists but cannot be used: the server refuses to start (exit 2). */
 export class StateLoadError extends Error {}

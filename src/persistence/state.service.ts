@@ -1,116 +1,199 @@
 /**
- * The control-plane state and its one write path (ARCHITECTURE.md step 5): every mutation
- * runs through {@link StateService.mutate}, which applies it, saves the snapshot through the
- * StateStore port and only then lets the caller reply. Mutations are serialised and made on
- * a copy that replaces the live state once its snapshot is durable: readers never see an
- * uncommitted change, and a mutation that throws, or whose snapshot cannot be written (full
- * disk, permissions), leaves memory and disk as they were.
+ * The control-plane state and its one write path (ARCHITECTURE.md "State"): every mutation
+ * runs through {@link StateService.mutate} on a draft over the committed read model; the
+ * draft's writes (only the rows it changed) are committed by the StateStore in one
+ * transaction, and only then applied to the read model and acknowledged. Readers never see an
+ * uncommitted change, and a mutation that throws, or whose transaction fails (full disk,
+ * permissions), changes nothing.
+ *
+ * Mutations are serialised. Those that queue up while a transaction commits are committed
+ * together in the next one (group commit): each still runs alone on its own draft, in arrival
+ * order, and one that throws drops only its own writes.
  */
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { Subject } from 'rxjs';
+import { Histogram } from 'prom-client';
+import { getOrCreate } from '@svc/ops';
 import { ProtocolError } from '@svc/protocol';
 import { ControlState } from './state.model';
+import { StateDraft } from './state.draft';
 import { STATE_STORE, StateStore } from './state-store.port';
+
+/** At most this many mutations share one transaction. */
+const MAX_BATCH = 256;
+
+/**
+ * A commit hook: runs on the batch's draft after its mutations and before the transaction
+ * (so what it writes commits with them); `after` callbacks run once the commit is durable
+ * and applied, in order (events follow commits).
+ */
+export type CommitHook = (draft: StateDraft, after: (fn: () => void) => void) => void;
+
+interface Pending {
+  fn: (draft: StateDraft) => unknown;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
 
 @Injectable()
 export class StateService {
   private readonly logger = new Logger('StateService');
   private current = new ControlState();
-  private lastSavedJson = JSON.stringify(this.current.toSnapshot());
-  private chain: Promise<unknown> = Promise.resolve();
+  private readonly queue: Pending[] = [];
+  /** True while {@link drain} runs; set and cleared synchronously. */
+  private running = false;
+  private idle: Promise<void> = Promise.resolve();
+  private readonly hooks: CommitHook[] = [];
+  private readonly openHooks: Array<() => Promise<void> | void> = [];
   private opened = false;
   private closing = false;
   private committed = 0;
-  /** Emits after every committed mutation (drives the availability sweep). */
+  private readonly commitSeconds = getOrCreate(
+    'svc_store_commit_duration_seconds',
+    () =>
+      new Histogram({
+        name: 'svc_store_commit_duration_seconds',
+        help: 'Time to commit one transaction of the state store (one or more mutations)',
+        buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+      }),
+  );
+  /** Emits after every committed transaction. */
   readonly changes$ = new Subject<void>();
 
   constructor(@Inject(STATE_STORE) private readonly store: StateStore) {}
 
-  /** The live state, for reads. Do not mutate it outside {@link mutate}. */
+  /** The committed read model. Records are immutable; change them only through {@link mutate}. */
   get state(): ControlState {
     return this.current;
   }
 
-  /** Number of mutations committed since start; changes whenever the state did. */
+  /** Number of transactions committed since start; changes whenever the state did. */
   get version(): number {
     return this.committed;
   }
 
-  /** True once {@link open} has loaded the snapshot. */
+  /** True once {@link open} has loaded the store. */
   get isLoaded(): boolean {
     return this.opened;
   }
 
+  /** Registers a commit hook (see {@link CommitHook}); hooks run in registration order. */
+  addCommitHook(hook: CommitHook): void {
+    this.hooks.push(hook);
+  }
+
   /**
-   * Takes the store (waiting while another live process holds it) and loads the snapshot.
-   * A plaintext snapshot found while a key is set is rewritten encrypted at once.
-   * @throws StateLoadError when the snapshot exists but cannot be decrypted or parsed
+   * Registers work to run once the store is loaded, before {@link open} resolves (and so
+   * before the server listens); it may mutate.
+   */
+  addOpenHook(hook: () => Promise<void> | void): void {
+    this.openHooks.push(hook);
+  }
+
+  /**
+   * Opens the store (waiting while another live process holds it) and loads every record.
+   * @throws StateLoadError when the store exists but cannot be used
    */
   async open(): Promise<void> {
-    await this.store.acquire((holder) =>
+    this.current = await this.store.open((holder) =>
       this.logger.warn({ msg: `state directory is in use by ${holder}; waiting for it (not ready meanwhile)` }),
     );
-    const loaded = await this.store.load();
-    if (loaded) {
-      this.current = ControlState.fromSnapshot(loaded.state);
-      this.lastSavedJson = JSON.stringify(this.current.toSnapshot());
-      if (loaded.needsRewrite) {
-        await this.store.save(this.lastSavedJson);
-        this.logger.log({ msg: 'plaintext snapshot rewritten encrypted', file: this.store.describe() });
-      }
-    }
     this.opened = true;
     this.committed++;
     const s = this.current;
-    this.logger.log({
-      msg: loaded ? 'state loaded' : 'no snapshot yet; starting empty',
-      file: this.store.describe(),
-      projects: s.projects.size,
-      nodes: s.nodes.size,
-      bindings: s.bindings.size,
-    });
+    this.logger.log({ msg: 'state loaded', store: this.store.describe(), projects: s.projects.size, mounts: s.mounts.size, nodes: s.nodes.size, bindings: s.bindings.size });
+    for (const hook of this.openHooks) await hook();
   }
 
   /**
    * Applies one mutation and makes it durable before resolving; {@link state} shows it from
    * then on, not before.
-   * @param fn synchronous change of the state it is given (a copy of the committed state:
-   *   change only that one, not {@link state}); throwing (e.g. a ProtocolError for bad input)
-   *   drops the copy
+   * @param fn synchronous change made on the draft it is given (read and write through it,
+   *   never through {@link state}); throwing (e.g. a ProtocolError for bad input) drops its writes
    * @returns what `fn` returned
-   * @throws what `fn` threw; ProtocolError `internal_error` when the snapshot could not be
-   *   written (nothing changed); `unavailable` while shutting down
+   * @throws what `fn` threw; ProtocolError `internal_error` naming the cause when the
+   *   transaction could not be committed (nothing changed); `unavailable` while shutting down
    */
-  mutate<T>(fn: (state: ControlState) => T): Promise<T> {
-    const run = async (): Promise<T> => {
-      if (this.closing) throw new ProtocolError('unavailable', 'the server is shutting down; retry on the next instance');
-      // The change is made on a copy: readers keep seeing the committed state until the new
-      // snapshot is durable, so nothing a client reads can be lost by a crash.
-      const draft = ControlState.fromSnapshot(JSON.parse(this.lastSavedJson));
-      const result = fn(draft);
-      const json = JSON.stringify(draft.toSnapshot());
-      try {
-        await this.store.save(json);
-      } catch (e) {
-        const err = e as NodeJS.ErrnoException;
-        this.logger.error({ msg: 'snapshot write failed; change dropped', code: err.code, error: err.message });
-        throw new ProtocolError('internal_error', `the change could not be saved (${err.code ?? err.message}); nothing was changed`);
+  mutate<T>(fn: (draft: StateDraft) => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.running) {
+        this.running = true;
+        this.idle = this.drain();
       }
-      this.current = draft;
-      this.lastSavedJson = json;
-      this.committed++;
-      this.changes$.next();
-      return result;
-    };
-    const p = this.chain.then(run, run);
-    this.chain = p.catch(() => undefined);
-    return p;
+    });
   }
 
-  /** Waits for pending mutations, refuses new ones, and releases the store. */
+  /** Waits for pending mutations, refuses new ones, and closes the store. */
   async close(): Promise<void> {
     this.closing = true;
-    await this.chain;
-    await this.store.release();
+    while (this.running) await this.idle;
+    await this.store.close();
+  }
+
+  /**
+   * Commits queued mutations until the queue is empty, and clears {@link running} in the same
+   * tick it finds it empty (a mutation queued by a caller resumed meanwhile is never left behind).
+   */
+  private async drain(): Promise<void> {
+    for (;;) {
+      if (this.queue.length === 0) {
+        this.running = false;
+        return;
+      }
+      const items = this.queue.splice(0, MAX_BATCH);
+      const batch = new StateDraft(this.current);
+      const done: Array<[Pending, unknown]> = [];
+      for (const item of items) {
+        if (this.closing || !this.opened) {
+          item.reject(new ProtocolError('unavailable', 'the server is shutting down; retry on the next instance'));
+          continue;
+        }
+        const draft = new StateDraft(batch);
+        try {
+          const result = item.fn(draft);
+          batch.merge(draft);
+          done.push([item, result]);
+        } catch (e) {
+          item.reject(e);
+        }
+      }
+      if (done.length === 0 && batch.isEmpty) continue;
+      const after: Array<() => void> = [];
+      try {
+        for (const hook of this.hooks) hook(batch, (fn) => after.push(fn));
+      } catch (e) {
+        this.logger.error({ msg: 'commit hook failed; changes dropped', error: (e as Error).message });
+        for (const [item] of done) item.reject(new ProtocolError('internal_error', 'the change could not be applied; nothing was changed'));
+        continue;
+      }
+      const changes = batch.changes();
+      if (Object.keys(changes).length > 0) {
+        const end = this.commitSeconds.startTimer();
+        try {
+          await this.store.commit(changes);
+        } catch (e) {
+          const err = e as NodeJS.ErrnoException;
+          this.logger.error({ msg: 'state commit failed; changes dropped', code: err.code, error: err.message });
+          for (const [item] of done) {
+            item.reject(new ProtocolError('internal_error', `the change could not be saved (${err.code ?? 'error'}: ${err.message}); nothing was changed`));
+          }
+          continue;
+        } finally {
+          end();
+        }
+        this.current.apply(changes);
+        this.committed++;
+      }
+      for (const fn of after) {
+        try {
+          fn();
+        } catch (e) {
+          this.logger.error({ msg: 'event after commit failed', error: (e as Error).message });
+        }
+      }
+      for (const [item, result] of done) item.resolve(result);
+      this.changes$.next();
+    }
   }
 }

@@ -1,8 +1,9 @@
 /**
  * ProjectsGateway: project, mount, binding and token operations and `control.workspace_status`
  * (PROTOCOL.md 5-6). Pushes `control.workspace_topology_delta` to sessions pinned to a
- * project whose topology changed; a session whose pin no longer holds (token rotated or
- * revoked, project deleted) gets a last, empty delta with a `reason` and is unpinned.
+ * project whose topology changed, carrying only the changed paths; a session whose pin no
+ * longer holds (token rotated or revoked, project deleted) gets a last, empty delta with
+ * `reason:"access_ended"` and is unpinned.
  */
 import { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { SubscribeMessage } from '@nestjs/websockets';
@@ -22,7 +23,7 @@ import { actorOf, controlLocals, pinIsValid } from '../common/actor';
 import { Clock } from '../common/clock';
 import { AdminOnly, ControlChannelGateway, ProjectScoped, ProjectTokenGuard, Protected } from '../control/gates';
 import { StateService } from '../persistence/state.service';
-import { AvailabilityService } from './availability.service';
+import { AvailabilityService, TopologyChange } from './availability.service';
 import { ProjectsService } from './projects.service';
 import { WorkspaceService } from './workspace.service';
 
@@ -40,7 +41,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
   ) {}
 
   onModuleInit(): void {
-    this.sub = this.availability.topologyChanged$.subscribe((projectId) => this.pushDeltas(projectId));
+    this.sub = this.availability.topologyChanged$.subscribe((change) => this.pushDeltas(change));
   }
 
   onModuleDestroy(): void {
@@ -125,22 +126,33 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
     return this.workspace.statusJson(actorOf(session), controlLocals(session), body);
   }
 
-  private pushDeltas(projectId: string): void {
+  private pushDeltas(change: TopologyChange): void {
     const state = this.store.state;
+    const projectId = change.project_id;
+    const deltas: Partial<Record<'admin' | 'other', TopologyDelta>> = {};
     for (const session of this.sessions.all()) {
       const locals = controlLocals(session);
       if (locals.pin?.project_id !== projectId) continue;
       const actor = actorOf(session);
-      const ts = this.clock.now();
-      if (!pinIsValid(state, actor, locals.pin)) {
+      if (change.pinCheck && !pinIsValid(state, actor, locals.pin)) {
         locals.pin = null;
-        const reason = state.projects.has(projectId) ? 'access_ended' : 'project_deleted';
-        session.push('control', 'control.workspace_topology_delta', { project_id: projectId, mounts: [], availability: availabilityOf([]), ts_ms: ts, reason });
+        const ended: TopologyDelta = {
+          project_id: projectId,
+          revision: state.projects.get(projectId)?.revision ?? change.revision,
+          changed: [],
+          desired: [],
+          removed: [],
+          availability: availabilityOf([]),
+          ts_ms: this.clock.now(),
+          reason: 'access_ended',
+        };
+        session.push('control', 'control.workspace_topology_delta', ended);
         continue;
       }
-      const topology = this.workspace.topology(actor, state.projects.get(projectId)!, state);
-      const delta: TopologyDelta = { project_id: projectId, mounts: topology.selected, availability: availabilityOf(topology.selected), ts_ms: ts };
-      session.push('control', 'control.workspace_topology_delta', delta);
+      if (change.paths.length === 0) continue;
+      const cls = actor.role === 'admin' ? 'admin' : 'other';
+      deltas[cls] ??= this.availability.deltaFor(change, cls);
+      session.push('control', 'control.workspace_topology_delta', deltas[cls]);
     }
   }
 }

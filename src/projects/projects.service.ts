@@ -22,7 +22,8 @@ import {
 } from '@svc/protocol';
 import { Actor } from '../common/actor';
 import { Clock } from '../common/clock';
-import { bindingKey, ControlState, MountRecord, ProjectRecord } from '../persistence/state.model';
+import { bindingKey, MountRecord, ProjectRecord, StateView } from '../persistence/state.model';
+import { StateDraft } from '../persistence/state.draft';
 import { StateService } from '../persistence/state.service';
 
 /** How a caller passed the project check (PROTOCOL.md 5-6). */
@@ -37,7 +38,7 @@ export function workspaceRootOf(projectId: string): string {
  * MountView of a configured mount (PROTOCOL.md 5-6): state from the node's lease at `now`;
  * `auth_token` only when `withToken` (the caller passed the project check) and the node has one.
  */
-export function mountView(state: ControlState, mount: MountRecord, now: number, withToken: boolean): MountView {
+export function mountView(state: StateView, mount: MountRecord, now: number, withToken: boolean): MountView {
   const node = state.nodes.get(mount.node_id);
   if (!node) {
     return {
@@ -74,12 +75,12 @@ export class ProjectsService {
   ) {}
 
   /** ProjectSummary (PROTOCOL.md 5). */
-  summary(p: ProjectRecord): ProjectSummary {
+  summary(p: ProjectRecord, state: StateView = this.store.state): ProjectSummary {
     return {
       project_id: p.project_id,
       name: p.name,
       vision: p.vision,
-      mount_count: p.mounts.length,
+      mount_count: state.mountsOf(p.project_id).length,
       token_locked: p.token_sha256 !== null,
       created_at_ms: p.created_at_ms,
       updated_at_ms: p.updated_at_ms,
@@ -87,19 +88,19 @@ export class ProjectsService {
   }
 
   /** ProjectDetail (PROTOCOL.md 5): every configured mount, without FS tokens. */
-  detail(p: ProjectRecord, state = this.store.state): ProjectDetail {
+  detail(p: ProjectRecord, state: StateView = this.store.state): ProjectDetail {
     const now = this.clock.now();
     return {
-      ...this.summary(p),
+      ...this.summary(p, state),
       access_policy: { ...p.access_policy },
-      mounts: p.mounts.map((m) => mountView(state, m, now, false)),
+      mounts: state.mountsOf(p.project_id).map((m) => mountView(state, m, now, false)),
     };
   }
 
   /**
    * @throws ProtocolError `project_not_found`
    */
-  record(projectId: string, state = this.store.state): ProjectRecord {
+  record(projectId: string, state: StateView = this.store.state): ProjectRecord {
     const p = state.projects.get(projectId);
     if (!p) fail('project_not_found', `project ${projectId} not found`);
     return p;
@@ -138,12 +139,12 @@ export class ProjectsService {
         access_policy: { invoke: input.access_policy?.invoke ?? 'deny' },
         token_sha256: sha256Hex(token),
         token_updated_at_ms: now,
-        mounts: [],
         created_at_ms: now,
         updated_at_ms: now,
+        revision: 0,
       };
       if (s.projects.has(p.project_id)) fail('internal_error', 'project id collision; retry');
-      s.projects.set(p.project_id, p);
+      s.projects.put(p);
       return { ...this.detail(p, s), project_token: token };
     });
   }
@@ -157,7 +158,7 @@ export class ProjectsService {
       projects = projects.filter((p) => p.project_id === bound);
     }
     projects.sort((a, b) => a.created_at_ms - b.created_at_ms || a.project_id.localeCompare(b.project_id));
-    return { projects: projects.map((p) => this.summary(p)) };
+    return { projects: projects.map((p) => this.summary(p, s)) };
   }
 
   /** @throws ProtocolError `project_not_found` */
@@ -168,21 +169,25 @@ export class ProjectsService {
   /** Updates name, vision and/or access policy. @throws ProtocolError `project_not_found` */
   async update(input: ProjectUpdateDto): Promise<ProjectDetail> {
     return this.store.mutate((s) => {
-      const p = this.record(input.project_id, s);
-      if (input.name !== undefined) p.name = input.name;
-      if (input.vision !== undefined) p.vision = input.vision;
-      if (input.access_policy?.invoke !== undefined) p.access_policy = { invoke: input.access_policy.invoke } as AccessPolicy;
-      p.updated_at_ms = this.clock.now();
+      const old = this.record(input.project_id, s);
+      const p = s.projects.put({
+        ...old,
+        name: input.name ?? old.name,
+        vision: input.vision ?? old.vision,
+        access_policy: input.access_policy?.invoke !== undefined ? ({ invoke: input.access_policy.invoke } as AccessPolicy) : old.access_policy,
+        updated_at_ms: this.clock.now(),
+      });
       return this.detail(p, s);
     });
   }
 
-  /** Deletes a project and every binding to it. @throws ProtocolError `project_not_found` */
+  /** Deletes a project, its mounts and every binding to it. @throws ProtocolError `project_not_found` */
   async delete(projectId: string): Promise<{ deleted: true; project_id: string }> {
     return this.store.mutate((s) => {
       this.record(projectId, s);
       s.projects.delete(projectId);
-      for (const [k, b] of s.bindings) if (b.project_id === projectId) s.bindings.delete(k);
+      for (const m of s.mountsOf(projectId)) s.mounts.delete(m.mount_id);
+      for (const b of [...s.bindings.values()]) if (b.project_id === projectId) s.bindings.delete(bindingKey(b.role, b.agent_id));
       return { deleted: true as const, project_id: projectId };
     });
   }
@@ -195,14 +200,15 @@ export class ProjectsService {
   async mountSet(input: MountSetDto): Promise<ProjectDetail> {
     const mountPath = normalizeMountPath(input.mount_path);
     return this.store.mutate((s) => {
-      const p = this.record(input.project_id, s);
+      let p = this.record(input.project_id, s);
       if (!s.nodes.has(input.node_id)) fail('node_not_found', `node ${input.node_id} not found`);
-      const exists = p.mounts.some((m) => m.mount_path === mountPath && m.node_id === input.node_id && m.export_name === input.export_name);
+      const mounts = s.mountsOf(p.project_id);
+      const exists = mounts.some((m) => m.mount_path === mountPath && m.node_id === input.node_id && m.export_name === input.export_name);
       if (!exists) {
-        if (p.mounts.length >= 10_000) fail('invalid_payload', 'a project holds at most 10000 mounts');
+        if (mounts.length >= 10_000) fail('invalid_payload', 'a project holds at most 10000 mounts');
         const now = this.clock.now();
-        p.mounts.push({ mount_path: mountPath, node_id: input.node_id, export_name: input.export_name, added_at_ms: now });
-        p.updated_at_ms = now;
+        s.mounts.put({ mount_id: newId('mnt'), project_id: p.project_id, mount_path: mountPath, node_id: input.node_id, export_name: input.export_name, seq: s.takeMountSeq(), added_at_ms: now });
+        p = s.projects.put({ ...p, updated_at_ms: now });
       }
       return this.detail(p, s);
     });
@@ -216,18 +222,17 @@ export class ProjectsService {
     const mountPath = normalizeMountPath(input.mount_path);
     return this.store.mutate((s) => {
       const p = this.record(input.project_id, s);
-      const keep = p.mounts.filter(
-        (m) =>
-          !(
+      const drop = s
+        .mountsOf(p.project_id)
+        .filter(
+          (m) =>
             m.mount_path === mountPath &&
             (input.node_id === undefined || m.node_id === input.node_id) &&
-            (input.export_name === undefined || m.export_name === input.export_name)
-          ),
-      );
-      if (keep.length === p.mounts.length) fail('mount_not_found', `no mount of project ${p.project_id} matches ${mountPath}${input.node_id ? ` on ${input.node_id}` : ''}${input.export_name ? ` export ${input.export_name}` : ''}`);
-      p.mounts = keep;
-      p.updated_at_ms = this.clock.now();
-      return this.detail(p, s);
+            (input.export_name === undefined || m.export_name === input.export_name),
+        );
+      if (drop.length === 0) fail('mount_not_found', `no mount of project ${p.project_id} matches ${mountPath}${input.node_id ? ` on ${input.node_id}` : ''}${input.export_name ? ` export ${input.export_name}` : ''}`);
+      for (const m of drop) s.mounts.delete(m.mount_id);
+      return this.detail(s.projects.put({ ...p, updated_at_ms: this.clock.now() }), s);
     });
   }
 
@@ -236,14 +241,14 @@ export class ProjectsService {
     const s = this.store.state;
     const p = this.record(projectId, s);
     const now = this.clock.now();
-    return { project_id: p.project_id, mounts: p.mounts.map((m) => mountView(s, m, now, true)) };
+    return { project_id: p.project_id, mounts: s.mountsOf(p.project_id).map((m) => mountView(s, m, now, true)) };
   }
 
   /** Binds the actor's (role, agent) to the project, replacing an earlier binding (persisted). */
   async activate(actor: Actor, projectId: string): Promise<{ agent_id: string; project_id: string; workspace_root: string }> {
     return this.store.mutate((s) => {
       this.record(projectId, s);
-      s.bindings.set(bindingKey(actor.role, actor.agentId), { role: actor.role, agent_id: actor.agentId, project_id: projectId, bound_at_ms: this.clock.now() });
+      s.bindings.put({ role: actor.role, agent_id: actor.agentId, project_id: projectId, bound_at_ms: this.clock.now() });
       return { agent_id: actor.agentId, project_id: projectId, workspace_root: workspaceRootOf(projectId) };
     });
   }
@@ -255,9 +260,7 @@ export class ProjectsService {
       const p = this.record(projectId, s);
       this.endUserBindings(s, projectId);
       const now = this.clock.now();
-      p.token_sha256 = sha256Hex(token);
-      p.token_updated_at_ms = now;
-      p.updated_at_ms = now;
+      s.projects.put({ ...p, token_sha256: sha256Hex(token), token_updated_at_ms: now, updated_at_ms: now });
       return { project_id: projectId, project_token: token, rotated: true as const, updated_at_ms: now };
     });
   }
@@ -268,14 +271,12 @@ export class ProjectsService {
       const p = this.record(projectId, s);
       this.endUserBindings(s, projectId);
       const now = this.clock.now();
-      p.token_sha256 = null;
-      p.token_updated_at_ms = now;
-      p.updated_at_ms = now;
+      s.projects.put({ ...p, token_sha256: null, token_updated_at_ms: now, updated_at_ms: now });
       return { project_id: projectId, project_token: null, revoked: true as const, updated_at_ms: now };
     });
   }
 
-  private endUserBindings(s: ControlState, projectId: string): void {
-    for (const [k, b] of s.bindings) if (b.role === 'user' && b.project_id === projectId) s.bindings.delete(k);
+  private endUserBindings(s: StateDraft, projectId: string): void {
+    for (const b of [...s.bindings.values()]) if (b.role === 'user' && b.project_id === projectId) s.bindings.delete(bindingKey(b.role, b.agent_id));
   }
 }

@@ -5,16 +5,18 @@ import { Logger } from '@nestjs/common';
 import type { ServiceEntry } from '@svc/protocol';
 import { Actor, ControlLocals } from '../common/actor';
 import { Clock } from '../common/clock';
-import { FileStateStore } from '../persistence/file-state.store';
-import { bindingKey, NodeRecord, ProjectRecord } from '../persistence/state.model';
+import { ServerConfig } from '../config';
+import { SqliteStateStore } from '../persistence/sqlite-state.store';
+import { MountRecord, NodeRecord, ProjectRecord } from '../persistence/state.model';
 import { StateService } from '../persistence/state.service';
+import { AvailabilityService } from './availability.service';
 import { ProjectsService } from './projects.service';
 import { WorkspaceService } from './workspace.service';
 
 /** A clock the test moves by hand (ms). */
 class ManualClock extends Clock {
   t = 1_000_000;
-  now(): number {
+  override now(): number {
     return this.t;
   }
 }
@@ -46,48 +48,55 @@ const project: ProjectRecord = {
   access_policy: { invoke: 'deny' },
   token_sha256: null,
   token_updated_at_ms: T0,
-  mounts: [
-    { mount_path: '/a', node_id: 'n1', export_name: 'work', added_at_ms: T0 },
-    { mount_path: '/a', node_id: 'n2', export_name: 'work', added_at_ms: T0 },
-    { mount_path: '/t', node_id: 'n2', export_name: 'terminal-1', added_at_ms: T0 },
-    { mount_path: '/gone', node_id: 'n9', export_name: 'work', added_at_ms: T0 },
-  ],
   created_at_ms: T0,
   updated_at_ms: T0,
+  revision: 0,
 };
+
+const mounts: MountRecord[] = [
+  { mount_id: 'm1', project_id: 'p1', mount_path: '/a', node_id: 'n1', export_name: 'work', seq: 1, added_at_ms: T0 },
+  { mount_id: 'm2', project_id: 'p1', mount_path: '/a', node_id: 'n2', export_name: 'work', seq: 2, added_at_ms: T0 },
+  { mount_id: 'm3', project_id: 'p1', mount_path: '/t', node_id: 'n2', export_name: 'terminal-1', seq: 3, added_at_ms: T0 },
+  { mount_id: 'm4', project_id: 'p1', mount_path: '/gone', node_id: 'n9', export_name: 'work', seq: 4, added_at_ms: T0 },
+];
 
 const terminal = { service_id: 'terminal-1', capabilities: { invoke: true } } as unknown as ServiceEntry;
 
-describe('WorkspaceService topology cache', () => {
+describe('WorkspaceService topology cache (SQLite store)', () => {
   beforeAll(() => Logger.overrideLogger(false));
   let dir: string;
   let store: StateService;
   let clock: ManualClock;
   let cached: WorkspaceService;
+  let availability: AvailabilityService;
   const locals = (): ControlLocals => ({ pin: null, debug: false, watch: null });
 
   /** What a service with an empty cache computes now: the reference. */
-  const fresh = (actor: Actor) => new WorkspaceService(store, new ProjectsService(store, clock), clock).statusOf(actor, 'p1');
+  const fresh = (actor: Actor) => new WorkspaceService(store, new ProjectsService(store, clock), clock, availability).statusOf(actor, 'p1');
   /** The encoded reply of the long-lived service, decoded. */
   const encoded = (actor: Actor) => JSON.parse(cached.statusJson(actor, locals(), { project_id: 'p1' }).json);
 
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ws-cache-'));
-    store = new StateService(new FileStateStore(dir, null));
-    await store.open();
+    store = new StateService(new SqliteStateStore({ dir, key: null }));
     clock = new ManualClock();
-    cached = new WorkspaceService(store, new ProjectsService(store, clock), clock);
+    availability = new AvailabilityService(store, clock, { sweepIntervalMs: 60_000 } as ServerConfig);
+    availability.onModuleInit();
+    await store.open();
+    cached = new WorkspaceService(store, new ProjectsService(store, clock), clock, availability);
     await store.mutate((s) => {
-      s.nodes.set('n1', node('n1', T0 + 5_000));
-      s.nodes.set('n2', node('n2', T0 + 1_000));
-      s.catalog.set('n2', { node_id: 'n2', platform: { os: 'linux', arch: 'x64', runtime_kind: 'native' }, labels: {}, services: [terminal], updated_at_ms: T0 });
-      s.projects.set('p1', structuredClone(project));
+      s.nodes.put(node('n1', T0 + 5_000));
+      s.nodes.put(node('n2', T0 + 1_000));
+      s.catalog.put({ node_id: 'n2', platform: { os: 'linux', arch: 'x64', runtime_kind: 'native' }, labels: {}, services: [terminal], updated_at_ms: T0 });
+      s.projects.put(project);
+      for (const m of mounts) s.mounts.put(m);
       for (const a of [admin, user, { role: 'admin' as const, agentId: 'second' }]) {
-        s.bindings.set(bindingKey(a.role, a.agentId), { role: a.role, agent_id: a.agentId, project_id: 'p1', bound_at_ms: T0 });
+        s.bindings.put({ role: a.role, agent_id: a.agentId, project_id: 'p1', bound_at_ms: T0 });
       }
     });
   });
   afterEach(async () => {
+    availability.onModuleDestroy();
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -119,14 +128,14 @@ describe('WorkspaceService topology cache', () => {
   it('recomputes after every mutation (lease refresh, policy change, mount removal)', async () => {
     encoded(admin);
     encoded(user);
-    await store.mutate((s) => (s.nodes.get('n1')!.lease_expires_at_ms = T0 + 500));
-    await store.mutate((s) => (s.nodes.get('n2')!.lease_expires_at_ms = T0 + 9_000));
+    await store.mutate((s) => s.nodes.put({ ...s.nodes.get('n1')!, lease_expires_at_ms: T0 + 500 }));
+    await store.mutate((s) => s.nodes.put({ ...s.nodes.get('n2')!, lease_expires_at_ms: T0 + 9_000 }));
     expect(encoded(admin)).toEqual(fresh(admin));
     expect(encoded(admin).mounts.find((m: { mount_path: string }) => m.mount_path === '/a').node_id).toBe('n2');
-    await store.mutate((s) => (s.projects.get('p1')!.access_policy = { invoke: 'allow' }));
+    await store.mutate((s) => s.projects.put({ ...s.projects.get('p1')!, access_policy: { invoke: 'allow' } }));
     expect(encoded(user)).toEqual(fresh(user));
     expect(encoded(user).desired_mounts.map((m: { mount_path: string }) => m.mount_path)).toContain('/t');
-    await store.mutate((s) => s.projects.get('p1')!.mounts.splice(0, 2));
+    await store.mutate((s) => ['m1', 'm2'].forEach((id) => s.mounts.delete(id)));
     expect(encoded(user)).toEqual(fresh(user));
     expect(encoded(user).mounts.map((m: { mount_path: string }) => m.mount_path)).toEqual(['/gone', '/t']);
   });

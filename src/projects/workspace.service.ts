@@ -15,10 +15,11 @@ import {
 import { EncodedJson } from '@svc/transport';
 import { Actor, ControlLocals } from '../common/actor';
 import { Clock } from '../common/clock';
-import { invokeCapable, serviceOfExport, serviceVisible } from '../catalog/permissions';
-import { bindingKey, ControlState, ProjectRecord } from '../persistence/state.model';
+import { bindingKey, ProjectRecord, StateView } from '../persistence/state.model';
 import { StateService } from '../persistence/state.service';
+import { AvailabilityService } from './availability.service';
 import { mountView, ProjectsService, workspaceRootOf } from './projects.service';
+import { gated } from './topology.rules';
 
 /**
  * Selected mounts and rollups of one project as one caller sees them. Instances may be
@@ -35,7 +36,7 @@ export const TOPOLOGY_CACHE_ENTRIES = 64;
 
 /** One computed topology and when it stops being true. */
 interface CachedTopology {
-  /** {@link StateService.version} it was computed from. */
+  /** {@link AvailabilityService.projectVersion} it was computed from. */
   version: number;
   /** Clock time (ms) it was computed at. */
   computedAt: number;
@@ -51,7 +52,7 @@ export class WorkspaceService {
   /**
    * Topologies by `project_id` and caller class (admin, or any other role: gating does not
    * depend on who the non-admin caller is). An entry holds while the state version is the
-   * same and no lease of an online mount has expired since; a project with 1,000 mounts is
+   * same for its project and no lease of an online mount has expired since; a project with 1,000 mounts is
    * then neither recomputed nor re-encoded per request or per pinned session.
    */
   private readonly cache = new Map<string, CachedTopology>();
@@ -60,6 +61,7 @@ export class WorkspaceService {
     private readonly store: StateService,
     private readonly projects: ProjectsService,
     private readonly clock: Clock,
+    private readonly availability: AvailabilityService,
   ) {}
 
   /**
@@ -104,7 +106,7 @@ export class WorkspaceService {
       tail: `"drift":${JSON.stringify({ count: entry.topology.drift.length, items: entry.topology.drift })},"availability":${JSON.stringify(availabilityOf(entry.topology.selected))}`,
     };
     const e = entry.encoded;
-    const head = `{"agent_id":${JSON.stringify(actor.agentId)},"project_id":${JSON.stringify(project.project_id)},"workspace_root":${JSON.stringify(workspaceRootOf(project.project_id))}`;
+    const head = `{"agent_id":${JSON.stringify(actor.agentId)},"project_id":${JSON.stringify(project.project_id)},"revision":${project.revision},"workspace_root":${JSON.stringify(workspaceRootOf(project.project_id))}`;
     return new EncodedJson(`${head},"mounts":${e.mounts},"desired_mounts":${e.desired},"actual_mounts":${e.mounts},${e.tail}}`);
   }
 
@@ -115,6 +117,7 @@ export class WorkspaceService {
       return {
         agent_id: actor.agentId,
         project_id: null,
+        revision: 0,
         workspace_root: null,
         mounts: [],
         desired_mounts: [],
@@ -127,6 +130,7 @@ export class WorkspaceService {
     return {
       agent_id: actor.agentId,
       project_id: project.project_id,
+      revision: project.revision,
       workspace_root: workspaceRootOf(project.project_id),
       mounts: t.selected,
       desired_mounts: t.desired,
@@ -140,7 +144,7 @@ export class WorkspaceService {
    * Mount topology of a project for an actor that passed the project check: every configured
    * mount (gated ones removed for non-admins), the selected one per path, and drift.
    */
-  topology(actor: Actor, project: ProjectRecord, state: ControlState = this.store.state): Topology {
+  topology(actor: Actor, project: ProjectRecord, state: StateView = this.store.state): Topology {
     if (state !== this.store.state) return this.compute(actor, project, state, this.clock.now());
     return this.cached(actor, project).topology;
   }
@@ -151,22 +155,23 @@ export class WorkspaceService {
     const key = `${project.project_id}\0${actor.role === 'admin' ? 'admin' : 'other'}`;
     const hit = this.cache.get(key);
     this.cache.delete(key);
-    if (hit && hit.version === this.store.version && now >= hit.computedAt && now < hit.validUntil) {
+    const version = this.availability.projectVersion(project.project_id);
+    if (hit && hit.version === version && now >= hit.computedAt && now < hit.validUntil) {
       this.cache.set(key, hit);
       return hit;
     }
     const topology = this.compute(actor, project, this.store.state, now);
     let validUntil = Infinity;
     for (const v of topology.desired) if (v.state === 'online' && v.lease_expires_at_ms! < validUntil) validUntil = v.lease_expires_at_ms!;
-    const entry: CachedTopology = { version: this.store.version, computedAt: now, validUntil, topology, encoded: null };
+    const entry: CachedTopology = { version, computedAt: now, validUntil, topology, encoded: null };
     this.cache.set(key, entry);
     if (this.cache.size > TOPOLOGY_CACHE_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
     return entry;
   }
 
-  private compute(actor: Actor, project: ProjectRecord, state: ControlState, now: number): Topology {
-    let desired = project.mounts.map((m) => mountView(state, m, now, true));
-    if (actor.role !== 'admin') desired = desired.filter((v) => !this.gated(state, project, v));
+  private compute(actor: Actor, project: ProjectRecord, state: StateView, now: number): Topology {
+    let desired = state.mountsOf(project.project_id).map((m) => mountView(state, m, now, true));
+    if (actor.role !== 'admin') desired = desired.filter((v) => !gated(state, project, v));
     const selected: MountView[] = [];
     const drift: DriftItem[] = [];
     const primaries = new Map<string, MountView>();
@@ -178,19 +183,6 @@ export class WorkspaceService {
       if (item) drift.push(item);
     }
     return { desired, selected, drift };
-  }
-
-  /**
-   * Invoke gating (PROTOCOL.md 6): a mount mapping to an invoke-capable service is left out
-   * unless the project allows invoke and the service's permissions allow the caller.
-   */
-  private gated(state: ControlState, project: ProjectRecord, view: MountView): boolean {
-    const services = state.catalog.get(view.node_id)?.services;
-    if (!services) return false;
-    const service = serviceOfExport(services, view.export_name);
-    if (!service || !invokeCapable(service)) return false;
-    if (project.access_policy.invoke !== 'allow') return true;
-    return !serviceVisible(service, { role: 'user', holdsProjectToken: true });
   }
 
   private driftOf(path: string, chosen: MountView, primary: MountView): DriftItem | null {

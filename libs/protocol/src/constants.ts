@@ -33,7 +33,7 @@ export const CloseCode = {
 } as const;
 
 /** Lease limits, ms (PROTOCOL.md 5). */
-export const LEASE_TTL_DEFAULT_MS = 900_000;
+export const LEASE_TTL_DEFAULT_MS = 30_000;
 export const LEASE_TTL_MIN_MS = 1_000;
 export const LEASE_TTL_MAX_MS = 86_400_000;
 

@@ -97,6 +97,8 @@ export interface DriftItem {
 export interface WorkspaceStatus {
   agent_id: string;
   project_id: string | null;
+  /** The project's revision (PROTOCOL.md 6); 0 without a project. */
+  revision: number;
   workspace_root: string | null;
   mounts: MountView[];
   desired_mounts: MountView[];
@@ -116,10 +118,21 @@ export interface AvailabilityEvent {
   ts_ms: number;
 }
 
-/** `control.workspace_topology_delta` event payload (PROTOCOL.md 6). */
+/**
+ * `control.workspace_topology_delta` event payload (PROTOCOL.md 6): only the mount paths
+ * whose topology changed. `changed` holds each changed path's selected mount, `desired` every
+ * configured mount of those paths (as `desired_mounts` in WorkspaceStatus), `removed` the
+ * paths gone; `revision` is the project's revision after the change (a client that sees a gap
+ * re-reads `workspace_status`). A session whose pin ended gets one last delta with
+ * `reason:"access_ended"` and no mounts.
+ */
 export interface TopologyDelta {
   project_id: string;
-  mounts: MountView[];
+  revision: number;
+  changed: MountView[];
+  desired: MountView[];
+  removed: string[];
   availability: Availability;
   ts_ms: number;
+  reason?: 'access_ended';
 }

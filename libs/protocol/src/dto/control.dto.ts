@@ -271,6 +271,15 @@ export class LeaseRefreshDto {
   fs_auth_token?: string;
 }
 
+/** `control.node_lease_release` (PROTOCOL.md 5): `{node_id, node_secret}`; the lease ends now. */
+export class LeaseReleaseDto {
+  @Ident('node_id')
+  node_id: string;
+
+  @Secret('node_secret')
+  node_secret: string;
+}
+
 /** Payloads naming one node: `node_get`, `node_delete`. */
 export class NodeRefDto {
   @Ident('node_id')

@@ -1,0 +1,188 @@
+/**
+ * The records in SQL (ARCHITECTURE.md "State": one SQL layer for SQLite and PostgreSQL): one
+ * table per kind of record (`id` primary key, the record's clear index columns, `body`),
+ * written through Kysely in statements both engines accept, with versioned migrations
+ * (Kysely's Migrator, tables `svc_migration` and `svc_migration_lock`) run at start.
+ */
+import { Kysely, Migration, Migrator, sql, Transaction } from 'kysely';
+import { ChangeSet, ControlState, RecordOf, TABLE_NAMES, TableName } from './state.model';
+import { RowCodec } from './row-codec';
+import { StateLoadError } from './state-store.port';
+
+/** Clear columns of each table, with their SQL types (times and revisions are bigints). */
+const CLEAR_COLUMNS: { [T in TableName]: Array<[string, 'text' | 'bigint']> } = {
+  projects: [['revision', 'bigint'], ['updated_at_ms', 'bigint']],
+  mounts: [['project_id', 'text'], ['node_id', 'text'], ['seq', 'bigint']],
+  nodes: [['lease_expires_at_ms', 'bigint']],
+  invites: [['expires_at_ms', 'bigint']],
+  join_requests: [['requested_at_ms', 'bigint']],
+  bindings: [['project_id', 'text']],
+  catalog: [['updated_at_ms', 'bigint']],
+  role_tokens: [['updated_at_ms', 'bigint']],
+  undelivered: [],
+  mount_states: [['project_id', 'text'], ['ts_ms', 'bigint']],
+};
+
+/** Secondary indexes: name -> [table, column]. */
+const INDEXES: Array<[string, TableName, string]> = [
+  ['mounts_project_idx', 'mounts', 'project_id'],
+  ['mounts_node_idx', 'mounts', 'node_id'],
+  ['nodes_lease_idx', 'nodes', 'lease_expires_at_ms'],
+  ['bindings_project_idx', 'bindings', 'project_id'],
+  ['mount_states_project_idx', 'mount_states', 'project_id'],
+];
+
+/** The schema's migrations, in order. Never edit one that has shipped: add the next. */
+export const MIGRATIONS: Record<string, Migration> = {
+  '0001_records': {
+    async up(db: Kysely<unknown>): Promise<void> {
+      await db.schema
+        .createTable('svc_meta')
+        .addColumn('key', 'text', (c) => c.primaryKey())
+        .addColumn('value', 'text', (c) => c.notNull())
+        .execute();
+      for (const t of TABLE_NAMES) {
+        let q = db.schema.createTable(t).addColumn('id', 'text', (c) => c.primaryKey());
+        for (const [col, type] of CLEAR_COLUMNS[t]) q = q.addColumn(col, type);
+        await q.addColumn('body', 'text', (c) => c.notNull()).execute();
+      }
+      for (const [name, table, column] of INDEXES) await db.schema.createIndex(name).on(table).column(column).execute();
+    },
+  },
+};
+
+/** Largest number of rows per INSERT statement (SQLite allows 32,766 bound values). */
+const ROWS_PER_INSERT = 200;
+
+// The schema is built from TABLES at run time, so the builder is used untyped here.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Db = Kysely<any>;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Tx = Transaction<any>;
+
+/** Records over a Kysely database (either engine). */
+export class SqlRecords {
+  constructor(
+    readonly db: Db,
+    readonly codec: RowCodec,
+  ) {}
+
+  /**
+   * Creates or migrates the schema to this code's version.
+   * @throws StateLoadError when the database holds migrations this code does not know (a
+   *   newer version wrote it) or a migration fails
+   */
+  async migrate(): Promise<void> {
+    const known = new Set(Object.keys(MIGRATIONS));
+    const tables = await this.db.introspection.getTables();
+    if (tables.some((t) => t.name === 'svc_migration')) {
+      const applied = await this.db.selectFrom('svc_migration').select('name').execute();
+      const unknown = applied.map((r) => String(r.name)).filter((n) => !known.has(n));
+      if (unknown.length > 0) {
+        throw new StateLoadError(`the state store was written by a newer svc (schema ${unknown.join(', ')}); run that version or restore a backup`);
+      }
+    } else if (tables.length > 0) {
+      throw new StateLoadError(`the database is not an svc state store (it has tables ${tables.slice(0, 5).map((t) => t.name).join(', ')} and no svc schema); it was left untouched`);
+    }
+    const migrator = new Migrator({
+      db: this.db,
+      provider: { getMigrations: async () => MIGRATIONS },
+      migrationTableName: 'svc_migration',
+      migrationLockTableName: 'svc_migration_lock',
+    });
+    const { error } = await migrator.migrateToLatest();
+    if (error) throw new StateLoadError(`cannot migrate the state store: ${(error as Error).message ?? String(error)}`);
+  }
+
+  /** Reads one meta value, or null. */
+  async meta(key: string): Promise<string | null> {
+    const row = await this.db.selectFrom('svc_meta').select('value').where('key', '=', key).executeTakeFirst();
+    return row ? String(row.value) : null;
+  }
+
+  /** Sets meta values in one transaction. */
+  async setMeta(values: Record<string, string>): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      for (const [key, value] of Object.entries(values)) await this.upsertMeta(trx, key, value);
+    });
+  }
+
+  /** True when no table holds a record. */
+  async isEmpty(): Promise<boolean> {
+    for (const t of TABLE_NAMES) {
+      if (await this.db.selectFrom(t).select('id').limit(1).executeTakeFirst()) return false;
+    }
+    return true;
+  }
+
+  /**
+   * Reads every record into a read model, in one read transaction.
+   * @throws StateLoadError when a body cannot be decrypted or parsed
+   */
+  async loadAll(): Promise<ControlState> {
+    const state = new ControlState();
+    const changes: ChangeSet = {};
+    await this.db.transaction().execute(async (trx) => {
+      for (const t of TABLE_NAMES) {
+        const rows = await trx.selectFrom(t).select(['id', 'body']).execute();
+        const m = new Map<string, RecordOf[typeof t]>();
+        for (const r of rows) m.set(String(r.id), this.codec.decode(t, String(r.id), String(r.body)));
+        (changes as Record<string, unknown>)[t] = m;
+      }
+    });
+    state.apply(changes);
+    return state;
+  }
+
+  /** True when some body is stored in plaintext while the codec encrypts (or the reverse). */
+  async needsReencode(): Promise<boolean> {
+    for (const t of TABLE_NAMES) {
+      const row = await this.db.selectFrom(t).select('body').limit(1).executeTakeFirst();
+      if (row && RowCodec.isEncrypted(String(row.body)) !== this.codec.encrypted) return true;
+    }
+    return false;
+  }
+
+  /** Applies a change set in one transaction (plus meta values, when given). */
+  async commit(changes: ChangeSet, meta?: Record<string, string>): Promise<void> {
+    await this.db.transaction().execute(async (trx) => {
+      await this.write(trx, changes);
+      for (const [key, value] of Object.entries(meta ?? {})) await this.upsertMeta(trx, key, value);
+    });
+  }
+
+  private async write(trx: Tx, changes: ChangeSet): Promise<void> {
+    for (const t of TABLE_NAMES) {
+      const writes = changes[t] as Map<string, RecordOf[typeof t] | null> | undefined;
+      if (!writes || writes.size === 0) continue;
+      const rows: Record<string, unknown>[] = [];
+      const deletes: string[] = [];
+      for (const [id, record] of writes) {
+        if (record === null) deletes.push(id);
+        else {
+          const row = this.codec.encode(t, record);
+          rows.push({ id: row.id, ...row.clear, body: row.body });
+        }
+      }
+      const columns = [...CLEAR_COLUMNS[t].map(([c]) => c), 'body'];
+      for (let i = 0; i < rows.length; i += ROWS_PER_INSERT) {
+        await trx
+          .insertInto(t)
+          .values(rows.slice(i, i + ROWS_PER_INSERT))
+          .onConflict((oc) => oc.column('id').doUpdateSet(Object.fromEntries(columns.map((c) => [c, sql.ref(`excluded.${c}`)]))))
+          .execute();
+      }
+      for (let i = 0; i < deletes.length; i += ROWS_PER_INSERT) {
+        await trx.deleteFrom(t).where('id', 'in', deletes.slice(i, i + ROWS_PER_INSERT)).execute();
+      }
+    }
+  }
+
+  private async upsertMeta(trx: Tx, key: string, value: string): Promise<void> {
+    await trx
+      .insertInto('svc_meta')
+      .values({ key, value })
+      .onConflict((oc) => oc.column('key').doUpdateSet({ value }))
+      .execute();
+  }
+}

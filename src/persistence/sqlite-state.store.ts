@@ -1,0 +1,252 @@
+/**
+ * The embedded StateStore (PROTOCOL.md 10): a SQLite database `<state-dir>/state.db` in WAL
+ * mode through better-sqlite3, one process at a time (`state.lock`; a second `svc` waits as a
+ * standby), and a key check file `state.keycheck.json` beside it so that a wrong or missing
+ * state key is refused before anything in the directory is opened for writing.
+ *
+ * Durability: `synchronous=NORMAL` (the default) makes every acknowledged commit survive a
+ * killed process; `SVC_STATE_SYNC=full` (`synchronous=FULL`, an fsync per commit) also survives
+ * power loss. A `state.json` of an earlier version is imported on first start and renamed
+ * `state.json.imported`.
+ */
+import Database from 'better-sqlite3';
+import { Kysely, SqliteDialect } from 'kysely';
+import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs';
+import { readFile, rename, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import { writeFileAtomic } from '@svc/ops';
+import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
+import { RowCodec } from './row-codec';
+import { recordsOfSnapshot, readSnapshotFile, snapshotOf, writeSnapshotFile } from './snapshot-file';
+import { SqlRecords } from './sql-records';
+import { StateDirLock } from './state-lock';
+import { StateLoadError, StateStore } from './state-store.port';
+
+/** `PRAGMA application_id` of an svc state database ("svc1"). */
+export const SQLITE_APPLICATION_ID = 0x73766331;
+
+/** Durability of commits (`SVC_STATE_SYNC`). */
+export type StateSync = 'normal' | 'full';
+
+export interface SqliteStoreOptions {
+  /** The state directory. */
+  dir: string;
+  /** AES-256 key of record bodies, or null for plaintext. */
+  key: Buffer | null;
+  /** `normal` (default): survives a killed process; `full`: also power loss. */
+  sync?: StateSync;
+}
+
+interface KeyCheckFile {
+  format: 'svc-state-keycheck';
+  encrypted: boolean;
+  key_check?: string;
+}
+
+/** The embedded SQLite StateStore. */
+export class SqliteStateStore implements StateStore {
+  readonly dbFile: string;
+  readonly keyCheckFile: string;
+  readonly legacyFile: string;
+  private readonly lock: StateDirLock;
+  private readonly codec: RowCodec;
+  private sqlite: Database.Database | null = null;
+  private records: SqlRecords | null = null;
+
+  constructor(private readonly options: SqliteStoreOptions) {
+    this.dbFile = join(options.dir, 'state.db');
+    this.keyCheckFile = join(options.dir, 'state.keycheck.json');
+    this.legacyFile = join(options.dir, 'state.json');
+    this.lock = new StateDirLock(options.dir);
+    this.codec = new RowCodec(options.key);
+  }
+
+  describe(): string {
+    return `${this.dbFile}${this.options.key ? ' (AES-256-GCM encrypted records)' : ''}`;
+  }
+
+  async open(onWait: (holder: string) => void): Promise<ControlState> {
+    const legacy = await this.precheck();
+    await this.lock.acquire(onWait);
+    try {
+      await this.openDatabase(false);
+      const records = this.records!;
+      const kcv = await records.meta('key_check');
+      if (kcv !== null && !this.options.key) throw new StateLoadError(`${this.dbFile} is encrypted; set SVC_CONTROL_STATE_KEY_HEX to the key it was written with`);
+      if (kcv !== null && !this.codec.matchesKeyCheck(kcv)) {
+        throw new StateLoadError(`cannot decrypt ${this.dbFile}: SVC_CONTROL_STATE_KEY_HEX is not the key it was written with; it was left untouched`);
+      }
+      if (legacy && (await records.isEmpty())) {
+        await records.commit(legacy, this.options.key ? { key_check: this.codec.keyCheck() } : {});
+      }
+      if (existsSync(this.legacyFile)) await rename(this.legacyFile, `${this.legacyFile}.imported`);
+      if (this.options.key && ((await records.meta('key_check')) === null || (await records.needsReencode()))) {
+        // A plaintext store (or one half-converted by a crash) with a key set: encrypt every body now.
+        const state = await records.loadAll();
+        await records.commit(allRecords(state), { key_check: this.codec.keyCheck() });
+        // Nothing of the plaintext stays behind: rebuild the file and empty the WAL.
+        this.sqlite!.exec('VACUUM');
+        this.sqlite!.pragma('wal_checkpoint(TRUNCATE)');
+      }
+      await this.writeKeyCheckFile();
+      return await records.loadAll();
+    } catch (e) {
+      await this.close();
+      if (e instanceof StateLoadError) throw e;
+      throw new StateLoadError(`cannot open ${this.dbFile}: ${(e as Error).message}`);
+    }
+  }
+
+  async commit(changes: ChangeSet): Promise<void> {
+    if (!this.records) throw new Error('the state store is not open');
+    await this.records.commit(changes);
+  }
+
+  async close(): Promise<void> {
+    const db = this.records?.db;
+    this.records = null;
+    this.sqlite = null;
+    if (db) await db.destroy().catch(() => undefined);
+    await this.lock.release();
+  }
+
+  /**
+   * `svc state export`: a consistent snapshot of the whole store into `file` (encrypted with
+   * the key when set), also while a server runs on the store (read from its WAL).
+   * @returns numbers of records per table
+   * @throws StateLoadError when the store cannot be read; the system error when the file cannot be written
+   */
+  async exportTo(file: string | null, write: (text: string) => void = (t) => process.stdout.write(t)): Promise<Record<string, number>> {
+    await this.precheck();
+    if (!existsSync(this.dbFile)) throw new StateLoadError(`no state store in ${this.options.dir} (no state.db)`);
+    const owned = await this.lock.acquire(() => undefined, true);
+    try {
+      await this.openDatabase(!owned);
+      const state = await this.records!.loadAll();
+      const snapshot = snapshotOf(state);
+      if (file) await writeSnapshotFile(file, snapshot, this.options.key);
+      else {
+        const tmp = join(this.options.dir, `.export-${process.pid}.json`);
+        await writeSnapshotFile(tmp, snapshot, this.options.key);
+        write(await readFile(tmp, 'utf8'));
+        await unlink(tmp);
+      }
+      return Object.fromEntries(TABLE_NAMES.map((t) => [t, snapshot.tables[t].length]));
+    } finally {
+      await this.close();
+    }
+  }
+
+  /**
+   * `svc state import FILE`: loads a snapshot (this version's export, or an earlier
+   * version's `state.json`) into an empty store with no server on it.
+   * @throws StateLoadError when a server holds the store, the store is not empty, or the file
+   *   cannot be read or decrypted (nothing changed)
+   */
+  async importFrom(file: string): Promise<Record<string, number>> {
+    const raw = await readSnapshotFile(file, this.options.key);
+    if (raw === null) throw new StateLoadError(`${file} does not exist`);
+    const changes = recordsOfSnapshot(raw);
+    await this.precheck();
+    if (!(await this.lock.acquire(() => undefined, true))) throw new StateLoadError(`a server is running on ${this.options.dir}; stop it first (import needs the store to itself)`);
+    try {
+      await this.openDatabase(false);
+      if (!(await this.records!.isEmpty())) throw new StateLoadError(`the store in ${this.options.dir} is not empty; import only into an empty store (nothing was changed)`);
+      await this.records!.commit(changes, this.options.key ? { key_check: this.codec.keyCheck() } : {});
+      await this.writeKeyCheckFile();
+      return Object.fromEntries(TABLE_NAMES.map((t) => [t, changes[t]?.size ?? 0]));
+    } finally {
+      await this.close();
+    }
+  }
+
+  /**
+   * Checks, without writing anything: the database file is an svc store, the key matches
+   * the key check file, and an earlier version's snapshot (when there is no database yet)
+   * can be read with the key.
+   * @returns that snapshot's records, to import, or null
+   */
+  private async precheck(): Promise<ChangeSet | null> {
+    let dbExists = false;
+    try {
+      dbExists = statSync(this.dbFile).size > 0;
+    } catch {
+      dbExists = false;
+    }
+    if (dbExists) this.checkHeader();
+    if (existsSync(this.keyCheckFile)) {
+      let kc: KeyCheckFile;
+      try {
+        kc = JSON.parse(await readFile(this.keyCheckFile, 'utf8')) as KeyCheckFile;
+      } catch (e) {
+        throw new StateLoadError(`${this.keyCheckFile} is not readable (${(e as Error).message}); restore it or move it away`);
+      }
+      if (kc.encrypted && !this.options.key) throw new StateLoadError(`${this.dbFile} is encrypted; set SVC_CONTROL_STATE_KEY_HEX to the key it was written with`);
+      if (kc.encrypted && !this.codec.matchesKeyCheck(String(kc.key_check))) {
+        throw new StateLoadError(`cannot decrypt ${this.dbFile}: SVC_CONTROL_STATE_KEY_HEX is not the key it was written with; it was left untouched`);
+      }
+    }
+    if (dbExists) return null;
+    const raw = await readSnapshotFile(this.legacyFile, this.options.key);
+    return raw === null ? null : recordsOfSnapshot(raw);
+  }
+
+  /** @throws StateLoadError unless the file starts with SQLite's header and our application id (or none yet) */
+  private checkHeader(): void {
+    const header = Buffer.alloc(100);
+    let n = 0;
+    const fd = openSync(this.dbFile, 'r');
+    try {
+      n = readSync(fd, header, 0, 100, 0);
+    } finally {
+      closeSync(fd);
+    }
+    if (n < 100 || header.toString('latin1', 0, 16) !== 'SQLite format 3\0') {
+      throw new StateLoadError(`${this.dbFile} is not an SQLite database (damaged, or another file); it was left untouched. Restore it from a backup (svc state import) or move it away`);
+    }
+    const appId = header.readUInt32BE(68);
+    if (appId !== SQLITE_APPLICATION_ID && appId !== 0) {
+      throw new StateLoadError(`${this.dbFile} belongs to another application (application_id 0x${appId.toString(16)}); it was left untouched`);
+    }
+  }
+
+  private async openDatabase(readonly: boolean): Promise<void> {
+    const sqlite = new Database(this.dbFile, { readonly, fileMustExist: readonly });
+    sqlite.pragma('busy_timeout = 5000');
+    this.sqlite = sqlite;
+    this.records = new SqlRecords(new Kysely({ dialect: new SqliteDialect({ database: sqlite }) }), this.codec);
+    if (readonly) return;
+    // The schema check reads only: a foreign database is refused before anything is written.
+    const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>;
+    if (tables.length > 0 && !tables.some((t) => t.name === 'svc_migration')) {
+      throw new StateLoadError(`${this.dbFile} is not an svc state store (tables ${tables.slice(0, 5).map((t) => t.name).join(', ')}); it was left untouched`);
+    }
+    sqlite.pragma('journal_mode = WAL');
+    // Deleted and replaced content is overwritten, so no old plaintext lingers in free pages.
+    sqlite.pragma('secure_delete = ON');
+    sqlite.pragma(`synchronous = ${this.options.sync === 'full' ? 'FULL' : 'NORMAL'}`);
+    if ((sqlite.pragma('application_id', { simple: true }) as number) !== SQLITE_APPLICATION_ID) sqlite.pragma(`application_id = ${SQLITE_APPLICATION_ID}`);
+    await this.records.migrate();
+  }
+
+  private async writeKeyCheckFile(): Promise<void> {
+    const kc: KeyCheckFile = this.options.key
+      ? { format: 'svc-state-keycheck', encrypted: true, key_check: (await this.records!.meta('key_check')) ?? this.codec.keyCheck() }
+      : { format: 'svc-state-keycheck', encrypted: false };
+    let current: string | null = null;
+    try {
+      current = await readFile(this.keyCheckFile, 'utf8');
+    } catch {
+      current = null;
+    }
+    const text = JSON.stringify(kc) + '\n';
+    if (current !== text) await writeFileAtomic(this.keyCheckFile, text);
+  }
+}
+
+/** Every record of a read model as one change set (puts). */
+function allRecords(state: ControlState): ChangeSet {
+  const out: ChangeSet = {};
+  for (const t of TABLE_NAMES) (out as Record<string, unknown>)[t] = new Map(state.table(t));
+  return out;
+}
