@@ -103,6 +103,11 @@ export interface WorkspaceStatus {
   actual_mounts: MountView[];
   drift: { count: number; items: DriftItem[] };
   availability: Availability;
+  /**
+   * The project's revision (PROTOCOL.md 6): increased with every change of its selected
+   * mounts or their states; 0 when `project_id` is null. Topology deltas continue from it.
+   */
+  revision: number;
 }
 
 /** `control.workspace_availability` event payload (PROTOCOL.md 6). */
@@ -116,10 +121,47 @@ export interface AvailabilityEvent {
   ts_ms: number;
 }
 
-/** `control.workspace_topology_delta` event payload (PROTOCOL.md 6). */
-export interface TopologyDelta {
+/**
+ * A `control.workspace_topology_delta` that changes the topology (PROTOCOL.md 6), pushed to
+ * sessions pinned to `project_id`. It carries only the mount paths whose topology changed:
+ *  - `changed`: the new selected MountView of each such path (one per path);
+ *  - `desired`: every configured mount of exactly those paths (MountView, as in
+ *    WorkspaceStatus `desired_mounts`, filtered for the caller);
+ *  - `removed`: mount paths that no longer exist for the caller;
+ *  - `availability`: the rollup of the whole project's selected mounts.
+ * `revision` is the project's revision after the change; a session sees it increase by
+ * exactly 1 per delta unless it missed one (then it re-reads `control.workspace_status`).
+ */
+export interface TopologyChangeDelta {
   project_id: string;
-  mounts: MountView[];
+  revision: number;
+  changed: MountView[];
+  desired: MountView[];
+  removed: string[];
   availability: Availability;
   ts_ms: number;
+  reason?: undefined;
 }
+
+/**
+ * The last `control.workspace_topology_delta` of a pin (PROTOCOL.md 6): the session's pin on
+ * `project_id` ended (project token rotated or revoked, project deleted), so its topology is
+ * now empty. `changed`, `desired` and `removed` are empty; `revision` may be present.
+ */
+export interface TopologyEndDelta {
+  project_id: string;
+  revision?: number;
+  changed: MountView[];
+  desired: MountView[];
+  removed: string[];
+  availability: Availability;
+  ts_ms: number;
+  reason: 'access_ended';
+}
+
+/**
+ * `control.workspace_topology_delta` event payload (PROTOCOL.md 6): a change
+ * ({@link TopologyChangeDelta}, no `reason`) or the end of the pin ({@link TopologyEndDelta},
+ * `reason: "access_ended"`).
+ */
+export type TopologyDelta = TopologyChangeDelta | TopologyEndDelta;
