@@ -14,7 +14,7 @@
  */
 import { Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { Subject } from 'rxjs';
-import { Availability, AvailabilityEvent, MountState, MountView, TopologyDelta } from '@svc/protocol';
+import { Availability, AvailabilityEvent, MountState, MountView, TopologyChangeDelta } from '@svc/protocol';
 import { Clock } from '../common/clock';
 import { ServerConfig } from '../config';
 import { MountRecord, ProjectRecord, StateView } from '../persistence/state.model';
@@ -186,7 +186,7 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
    * The `control.workspace_topology_delta` payload of a change for a class of caller
    * (PROTOCOL.md 6): the changed paths' selected mounts and configured mounts, the paths gone.
    */
-  deltaFor(change: TopologyChange, cls: ViewerClass): TopologyDelta {
+  deltaFor(change: TopologyChange, cls: ViewerClass): TopologyChangeDelta {
     const pub = this.published.get(change.project_id);
     const changed: MountView[] = [];
     const desired: MountView[] = [];

@@ -97,14 +97,17 @@ export interface DriftItem {
 export interface WorkspaceStatus {
   agent_id: string;
   project_id: string | null;
-  /** The project's revision (PROTOCOL.md 6); 0 without a project. */
-  revision: number;
   workspace_root: string | null;
   mounts: MountView[];
   desired_mounts: MountView[];
   actual_mounts: MountView[];
   drift: { count: number; items: DriftItem[] };
   availability: Availability;
+  /**
+   * The project's revision (PROTOCOL.md 6): increased with every change of its selected
+   * mounts or their states; 0 when `project_id` is null. Topology deltas continue from it.
+   */
+  revision: number;
 }
 
 /** `control.workspace_availability` event payload (PROTOCOL.md 6). */
@@ -119,14 +122,17 @@ export interface AvailabilityEvent {
 }
 
 /**
- * `control.workspace_topology_delta` event payload (PROTOCOL.md 6): only the mount paths
- * whose topology changed. `changed` holds each changed path's selected mount, `desired` every
- * configured mount of those paths (as `desired_mounts` in WorkspaceStatus), `removed` the
- * paths gone; `revision` is the project's revision after the change (a client that sees a gap
- * re-reads `workspace_status`). A session whose pin ended gets one last delta with
- * `reason:"access_ended"` and no mounts.
+ * A `control.workspace_topology_delta` that changes the topology (PROTOCOL.md 6), pushed to
+ * sessions pinned to `project_id`. It carries only the mount paths whose topology changed:
+ *  - `changed`: the new selected MountView of each such path (one per path);
+ *  - `desired`: every configured mount of exactly those paths (MountView, as in
+ *    WorkspaceStatus `desired_mounts`, filtered for the caller);
+ *  - `removed`: mount paths that no longer exist for the caller;
+ *  - `availability`: the rollup of the whole project's selected mounts.
+ * `revision` is the project's revision after the change; a session sees it increase by
+ * exactly 1 per delta unless it missed one (then it re-reads `control.workspace_status`).
  */
-export interface TopologyDelta {
+export interface TopologyChangeDelta {
   project_id: string;
   revision: number;
   changed: MountView[];
@@ -134,5 +140,28 @@ export interface TopologyDelta {
   removed: string[];
   availability: Availability;
   ts_ms: number;
-  reason?: 'access_ended';
+  reason?: undefined;
 }
+
+/**
+ * The last `control.workspace_topology_delta` of a pin (PROTOCOL.md 6): the session's pin on
+ * `project_id` ended (project token rotated or revoked, project deleted), so its topology is
+ * now empty. `changed`, `desired` and `removed` are empty; `revision` may be present.
+ */
+export interface TopologyEndDelta {
+  project_id: string;
+  revision?: number;
+  changed: MountView[];
+  desired: MountView[];
+  removed: string[];
+  availability: Availability;
+  ts_ms: number;
+  reason: 'access_ended';
+}
+
+/**
+ * `control.workspace_topology_delta` event payload (PROTOCOL.md 6): a change
+ * ({@link TopologyChangeDelta}, no `reason`) or the end of the pin ({@link TopologyEndDelta},
+ * `reason: "access_ended"`).
+ */
+export type TopologyDelta = TopologyChangeDelta | TopologyEndDelta;

@@ -18,6 +18,8 @@ export interface StatusReport {
   project_id: string | null;
   agent_id: string | null;
   workspace_root: string | null;
+  /** The project revision the topology reflects (PROTOCOL.md 6); null when unknown or in endpoint mode. */
+  revision: number | null;
   binary_requested: boolean;
   availability: { mounts_total: number; online: number; degraded: number; missing: number } | null;
   mounts: Array<{
@@ -57,6 +59,7 @@ export async function statusReport(router: WorkspaceRouter, probe: boolean, bina
     project_id: t.project_id,
     agent_id: t.agent_id,
     workspace_root: t.workspace_root,
+    revision: t.revision,
     binary_requested: binary,
     availability: info.kind === 'workspace' ? availabilityOf(selected.map((c) => ({ state: c.state! }))) : null,
     mounts,
@@ -75,7 +78,7 @@ export function formatStatus(r: StatusReport): string {
   if (r.mode === 'workspace') {
     const c = r.control!;
     lines.push(`mode: workspace (${c.url}, control session ${c.connected ? 'open' : 'closed'}${c.last_error ? `, last error: ${c.last_error}` : ''})`);
-    lines.push(r.project_id ? `project: ${r.project_id} (agent ${r.agent_id}), workspace root ${r.workspace_root}` : `project: none (agent ${r.agent_id} has no binding; pass --project-id)`);
+    lines.push(r.project_id ? `project: ${r.project_id} (agent ${r.agent_id}), workspace root ${r.workspace_root}${r.revision !== null ? `, revision ${r.revision}` : ''}` : `project: none (agent ${r.agent_id} has no binding; pass --project-id)`);
     const a = r.availability!;
     lines.push(`availability: ${a.mounts_total} mount path(s): ${a.online} online, ${a.degraded} degraded, ${a.missing} missing`);
   } else {

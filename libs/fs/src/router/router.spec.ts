@@ -135,8 +135,10 @@ describe('topologyFromStatus', () => {
       actual_mounts: [desired[3], desired[4]],
       drift: { count: 0, items: [] },
       availability: { mounts_total: 2, online: 2, degraded: 0, missing: 0 },
+      revision: 7,
     };
     const t = topologyFromStatus(status);
+    expect(t.revision).toBe(7);
     expect([...t.mounts.keys()]).toEqual(['/d', '/s']);
     expect(t.mounts.get('/s')!.map((c) => c.node_id)).toEqual(['n4', 'n3', 'n2', 'n1']);
     expect(t.mounts.get('/s')![0]).toMatchObject({ selected: true, auth_token: 'tok4' });

@@ -1,15 +1,15 @@
 /**
  * Where the router's topology comes from (issue 3 items 7-8):
  *  - {@link WorkspaceTopologySource}: a control session on `svc` reading
- *    `control.workspace_status` (PROTOCOL.md 6), following `control.workspace_topology_delta`
- *    pushes, re-syncing periodically and reconnecting with backoff while keeping the last
- *    topology;
+ *    `control.workspace_status` (PROTOCOL.md 6), applying `control.workspace_topology_delta`
+ *    pushes (re-reading the whole status on a revision gap), re-syncing periodically and
+ *    reconnecting with backoff while keeping the last topology;
  *  - {@link StaticTopologySource}: a fixed `--endpoint` list.
  */
 import { EventEmitter } from 'node:events';
 import { ConnectionError, ControlClient, ControlClientOptions, ControlError } from '@svc/client';
-import { WorkspaceStatus } from '@svc/protocol/wire';
-import { EndpointSpec, Topology, topologyFromEndpoints, topologyFromStatus } from './topology';
+import { TopologyDelta, WorkspaceStatus } from '@svc/protocol/wire';
+import { applyTopologyDelta, EndpointSpec, Topology, topologyFromEndpoints, topologyFromStatus } from './topology';
 
 /** Health of a topology source, for `status`. */
 export interface TopologySourceInfo {
@@ -25,9 +25,9 @@ export interface TopologySourceInfo {
 }
 
 /**
- * A source of topologies. Events: `topology` (Topology) whenever a new one is read (also when
- * unchanged: the router compares), `sync_error` (Error) when a read fails (the last topology
- * is kept).
+ * A source of topologies. Events: `topology` (Topology) whenever a new one is read or a delta
+ * is applied (also when unchanged: the router compares; a published Topology is never
+ * modified afterwards), `sync_error` (Error) when a read fails (the last topology is kept).
  */
 export interface TopologySource extends EventEmitter {
   /** Reads the first topology. @throws what the first read throws (the CLI exits 2) */
@@ -103,8 +103,20 @@ const BACKOFF_MAX_MS = 10_000;
 /**
  * Workspace mode. The session is pinned to the project (explicitly with `projectId`, or, when
  * the agent's binding selects it, by asking again with that `project_id` and no token, which
- * the binding allows: PROTOCOL.md 6), so `control.workspace_topology_delta` pushes arrive; a
- * delta carries only the selected mounts, so each one triggers a full re-read.
+ * the binding allows: PROTOCOL.md 6), so `control.workspace_topology_delta` pushes arrive.
+ *
+ * Deltas (PROTOCOL.md 6) are applied with {@link applyTopologyDelta} and the result published:
+ * a delta carries the changed mount paths only (selected and configured mounts), so no full
+ * re-read is needed. A full re-read ({@link refresh}, coalesced) happens instead when the delta
+ * cannot be applied: a revision gap, an unknown revision (a server without revisions, or
+ * after a reconnect until the next read), another project, or an unknown `reason`. A stale
+ * delta (revision not newer) is ignored. `reason: "access_ended"` publishes an empty topology,
+ * as a `project_auth_failed` re-read does.
+ *
+ * Reads and deltas race on one session: a status reply computed before a change can arrive
+ * after the change's delta. So a delta that arrives during a read is applied only when it is
+ * consecutive (else one more read follows), and a read whose revision is older than what the
+ * deltas of the same session already brought is not published.
  */
 export class WorkspaceTopologySource extends EventEmitter implements TopologySource {
   current: Topology;
@@ -117,6 +129,8 @@ export class WorkspaceTopologySource extends EventEmitter implements TopologySou
   private lastError: string | null = null;
   private inflight: Promise<void> | null = null;
   private again = false;
+  /** The control session {@link current}'s revision was learned on (deltas apply only there). */
+  private revisionClient: ControlClient | null = null;
 
   constructor(private readonly options: WorkspaceSourceOptions) {
     super();
@@ -159,7 +173,7 @@ export class WorkspaceTopologySource extends EventEmitter implements TopologySou
           this.emit('sync_error', e);
           if (e instanceof ControlError && (e.code === 'project_auth_failed' || e.code === 'project_not_found')) {
             // Access ended: the last topology must not be used any more.
-            this.publish({ ...this.current, mounts: new Map(), ts_ms: Date.now() });
+            this.publish({ ...this.current, revision: null, mounts: new Map(), ts_ms: Date.now() });
           }
         }
       } while (this.again && !this.closed);
@@ -197,13 +211,31 @@ export class WorkspaceTopologySource extends EventEmitter implements TopologySou
       return;
     }
     this.client = client;
-    client.on('event', (type: string) => {
-      if (type === 'control.workspace_topology_delta') void this.refresh();
+    client.on('event', (type: string, payload: unknown) => {
+      if (type === 'control.workspace_topology_delta') this.onDelta(client, payload as TopologyDelta);
     });
     client.once('close', () => {
       if (this.client === client) this.client = null;
       if (!this.closed) this.scheduleReconnect();
     });
+  }
+
+  /**
+   * A `control.workspace_topology_delta` on `client` (PROTOCOL.md 6): applied when it continues
+   * {@link current}'s revision on the same session, ignored when stale, else a full re-read.
+   */
+  private onDelta(client: ControlClient, delta: TopologyDelta): void {
+    if (this.closed || client !== this.client || typeof delta !== 'object' || delta === null) return;
+    const next = this.current && this.revisionClient === client ? applyTopologyDelta(this.current, delta) : null;
+    if (next === null) {
+      void this.refresh();
+      return;
+    }
+    if (next === this.current) return; // stale: already reflected
+    this.publish(next);
+    // The pin ended: a read still in flight may carry a reply from before; read once more so
+    // the empty topology is not overwritten by it (the next read fails or finds no project).
+    if (delta.reason === 'access_ended' && this.inflight) void this.refresh();
   }
 
   private scheduleReconnect(): void {
@@ -243,7 +275,21 @@ export class WorkspaceTopologySource extends EventEmitter implements TopologySou
     }
     this.lastSync = Date.now();
     this.lastError = null;
-    this.publish(topologyFromStatus(status, this.lastSync));
+    const t = topologyFromStatus(status, this.lastSync);
+    const cur = this.current as Topology | undefined;
+    if (
+      cur &&
+      this.revisionClient === client &&
+      cur.project_id === t.project_id &&
+      cur.revision !== null &&
+      t.revision !== null &&
+      t.revision < cur.revision
+    ) {
+      // Computed before changes whose deltas were already applied on this session: keep those.
+      return;
+    }
+    this.revisionClient = client;
+    this.publish(t);
   }
 
   private publish(t: Topology): void {

@@ -3,7 +3,7 @@
  * failover candidates, from the control plane's WorkspaceStatus (PROTOCOL.md 6) or from a
  * static `--endpoint` list.
  */
-import { Errno, FsError, MountState, MountView, rankMounts, WorkspaceStatus } from '@svc/protocol/wire';
+import { Errno, FsError, MountState, MountView, rankMounts, TopologyDelta, WorkspaceStatus } from '@svc/protocol/wire';
 import { normalizePath } from './mount-table';
 
 /** One place a mount path can be served from: an FS endpoint and one of its exports. */
@@ -31,6 +31,12 @@ export interface Topology {
   project_id: string | null;
   agent_id: string | null;
   workspace_root: string | null;
+  /**
+   * The project's revision this topology reflects (PROTOCOL.md 6); deltas apply only on top of
+   * it. Null when unknown: endpoint mode, a server that does not send one, or after the pin
+   * ended.
+   */
+  revision: number | null;
   /** Mount paths in sorted order; each list is non-empty, the preferred candidate first. */
   mounts: Map<string, MountCandidate[]>;
   /** When it was read, ms since the epoch. */
@@ -58,34 +64,91 @@ function candidateOf(m: MountView, selected: boolean): MountCandidate {
 }
 
 /**
+ * The candidates of one mount path: the selected mount first (when there is one), then the
+ * other configured mounts of the path by the selection rule ({@link rankMounts}).
+ */
+function pathCandidates(sel: MountView | undefined, desired: MountView[]): MountCandidate[] {
+  const list: MountCandidate[] = [];
+  if (sel) list.push(candidateOf(sel, true));
+  const selKey = sel ? candidateKey(list[0]) : null;
+  for (const m of rankMounts(desired)) {
+    const c = candidateOf(m, false);
+    if (candidateKey(c) !== selKey) list.push(c);
+  }
+  return list;
+}
+
+/** Groups MountViews by `mount_path`, keeping their order within a path. */
+function byPath(mounts: MountView[]): Map<string, MountView[]> {
+  const groups = new Map<string, MountView[]>();
+  for (const m of mounts) {
+    const g = groups.get(m.mount_path);
+    if (g) g.push(m);
+    else groups.set(m.mount_path, [m]);
+  }
+  return groups;
+}
+
+/** The selected MountView of each path (the last one when a path repeats). */
+function selectedByPath(mounts: MountView[]): Map<string, MountView> {
+  const selected = new Map<string, MountView>();
+  for (const m of mounts) selected.set(m.mount_path, m);
+  return selected;
+}
+
+function comparePaths(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
  * Builds the candidate lists of a WorkspaceStatus (PROTOCOL.md 6): for each mount path the
  * selected mount (`mounts`) first, then the other `desired_mounts` of that path ordered by the
  * selection rule ({@link rankMounts}: online, degraded, missing; later lease first; then
- * configured order).
+ * configured order). `revision` is the status's `revision`, or null when the server sent none.
  */
 export function topologyFromStatus(status: WorkspaceStatus, ts_ms = Date.now()): Topology {
-  const desired = new Map<string, MountView[]>();
-  for (const m of status.desired_mounts ?? []) {
-    const g = desired.get(m.mount_path);
-    if (g) g.push(m);
-    else desired.set(m.mount_path, [m]);
-  }
-  const selected = new Map<string, MountView>();
-  for (const m of status.mounts ?? []) selected.set(m.mount_path, m);
-  const paths = [...new Set([...desired.keys(), ...selected.keys()])].sort();
+  const desired = byPath(status.desired_mounts ?? []);
+  const selected = selectedByPath(status.mounts ?? []);
+  const paths = [...new Set([...desired.keys(), ...selected.keys()])].sort(comparePaths);
   const mounts = new Map<string, MountCandidate[]>();
-  for (const path of paths) {
-    const sel = selected.get(path);
-    const list: MountCandidate[] = [];
-    if (sel) list.push(candidateOf(sel, true));
-    const selKey = sel ? candidateKey(candidateOf(sel, true)) : null;
-    for (const m of rankMounts(desired.get(path) ?? [])) {
-      const c = candidateOf(m, false);
-      if (candidateKey(c) !== selKey) list.push(c);
-    }
-    mounts.set(path, list);
+  for (const path of paths) mounts.set(path, pathCandidates(selected.get(path), desired.get(path) ?? []));
+  const revision = typeof status.revision === 'number' ? status.revision : null;
+  return { source: 'workspace', project_id: status.project_id, agent_id: status.agent_id, workspace_root: status.workspace_root, revision, mounts, ts_ms };
+}
+
+/**
+ * Applies a `control.workspace_topology_delta` (PROTOCOL.md 6) to a workspace topology. Pure:
+ * `current` is never modified; unchanged paths keep their candidate lists (same arrays).
+ *
+ * - `reason: "access_ended"` for `current`'s project: the pin ended; returns a topology with
+ *   no mounts and `revision` null (the last one must not be used any more).
+ * - Returns null when the caller must re-read the whole `control.workspace_status`: `current`
+ *   is not a workspace topology, is of another project (or none), has no known revision, the
+ *   delta has no revision, or a revision gap (`delta.revision !== current.revision + 1`).
+ * - A stale delta (`delta.revision <= current.revision`) returns `current` itself.
+ * - Otherwise: the paths of `removed` are dropped, then each path of `changed` (and of
+ *   `desired`) gets its candidates rebuilt as {@link topologyFromStatus} does: the selected
+ *   mount from `changed` first, then the path's other `desired` mounts by {@link rankMounts}.
+ *   Mounts stay sorted by path; `revision` becomes `delta.revision`.
+ * @param ts_ms time of the new topology (default now)
+ * @returns the new topology, `current` (stale delta) or null (re-read needed)
+ */
+export function applyTopologyDelta(current: Topology, delta: TopologyDelta, ts_ms = Date.now()): Topology | null {
+  if (current.source !== 'workspace' || current.project_id === null || delta.project_id !== current.project_id) return null;
+  if (delta.reason === 'access_ended') return { ...current, revision: null, mounts: new Map(), ts_ms };
+  if (delta.reason !== undefined) return null; // a reason this client does not know: re-read
+  if (current.revision === null || typeof delta.revision !== 'number') return null;
+  if (delta.revision <= current.revision) return current;
+  if (delta.revision !== current.revision + 1) return null;
+  const mounts = new Map(current.mounts);
+  for (const path of delta.removed ?? []) mounts.delete(path);
+  const desired = byPath(delta.desired ?? []);
+  const selected = selectedByPath(delta.changed ?? []);
+  for (const path of new Set([...selected.keys(), ...desired.keys()])) {
+    mounts.set(path, pathCandidates(selected.get(path), desired.get(path) ?? []));
   }
-  return { source: 'workspace', project_id: status.project_id, agent_id: status.agent_id, workspace_root: status.workspace_root, mounts, ts_ms };
+  const sorted = new Map([...mounts.entries()].sort(([a], [b]) => comparePaths(a, b)));
+  return { ...current, revision: delta.revision, mounts: sorted, ts_ms };
 }
 
 /** One parsed `--endpoint name=ws-url[#export][@/mount]`. */
@@ -163,8 +226,8 @@ export function topologyFromEndpoints(specs: EndpointSpec[], authToken?: string,
       if (!list.some((x) => candidateKey(x) === candidateKey(c))) list.push(c);
     } else mounts.set(s.mount_path, [{ ...c, selected: true }]);
   }
-  const sorted = new Map([...mounts.entries()].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-  return { source: 'endpoints', project_id: null, agent_id: null, workspace_root: null, mounts: sorted, ts_ms };
+  const sorted = new Map([...mounts.entries()].sort(([a], [b]) => comparePaths(a, b)));
+  return { source: 'endpoints', project_id: null, agent_id: null, workspace_root: null, revision: null, mounts: sorted, ts_ms };
 }
 
 /**
