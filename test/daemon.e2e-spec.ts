@@ -2,7 +2,8 @@
  * e2e: `svc-fs-node` control daemon mode (issue 4 item 2) against the built `svc`: pairing by
  * invite and by approved request, the published catalog record (SPEC.md "Built-in providers"),
  * labels, --no-fs-service, manifests and a services dir, lease recovery after the control plane
- * was down for 10 s, re-pairing after node_delete, and the fatal cases (exit 3).
+ * was down for 10 s, re-pairing after node_delete, the fatal cases (exit 3), and the lease at
+ * the end: released by a clean stop (failover at once), expired after a kill (PROTOCOL.md 5, 6).
  */
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -244,5 +245,90 @@ describe('resilience', () => {
     expect(c.hello.protocol).toBe('unified-v2-fs');
     c.close();
     await expect(FsClient.connect({ url: node.url })).rejects.toMatchObject({ errno: 13 });
+  });
+});
+
+describe('the lease when a daemon stops', () => {
+  interface MountView {
+    mount_path: string;
+    node_id: string;
+    state: string;
+    online: boolean;
+  }
+  interface Status {
+    mounts: MountView[];
+    desired_mounts: MountView[];
+  }
+  const stateOf = (status: Status, nodeId: string) => status.desired_mounts.find((m) => m.node_id === nodeId)?.state;
+  const lastLines = (node: Running, n = 3) => node.stderr().trim().split('\n').slice(-n).join('\n');
+
+  it('a clean daemon stop releases its lease: its mount is degraded and the other node selected within 2 s', async () => {
+    const svc = await startSvc();
+    const admin = await session(svc.url);
+    // A lease far longer than the test: only the release can make the mount degraded in time.
+    const lease = ['--lease-ttl-ms', '60000', '--refresh-interval-ms', '1000'];
+    const nodes: Record<string, Running> = {};
+    for (const name of ['rel-1', 'rel-2']) {
+      const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+      const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', name, ...lease]);
+      const info = await nodeNamed(admin, name);
+      await servicesOf(admin, info.node_id, 1);
+      nodes[info.node_id] = node;
+    }
+    const ids = Object.keys(nodes);
+    const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'release' });
+    for (const node_id of ids) await admin.request('project_mount_set', { project_id: project.project_id, node_id, export_name: 'work', mount_path: '/shared' });
+    const before = await admin.request<Status>('workspace_status', project);
+    expect(before.desired_mounts.map((m) => m.state)).toEqual(['online', 'online']);
+    const selected = before.mounts[0].node_id;
+    const other = ids.find((id) => id !== selected)!;
+    const stopping = nodes[selected];
+
+    const t0 = Date.now();
+    const exited = stopping.stop();
+    await waitFor(async () => {
+      const status = await admin.request<Status>('workspace_status', project);
+      return stateOf(status, selected) === 'degraded' && status.mounts[0].node_id === other && status.mounts[0].state === 'online';
+    }, 2000 - (Date.now() - t0)).catch((e: Error) => {
+      throw new Error(`${e.message}; the stopped node's last log lines:\n${lastLines(stopping)}`);
+    });
+    expect(Date.now() - t0).toBeLessThanOrEqual(2000);
+    const { node } = await admin.request<{ node: { online: boolean; state: string } }>('node_get', { node_id: selected });
+    expect(node).toMatchObject({ online: false, state: 'degraded' });
+    expect((await exited).code).toBe(0);
+    expect(stopping.stderr()).toContain('lease released');
+    // nothing secret in the log
+    const secret = JSON.parse(readFileSync(join(stopping.stateFile), 'utf8')).credentials.node_secret as string;
+    expect(stopping.stderr()).not.toContain(secret);
+    // the other node is untouched
+    expect((await admin.request<{ node: { online: boolean } }>('node_get', { node_id: other })).node.online).toBe(true);
+  });
+
+  it("a killed daemon's mounts turn degraded within the lease TTL plus one sweep", async () => {
+    const svc = await startSvc();
+    const admin = await session(svc.url);
+    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+    // --lease-ttl-ms 3000: refreshed every 1000 ms (a third); the later flags win over FAST.
+    const ttl = 3000;
+    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'killed', '--lease-ttl-ms', String(ttl), '--refresh-interval-ms', String(ttl / 3)]);
+    const info = await nodeNamed(admin, 'killed');
+    await servicesOf(admin, info.node_id, 1);
+    const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'killed' });
+    await admin.request('project_mount_set', { project_id: project.project_id, node_id: info.node_id, export_name: 'work', mount_path: '/k' });
+    // a refresh has just extended the lease (at most one refresh period ago)
+    const refreshedAfter = Date.now();
+    await waitFor(async () => (await admin.request<{ node: { last_seen_ms: number } }>('node_get', { node_id: info.node_id })).node.last_seen_ms >= refreshedAfter, 2 * ttl);
+
+    const t0 = Date.now();
+    await node.kill();
+    // not released: still online some time after the kill
+    await sleep(500);
+    const soon = await admin.request<Status>('workspace_status', project);
+    expect(stateOf(soon, info.node_id)).toBe('online');
+    const sweep = 1000;
+    const slack = 1000;
+    await waitFor(async () => stateOf(await admin.request<Status>('workspace_status', project), info.node_id) === 'degraded', ttl + sweep + slack - (Date.now() - t0));
+    expect(Date.now() - t0).toBeLessThanOrEqual(ttl + sweep + slack);
+    expect((await admin.request<{ node: { online: boolean } }>('node_get', { node_id: info.node_id })).node.online).toBe(false);
   });
 });

@@ -7,7 +7,7 @@ import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, isIdentifierSafe } from '@svc/protocol';
+import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '@svc/protocol';
 import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '@svc/ops';
 
 /** One `--export name=path[:ro|:rw]`. */
@@ -59,9 +59,9 @@ export interface DaemonConfig {
   /** Advertised FS URL (`--fs-url`); null: derived from the listen address once bound. */
   fsUrl: string | null;
   stateFile: string;
-  /** ms */
+  /** Lease length asked for, ms (`--lease-ttl-ms`, default 30000, PROTOCOL.md 5). */
   leaseTtlMs: number;
-  /** ms */
+  /** Lease refresh period, ms (`--refresh-interval-ms`, default a third of the lease). */
   refreshIntervalMs: number;
   /** ms */
   reconnectBackoffMs: number;
@@ -99,7 +99,8 @@ control daemon mode (pairs with svc, keeps a lease, publishes the node's service
   --invite-token T              the invite (from svc-control node_invite_create)
   --fs-url URL                  FS URL advertised to svc (default ws://BIND:PORT/v2/fs)
   --state-file PATH             credentials file, mode 0600 (default ./.svc-fs-node-state.json)
-  --lease-ttl-ms MS             lease length asked for (default 900000)
+  --lease-ttl-ms MS             lease length asked for (default ${LEASE_TTL_DEFAULT_MS}); a node that stops
+                                without releasing it (killed, host lost) is degraded after this long
   --refresh-interval-ms MS      lease refresh period (default a third of the lease)
   --reconnect-backoff-ms MS     first retry delay when svc is unreachable (default 1000)
   --reconnect-backoff-max-ms MS largest retry delay (default 30000)
@@ -116,6 +117,10 @@ environment:
   SVC_MAX_MESSAGE_BYTES    largest frame in bytes (default 8 MiB, at least 2 MiB)
   SVC_LOG_LEVEL            trace|debug|info|warn|error|fatal|silent (default info)
   SVC_SHUTDOWN_GRACE_MS    how long SIGTERM waits for requests in flight (default 5000)
+
+SIGTERM or SIGINT: in control daemon mode the node first releases its lease
+(control.node_lease_release, giving up after 2 s), so its mounts fail over at once; then
+it drains FS requests in flight and exits 0.
 `;
 
 /** Smallest frame limit that still carries a 1 MiB write as base64 JSON. */
@@ -284,7 +289,7 @@ function loadDaemonConfig(values: Record<string, unknown>, env: NodeJS.ProcessEn
   if (pairMode !== 'invite' && pairMode !== 'request') throw new ConfigError(`--pair-mode must be invite or request (got "${pairMode}")`);
   const fsUrl = str('fs-url') ?? null;
   if (fsUrl !== null && !/^wss?:\/\/\S+$/.test(fsUrl)) throw new ConfigError(`--fs-url must be a ws:// or wss:// URL (got "${fsUrl}")`);
-  const leaseTtlMs = parseMs(str('lease-ttl-ms'), 900_000, '--lease-ttl-ms', 1000, 86_400_000);
+  const leaseTtlMs = parseMs(str('lease-ttl-ms'), LEASE_TTL_DEFAULT_MS, '--lease-ttl-ms', LEASE_TTL_MIN_MS, LEASE_TTL_MAX_MS);
   const reconnectBackoffMs = parseMs(str('reconnect-backoff-ms'), 1000, '--reconnect-backoff-ms', 10);
   const servicesDir = str('services-dir') !== undefined ? resolve(cwd, str('services-dir')!) : null;
   return {

@@ -6,7 +6,9 @@
  * (PROTOCOL.md 1, 8; issue 4 item 2).
  *
  * Prints exactly one stdout line, `listening on ws://HOST:PORT/v2/fs`, once it accepts
- * sessions; logs are JSON lines on stderr. Exit codes: 0 after a clean shutdown (SIGTERM,
+ * sessions; logs are JSON lines on stderr. On SIGTERM/SIGINT in control daemon mode the node
+ * first releases its lease (`control.node_lease_release`, PROTOCOL.md 5; at most 2 s, a failure
+ * only logged), then drains FS requests. Exit codes: 0 after a clean shutdown (SIGTERM,
  * SIGINT); 2 for an invalid configuration (malformed --export or --label, an export path that
  * does not exist or is not a directory, an invalid service manifest, a bad port) or a port that
  * cannot be bound; 3 when the control daemon cannot go on (join request denied, invite used up
@@ -26,7 +28,7 @@ import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
 import { ConfigError, FS_NODE_USAGE, FsNodeConfig, isLoopbackBind, loadFsNodeConfig } from './config';
 import { FsNodeAppModule } from './fs-node.module';
 import { builtInServiceIds, ManifestError, loadManifests } from './daemon/catalog-record';
-import { ControlDaemon, DaemonFatal } from './daemon/control-daemon';
+import { ControlDaemon, DaemonFatal, LEASE_RELEASE_TIMEOUT_MS } from './daemon/control-daemon';
 
 function die(message: string, code = 2): never {
   process.stderr.write(`svc-fs-node: ${message}\n`);
@@ -132,7 +134,9 @@ async function main(): Promise<void> {
     stopping = true;
     logger.log({ msg: `received ${signal}; shutting down` }, 'Bootstrap');
     readiness.beginShutdown();
-    await daemon?.stop();
+    // Release the lease first (bounded, 2 s) so the node's mounts fail over while FS requests
+    // in flight drain; a failed release is logged and does not change the exit code.
+    await daemon?.stop({ releaseLease: true, releaseTimeoutMs: LEASE_RELEASE_TIMEOUT_MS });
     await adapter.shutdown(config.shutdownGraceMs);
     await app.close();
     process.exit(0);

@@ -32,7 +32,10 @@ export const CloseCode = {
   INTERNAL_ERROR: 1011,
 } as const;
 
-/** Lease limits, ms (PROTOCOL.md 5). */
+/**
+ * Lease limits, ms (PROTOCOL.md 5, `lease_ttl_ms`). The default is 30 s; a daemon refreshes
+ * every third of its lease (as Kubernetes node leases do with 40 s / 10 s).
+ */
 export const LEASE_TTL_DEFAULT_MS = 30_000;
 export const LEASE_TTL_MIN_MS = 1_000;
 export const LEASE_TTL_MAX_MS = 86_400_000;

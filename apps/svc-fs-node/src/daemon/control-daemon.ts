@@ -3,7 +3,8 @@
  * the control plane (by invite or by approved request), keeps its lease, publishes its catalog
  * record after pairing and after every reconnect, and re-publishes when `--services-dir`
  * changes. The FS server keeps serving throughout; the control plane being unreachable only
- * means retries with exponential backoff and jitter.
+ * means retries with exponential backoff and jitter. A clean stop releases the lease
+ * (`control.node_lease_release`, PROTOCOL.md 5) so the node's mounts fail over at once.
  */
 import { Logger } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
@@ -40,9 +41,30 @@ export interface DaemonHost {
 /** A condition the daemon cannot recover from by retrying; the program exits 3 with the message. */
 export class DaemonFatal extends Error {}
 
+/** How long a clean stop tries to release the lease before giving up, ms. */
+export const LEASE_RELEASE_TIMEOUT_MS = 2000;
+
+/** Options of {@link ControlDaemon.stop}. */
+export interface DaemonStopOptions {
+  /**
+   * Release the lease before closing the control session (`control.node_lease_release`,
+   * PROTOCOL.md 5), so the node's mounts turn `degraded` and fail over now rather than when
+   * the lease expires. Default false.
+   */
+  releaseLease?: boolean;
+  /** Give up releasing after this long, ms (default {@link LEASE_RELEASE_TIMEOUT_MS}). */
+  releaseTimeoutMs?: number;
+}
+
+/** Outcome of a lease release attempt (the `released` event). */
+export type LeaseReleaseOutcome =
+  | { released: true; node_id: string; lease_expires_at_ms: number }
+  | { released: false; node_id: string; reason: string };
+
 /**
  * Events: `paired` (credentials without secrets: `{node_id, node_name}`), `lease`
- * (`lease_expires_at_ms`), `published` (service ids), `fatal` (DaemonFatal).
+ * (`lease_expires_at_ms`), `published` (service ids), `released` ({@link LeaseReleaseOutcome},
+ * on a stop that releases the lease), `fatal` (DaemonFatal).
  */
 export class ControlDaemon extends EventEmitter {
   private readonly logger = new Logger('ControlDaemon');
@@ -81,18 +103,92 @@ export class ControlDaemon extends EventEmitter {
     });
   }
 
-  /** Stops the loop and closes the control session. */
-  async stop(): Promise<void> {
+  /**
+   * Stops the loop and closes the control session. With `releaseLease` (a clean shutdown,
+   * SIGTERM/SIGINT) it first lets a lease refresh in flight finish (so it cannot land after
+   * the release and extend the lease again), then calls `control.node_lease_release`
+   * `{node_id, node_secret}` (PROTOCOL.md 5) on the open session, or on a new one when there
+   * is none. The whole release is bounded by `releaseTimeoutMs` (default 2000 ms); a release
+   * that fails or times out (svc down or not answering, node deleted, `node_auth_failed`, a
+   * server without the operation) is logged as a warning and otherwise ignored: the lease then
+   * simply expires. Not paired yet: nothing to release. Never throws; nothing secret is logged.
+   * @returns when the session is closed; with `releaseLease`, at most about `releaseTimeoutMs`
+   *   after the call
+   */
+  async stop(options: DaemonStopOptions = {}): Promise<void> {
+    const timeoutMs = options.releaseTimeoutMs ?? LEASE_RELEASE_TIMEOUT_MS;
+    const deadline = Date.now() + timeoutMs;
     this.stop$.abort();
     this.servicesWatcher?.close();
     if (this.republish) clearTimeout(this.republish);
+    if (!options.releaseLease) {
+      this.client?.close();
+      await this.loop;
+      // The loop may have finished connecting after the abort; that session is not used.
+      this.client?.close();
+      this.client = null;
+      return;
+    }
+    // The loop ends at its next step; it leaves an open session in place for the release.
+    const settled = await beforeDeadline(this.loop ?? Promise.resolve(), deadline);
+    await this.releaseLease(deadline, timeoutMs, settled);
     this.client?.close();
-    await this.loop;
+    this.client = null;
+    // A loop still waiting on a reply ends with the closed session; do not wait past the deadline.
+    await beforeDeadline(this.loop ?? Promise.resolve(), deadline);
   }
 
   /** The node id once paired. */
   get nodeId(): string | null {
     return this.state?.credentials?.node_id ?? null;
+  }
+
+  /**
+   * Calls `control.node_lease_release` before `deadline` and logs the outcome (emitting
+   * `released`). Never throws.
+   * @param settled whether the background loop has ended (no refresh in flight)
+   */
+  private async releaseLease(deadline: number, timeoutMs: number, settled: boolean): Promise<void> {
+    const creds = this.state?.credentials;
+    if (!creds) return;
+    const nodeId = creds.node_id;
+    const fail = (reason: string) => {
+      this.logger.warn({ msg: `lease release failed (${reason}); the node's mounts turn degraded when its lease expires`, node_id: nodeId });
+      this.emit('released', { released: false, node_id: nodeId, reason } satisfies LeaseReleaseOutcome);
+    };
+    if (!settled) return fail(`a lease refresh got no reply within ${timeoutMs} ms; gave up`);
+    const remaining = () => Math.max(1, deadline - Date.now());
+    try {
+      let client = this.client?.isOpen ? this.client : null;
+      if (!client) {
+        let gaveUp = false;
+        const connecting = ControlClient.connect({
+          url: this.options.controlUrl,
+          token: this.options.controlAuthToken,
+          agentId: 'svc-fs-node',
+          connectTimeoutMs: remaining(),
+          requestTimeoutMs: remaining(),
+        });
+        // A session that opens only after the deadline is closed at once.
+        connecting.then((c) => gaveUp && c.close(), () => undefined);
+        try {
+          client = await withinDeadline(connecting, deadline, timeoutMs);
+        } catch (e) {
+          gaveUp = true;
+          throw e;
+        }
+        this.client = client;
+      }
+      const r = await withinDeadline(
+        client.request<{ lease_expires_at_ms: number }>('node_lease_release', this.payload({ node_id: nodeId, node_secret: creds.node_secret }), remaining()),
+        deadline,
+        timeoutMs,
+      );
+      this.logger.log({ msg: 'lease released; the node\'s mounts fail over now', node_id: nodeId, lease_expires_at_ms: r.lease_expires_at_ms });
+      this.emit('released', { released: true, node_id: nodeId, lease_expires_at_ms: r.lease_expires_at_ms } satisfies LeaseReleaseOutcome);
+    } catch (e) {
+      fail(e instanceof ControlError ? `${e.code}: ${e.message}` : (e as Error).message);
+    }
   }
 
   private applyFsToken(): void {
@@ -123,6 +219,8 @@ export class ControlDaemon extends EventEmitter {
         continue;
       }
       backoff.reset();
+      // Stopped while connecting: leave the session open for stop() (lease release) and do nothing more.
+      if (this.stop$.signal.aborted) return;
       this.logger.log({ msg: 'connected to the control plane', url: this.options.controlUrl });
       try {
         await this.session(this.client);
@@ -130,8 +228,11 @@ export class ControlDaemon extends EventEmitter {
         if (e instanceof DaemonFatal) throw e;
         if (!(e instanceof ConnectionError)) this.logger.error({ msg: `control session failed: ${(e as Error).message}` });
       } finally {
-        this.client.close();
-        this.client = null;
+        // On stop an open session stays for stop() to release the lease on, then close.
+        if (!this.stop$.signal.aborted || !this.client.isOpen) {
+          this.client.close();
+          this.client = null;
+        }
       }
       if (!this.stop$.signal.aborted) {
         const delay = backoff.next();
@@ -295,5 +396,32 @@ export class ControlDaemon extends EventEmitter {
       const what = e instanceof ManifestError ? 'invalid manifest; the last published record stays' : 'publishing failed';
       this.logger.error({ msg: `${what}: ${(e as Error).message}` });
     }
+  }
+}
+
+/** Resolves true when `p` settles before `deadline` (epoch ms), false otherwise; never rejects. */
+async function beforeDeadline(p: Promise<unknown>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), Math.max(0, deadline - Date.now()))));
+  try {
+    return await Promise.race([p.then(() => true, () => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * `p`, or a ConnectionError `timeout` when it has not settled by `deadline` (epoch ms).
+ * @param timeoutMs the whole allowance, ms, named in the error message
+ */
+async function withinDeadline<T>(p: Promise<T>, deadline: number, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new ConnectionError(`svc did not answer within ${timeoutMs} ms; gave up`, 'timeout')), Math.max(0, deadline - Date.now()));
+  });
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }

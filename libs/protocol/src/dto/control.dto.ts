@@ -271,7 +271,12 @@ export class LeaseRefreshDto {
   fs_auth_token?: string;
 }
 
-/** `control.node_lease_release` (PROTOCOL.md 5): `{node_id, node_secret}`; the lease ends now. */
+/**
+ * `control.node_lease_release` `{node_id, node_secret}` (PROTOCOL.md 5): a node stopping
+ * cleanly ends its lease now, so its mounts turn `degraded` and fail over at once instead of
+ * after the lease TTL. Gated by `node_secret` like `node_lease_refresh` (`node_not_found`,
+ * `node_auth_failed`); the reply is `{node_id, released:true, lease_expires_at_ms}`.
+ */
 export class LeaseReleaseDto {
   @Ident('node_id')
   node_id: string;
