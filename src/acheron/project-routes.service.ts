@@ -10,7 +10,7 @@ import { Injectable } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
 import { Subscription } from 'rxjs';
 import { FsError, OpenFlags } from '@svc/protocol';
-import { Topology, TopologySource, TopologySourceInfo, topologyFromStatus, WorkspaceRouter } from '@svc/fs/router';
+import { applyTopologyDelta, Topology, TopologySource, TopologySourceInfo, topologyFromStatus, WorkspaceRouter } from '@svc/fs/router';
 import type { WsSession } from '@svc/transport';
 import { Actor } from '../common/actor';
 import { AvailabilityService } from '../projects/availability.service';
@@ -19,7 +19,8 @@ import { FsAttr, RoutedFs, RoutedHandle, toRuntimeError } from './node-routes.se
 
 /**
  * A topology source fed by the control plane itself: the workspace status of `actor` for
- * `projectId`, re-read whenever the availability sweep reports a topology change.
+ * `projectId`, then the topology deltas of its class of caller applied as they commit
+ * (PROTOCOL.md 6), re-read on a revision gap, a deletion or a token/binding change.
  */
 export class ControlPlaneTopologySource extends EventEmitter implements TopologySource {
   current: Topology;
@@ -41,7 +42,14 @@ export class ControlPlaneTopologySource extends EventEmitter implements Topology
   async start(): Promise<Topology> {
     this.current = this.read();
     this.sub = this.availability.topologyChanged$.subscribe((change) => {
-      if (change.project_id === this.projectId && (change.paths.length > 0 || change.deleted || change.pinCheck)) void this.refresh();
+      if (change.project_id !== this.projectId) return;
+      if (change.deleted || change.pinCheck) return void this.refresh();
+      if (change.paths.length === 0) return;
+      const next = applyTopologyDelta(this.current, this.availability.deltaFor(change, this.actor.role === 'admin' ? 'admin' : 'other'));
+      if (next === null) return void this.refresh();
+      if (next === this.current) return;
+      this.current = next;
+      this.emit('topology', next);
     });
     return this.current;
   }

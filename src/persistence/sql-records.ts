@@ -145,10 +145,22 @@ export class SqlRecords {
 
   /** Applies a change set in one transaction (plus meta values, when given). */
   async commit(changes: ChangeSet, meta?: Record<string, string>): Promise<void> {
-    await this.db.transaction().execute(async (trx) => {
-      await this.write(trx, changes);
-      for (const [key, value] of Object.entries(meta ?? {})) await this.upsertMeta(trx, key, value);
-    });
+    // SQLite rolls a transaction back by itself on some errors (SQLITE_FULL, SQLITE_IOERR);
+    // the ROLLBACK that follows then fails too: report the cause, not that.
+    let cause: unknown = null;
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        try {
+          await this.write(trx, changes);
+          for (const [key, value] of Object.entries(meta ?? {})) await this.upsertMeta(trx, key, value);
+        } catch (e) {
+          cause = e;
+          throw e;
+        }
+      });
+    } catch (e) {
+      throw cause ?? e;
+    }
   }
 
   private async write(trx: Tx, changes: ChangeSet): Promise<void> {

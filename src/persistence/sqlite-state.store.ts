@@ -140,11 +140,12 @@ export class SqliteStateStore implements StateStore {
   /**
    * `svc state import FILE`: loads a snapshot (this version's export, or an earlier
    * version's `state.json`) into an empty store with no server on it.
+   * @param fileKey key the file was written with (default: the store's key; differs when rotating keys)
    * @throws StateLoadError when a server holds the store, the store is not empty, or the file
    *   cannot be read or decrypted (nothing changed)
    */
-  async importFrom(file: string): Promise<Record<string, number>> {
-    const raw = await readSnapshotFile(file, this.options.key);
+  async importFrom(file: string, fileKey: Buffer | null = this.options.key): Promise<Record<string, number>> {
+    const raw = await readSnapshotFile(file, fileKey);
     if (raw === null) throw new StateLoadError(`${file} does not exist`);
     const changes = recordsOfSnapshot(raw);
     await this.precheck();
@@ -214,7 +215,7 @@ export class SqliteStateStore implements StateStore {
     const sqlite = new Database(this.dbFile, { readonly, fileMustExist: readonly });
     sqlite.pragma('busy_timeout = 5000');
     this.sqlite = sqlite;
-    this.records = new SqlRecords(new Kysely({ dialect: new SqliteDialect({ database: sqlite }) }), this.codec);
+    this.records = new SqlRecords(new Kysely({ dialect: new RollbackSafeSqliteDialect(sqlite) }), this.codec);
     if (readonly) return;
     // The schema check reads only: a foreign database is refused before anything is written.
     const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>;
@@ -241,6 +242,26 @@ export class SqliteStateStore implements StateStore {
     }
     const text = JSON.stringify(kc) + '\n';
     if (current !== text) await writeFileAtomic(this.keyCheckFile, text);
+  }
+}
+
+/**
+ * Kysely's SQLite dialect, except that a ROLLBACK is skipped when SQLite has already rolled
+ * the transaction back by itself (a COMMIT that failed with SQLITE_FULL or SQLITE_IOERR):
+ * otherwise "cannot rollback - no transaction is active" would replace the real cause.
+ */
+class RollbackSafeSqliteDialect extends SqliteDialect {
+  constructor(private readonly sqlite: Database.Database) {
+    super({ database: sqlite });
+  }
+
+  override createDriver(): ReturnType<SqliteDialect['createDriver']> {
+    const driver = super.createDriver();
+    const rollback = driver.rollbackTransaction.bind(driver);
+    driver.rollbackTransaction = async (connection) => {
+      if (this.sqlite.inTransaction) await rollback(connection);
+    };
+    return driver;
   }
 }
 

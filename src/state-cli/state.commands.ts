@@ -4,7 +4,9 @@
  * `SVC_STATE_DIR`, `SVC_CONTROL_STATE_KEY_HEX`). Export writes a consistent snapshot
  * (encrypted when a key is set), also while a server runs on the store; import loads one (this
  * version's export, or an earlier version's `state.json`) into an empty store with no server
- * on it. Exit codes: 0 done; 2 usage, a busy or non-empty store, an unreadable file or a wrong key.
+ * on it; `SVC_CONTROL_STATE_IMPORT_KEY_HEX` names the key of the file when it differs from the
+ * store's (key rotation: export with the old key, import into a fresh directory with the new
+ * one). Exit codes: 0 done; 2 usage, a busy or non-empty store, an unreadable file or a wrong key.
  */
 import { Command, CommandRunner, Option, SubCommand } from 'nest-commander';
 import { resolve } from 'node:path';
@@ -63,7 +65,8 @@ export class StateExportCommand extends StoreCommand {
 export class StateImportCommand extends StoreCommand {
   async run([file]: string[], flags: StoreFlags): Promise<void> {
     try {
-      const counts = await storeOf(flags).importFrom(file);
+      const fileKey = process.env.SVC_CONTROL_STATE_IMPORT_KEY_HEX ? parseStateKey(process.env.SVC_CONTROL_STATE_IMPORT_KEY_HEX) : undefined;
+      const counts = await storeOf(flags).importFrom(file, fileKey);
       process.stderr.write(`svc state: imported ${summary(counts) || 'nothing'} from ${file}\n`);
     } catch (e) {
       fail((e as Error).message);
