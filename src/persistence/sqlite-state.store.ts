@@ -252,7 +252,7 @@ export class SqliteStateStore implements StateStore {
  */
 class RollbackSafeSqliteDialect extends SqliteDialect {
   constructor(private readonly sqlite: Database.Database) {
-    super({ database: sqlite });
+    super({ database: withStatementCache(sqlite) });
   }
 
   override createDriver(): ReturnType<SqliteDialect['createDriver']> {
@@ -263,6 +263,26 @@ class RollbackSafeSqliteDialect extends SqliteDialect {
     };
     return driver;
   }
+}
+
+/**
+ * The database as Kysely's SQLite driver sees it, with prepared statements kept by SQL text
+ * (least recently used dropped past `max`): the store issues the same few statements over and
+ * over, and preparing one costs as much as running it.
+ */
+function withStatementCache(db: Database.Database, max = 512): { close(): void; prepare(sql: string): Database.Statement } {
+  const cache = new Map<string, Database.Statement>();
+  return {
+    close: () => db.close(),
+    prepare(sql: string): Database.Statement {
+      let stmt = cache.get(sql);
+      if (stmt) cache.delete(sql);
+      else stmt = db.prepare(sql);
+      cache.set(sql, stmt);
+      if (cache.size > max) cache.delete(cache.keys().next().value!);
+      return stmt;
+    },
+  };
 }
 
 /** Every record of a read model as one change set (puts). */
