@@ -45,6 +45,12 @@ describe('ops endpoints', () => {
       expect(byName.has(name)).toBe(true);
     }
     expect(byName.get('svc_request_duration_seconds')!.type).toBe('HISTOGRAM');
+    // every acknowledged mutation went through a store transaction (several may share one)
+    const commits = byName.get('svc_store_commit_duration_seconds');
+    expect(commits?.type).toBe('HISTOGRAM');
+    const commitCount = Number((commits!.metrics[0] as unknown as { count: string }).count);
+    expect(commitCount).toBeGreaterThanOrEqual(1);
+    expect(commitCount).toBeLessThanOrEqual(10);
     expect(Number(byName.get('svc_projects')!.metrics[0].value)).toBe(1);
     expect(Number(byName.get('svc_nodes_online')!.metrics[0].value)).toBe(1);
     expect(Number(byName.get('svc_sessions')!.metrics[0].value)).toBeGreaterThanOrEqual(1);

@@ -4,7 +4,7 @@
  * untouched; secrets are never in the snapshot in plaintext; torn writes never corrupt it.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
@@ -235,6 +235,18 @@ describe('encryption keys', () => {
     r = refuses(dir, {});
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('is not an SQLite database');
+    expect(digest(dir)).toBe(before);
+    // a healthy SQLite database of another application
+    rmSync(join(dir, 'state.db'));
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const Database = require('better-sqlite3');
+    const foreign = new Database(join(dir, 'state.db'));
+    foreign.exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('alice')");
+    foreign.close();
+    before = digest(dir);
+    r = refuses(dir, {});
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('not an svc state store');
     expect(digest(dir)).toBe(before);
   });
 });
