@@ -35,7 +35,7 @@ export class AppModule {
       imports: [
         CoreModule.forRoot(config),
         OpsModule.forRoot({ service: 'svc', logLevel: config.logLevel }),
-        PersistenceModule.forRoot({ stateDir: config.stateDir, stateKey: config.stateKey, stateSync: config.stateSync }),
+        PersistenceModule.forRoot({ stateDir: config.stateDir, stateKey: config.stateKey, stateSync: config.stateSync, databaseUrl: config.databaseUrl }),
         CatalogModule,
         ProjectsModule,
         ControlModule,

@@ -21,6 +21,8 @@ export class ServerConfig {
   maxMessageBytes: number;
   /** AES-256 key of the snapshot (`SVC_CONTROL_STATE_KEY_HEX`), or null: plaintext snapshot. */
   stateKey: Buffer | null;
+  /** PostgreSQL URL (`--database-url` / `SVC_DATABASE_URL`); null: the embedded SQLite store in `stateDir`. */
+  databaseUrl: string | null;
   /** Commit durability (`SVC_STATE_SYNC`): `normal` survives a killed process, `full` also power loss. */
   stateSync: 'normal' | 'full';
   /** Operator token (`SVC_CONTROL_OPERATOR_TOKEN`), or null: gate off. */
@@ -41,13 +43,14 @@ export class ServerConfig {
 /** A configuration error: printed as `svc: <message>` and exit code 2. */
 export class ConfigError extends Error {}
 
-export const SERVER_USAGE = `usage: svc [--bind ADDR] [--port PORT] [--state-dir DIR]
+export const SERVER_USAGE = `usage: svc [--bind ADDR] [--port PORT] [--state-dir DIR] [--database-url postgres://...]
        svc state export [--out FILE] [--state-dir DIR]
        svc state import FILE [--state-dir DIR]
 
   --bind ADDR        listen address (default ${DEFAULT_BIND})
   --port PORT        WebSocket port, 0 picks a free one (default ${DEFAULT_SVC_PORT})
   --state-dir DIR    state directory (default $SVC_STATE_DIR, else ./.svc)
+  --database-url URL keep the state in PostgreSQL (default $SVC_DATABASE_URL; else SQLite in the state directory)
 
 environment:
   SVC_METRICS_PORT             serve /livez /readyz /metrics /metrics.json on this port
@@ -100,6 +103,7 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
         bind: { type: 'string' },
         port: { type: 'string' },
         'state-dir': { type: 'string' },
+        'database-url': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -116,6 +120,10 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   config.metricsPort = nonEmpty(env.SVC_METRICS_PORT) !== null ? parsePort(env.SVC_METRICS_PORT as string, 'SVC_METRICS_PORT') : null;
   config.maxMessageBytes = parsePositiveInt(env.SVC_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, 'SVC_MAX_MESSAGE_BYTES', 1024);
   config.stateKey = parseStateKey(env.SVC_CONTROL_STATE_KEY_HEX);
+  config.databaseUrl = nonEmpty(values['database-url'] as string | undefined) ?? nonEmpty(env.SVC_DATABASE_URL);
+  if (config.databaseUrl !== null && !/^postgres(ql)?:\/\//.test(config.databaseUrl)) {
+    throw new ConfigError('--database-url / SVC_DATABASE_URL must be a postgres:// URL');
+  }
   const sync = nonEmpty(env.SVC_STATE_SYNC) ?? 'normal';
   if (sync !== 'normal' && sync !== 'full') throw new ConfigError(`SVC_STATE_SYNC must be normal or full; got ${JSON.stringify(sync)}`);
   config.stateSync = sync;

@@ -16,6 +16,7 @@ import { AppModule } from './app.module';
 import { ConfigError, loadServerConfig, SERVER_USAGE, ServerConfig } from './config';
 import { ControlEndpointProfile } from './control/control-endpoint.profile';
 import { ControlMetrics } from './health/control-metrics';
+import { redactUrl } from './persistence/postgres-state.store';
 import { StateService } from './persistence/state.service';
 
 function die(message: string, code = 2): never {
@@ -106,7 +107,7 @@ async function main(): Promise<void> {
     die(`cannot listen on ${config.bind}:${config.port}: ${err.code === 'EADDRINUSE' ? 'address already in use' : err.message}`);
   }
   readiness.set('ws_listening', true);
-  logger.log({ msg: 'svc ready', url, state: config.stateDir, encrypted: config.stateKey !== null, operator_gate: config.operatorToken !== null }, 'Bootstrap');
+  logger.log({ msg: 'svc ready', url, state: config.databaseUrl ? redactUrl(config.databaseUrl) : config.stateDir, encrypted: config.stateKey !== null, operator_gate: config.operatorToken !== null }, 'Bootstrap');
   process.stdout.write(`listening on ${url}\n`);
 }
 

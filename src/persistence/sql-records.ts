@@ -134,6 +134,33 @@ export class SqlRecords {
     return state;
   }
 
+  /**
+   * Checks the state key against the stored key check value, before anything is written.
+   * @param where the store's name, for messages
+   * @throws StateLoadError when the store is encrypted and the key is missing or another
+   */
+  async checkKey(where: string): Promise<void> {
+    const kcv = await this.meta('key_check');
+    if (kcv === null) return;
+    if (!this.codec.encrypted) throw new StateLoadError(`${where} is encrypted; set SVC_CONTROL_STATE_KEY_HEX to the key it was written with`);
+    if (!this.codec.matchesKeyCheck(kcv)) throw new StateLoadError(`cannot decrypt ${where}: SVC_CONTROL_STATE_KEY_HEX is not the key it was written with; it was left untouched`);
+  }
+
+  /**
+   * With a key set, encrypts every body of a plaintext store (or one half-converted by a
+   * crash) in one transaction and records the key check value.
+   * @returns whether anything was rewritten
+   */
+  async encryptIfNeeded(): Promise<boolean> {
+    if (!this.codec.encrypted) return false;
+    if ((await this.meta('key_check')) !== null && !(await this.needsReencode())) return false;
+    const state = await this.loadAll();
+    const all: ChangeSet = {};
+    for (const t of TABLE_NAMES) (all as Record<string, unknown>)[t] = new Map(state.table(t));
+    await this.commit(all, { key_check: this.codec.keyCheck() });
+    return true;
+  }
+
   /** True when some body is stored in plaintext while the codec encrypts (or the reverse). */
   async needsReencode(): Promise<boolean> {
     for (const t of TABLE_NAMES) {

@@ -71,19 +71,12 @@ export class SqliteStateStore implements StateStore {
     try {
       await this.openDatabase(false);
       const records = this.records!;
-      const kcv = await records.meta('key_check');
-      if (kcv !== null && !this.options.key) throw new StateLoadError(`${this.dbFile} is encrypted; set SVC_CONTROL_STATE_KEY_HEX to the key it was written with`);
-      if (kcv !== null && !this.codec.matchesKeyCheck(kcv)) {
-        throw new StateLoadError(`cannot decrypt ${this.dbFile}: SVC_CONTROL_STATE_KEY_HEX is not the key it was written with; it was left untouched`);
-      }
+      await records.checkKey(this.dbFile);
       if (legacy && (await records.isEmpty())) {
         await records.commit(legacy, this.options.key ? { key_check: this.codec.keyCheck() } : {});
       }
       if (existsSync(this.legacyFile)) await rename(this.legacyFile, `${this.legacyFile}.imported`);
-      if (this.options.key && ((await records.meta('key_check')) === null || (await records.needsReencode()))) {
-        // A plaintext store (or one half-converted by a crash) with a key set: encrypt every body now.
-        const state = await records.loadAll();
-        await records.commit(allRecords(state), { key_check: this.codec.keyCheck() });
+      if (await records.encryptIfNeeded()) {
         // Nothing of the plaintext stays behind: rebuild the file and empty the WAL.
         this.sqlite!.exec('VACUUM');
         this.sqlite!.pragma('wal_checkpoint(TRUNCATE)');
@@ -283,11 +276,4 @@ function withStatementCache(db: Database.Database, max = 512): { close(): void; 
       return stmt;
     },
   };
-}
-
-/** Every record of a read model as one change set (puts). */
-function allRecords(state: ControlState): ChangeSet {
-  const out: ChangeSet = {};
-  for (const t of TABLE_NAMES) (out as Record<string, unknown>)[t] = new Map(state.table(t));
-  return out;
 }

@@ -117,14 +117,27 @@ export function startProcess(script: string, args: string[], env: NodeJS.Process
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
 export const USER_TOKEN = 'test-user-token-0123456789abcdef';
 
+let storeEnv: (() => Promise<NodeJS.ProcessEnv>) | null = null;
+
+/**
+ * Makes every later {@link startSvc} without a `stateDir` run on the store `fn` names by its
+ * environment (e.g. `SVC_DATABASE_URL` of a new PostgreSQL database); null: the embedded store.
+ */
+export function useStoreEnv(fn: (() => Promise<NodeJS.ProcessEnv>) | null): void {
+  storeEnv = fn;
+}
+
 /** Starts `svc` on a free port with known role tokens; `stateDir` defaults to a fresh temp dir. */
-export function startSvc(options: { stateDir?: string; env?: NodeJS.ProcessEnv; args?: string[] } = {}): Promise<Running & { stateDir: string }> {
+export async function startSvc(options: { stateDir?: string; env?: NodeJS.ProcessEnv; args?: string[] } = {}): Promise<Running & { stateDir: string }> {
+  const store = !options.stateDir && storeEnv ? await storeEnv() : {};
   const stateDir = options.stateDir ?? tmpDir('svc-state-');
-  return startProcess(BIN.svc, ['--port', '0', '--state-dir', stateDir, ...(options.args ?? [])], {
+  const r = await startProcess(BIN.svc, ['--port', '0', '--state-dir', stateDir, ...(options.args ?? [])], {
     SVC_ADMIN_TOKEN: ADMIN_TOKEN,
     SVC_USER_TOKEN: USER_TOKEN,
+    ...store,
     ...options.env,
-  }).then((r) => ({ ...r, stateDir }));
+  });
+  return { ...r, stateDir };
 }
 
 /** Runs a CLI to completion. */

@@ -1,0 +1,71 @@
+/**
+ * e2e: the control-plane suite (test/control-plane.e2e-spec.ts) on PostgreSQL (issue 10,
+ * PROTOCOL.md 10 `--database-url`): the same tests, each `svc` on a fresh database of a
+ * PostgreSQL that this file starts and stops. Skipped, saying why, where PostgreSQL is not
+ * installed.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client } from 'pg';
+import { closeSessions, ProjectDetail, session } from './helpers/control';
+import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
+import { BIN, startSvc, tmpDir, useStoreEnv } from './helpers/processes';
+
+let pg: Postgres | null = null;
+beforeAll(async () => {
+  pg = await startPostgres();
+  useStoreEnv(async () => ({ SVC_DATABASE_URL: await pg!.newDatabase() }));
+}, 60_000);
+afterAll(async () => {
+  useStoreEnv(null);
+  await pg?.close();
+});
+
+if (postgresBinDir()) {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  require('./control-plane.e2e-spec');
+} else {
+  it.skip('control-plane suite on PostgreSQL (PostgreSQL not installed)', () => undefined);
+}
+
+describe('the PostgreSQL store itself', () => {
+  const run = (env: NodeJS.ProcessEnv) =>
+    spawnSync(process.execPath, [BIN.svc, '--port', '0', '--state-dir', tmpDir()], { env: { ...process.env, SVC_ADMIN_TOKEN: 'a'.repeat(20), SVC_USER_TOKEN: 'u'.repeat(20), ...env }, encoding: 'utf8', timeout: 20_000 });
+
+  (postgresBinDir() ? it : it.skip)('keeps the records in the database, not in the state directory; refuses a foreign database, a missing one and a wrong key', async () => {
+    const url = await pg!.newDatabase();
+    const svc = await startSvc({ env: { SVC_DATABASE_URL: url, SVC_CONTROL_STATE_KEY_HEX: 'd'.repeat(64) } });
+    const admin = await session(svc.url);
+    const p = await admin.request<ProjectDetail>('project_create', { name: 'in-postgres' });
+    closeSessions();
+    await svc.stop();
+    expect(existsSync(join(svc.stateDir, 'state.db'))).toBe(false);
+    const c = new Client({ connectionString: url });
+    await c.connect();
+    const rows = await c.query('SELECT id, body FROM projects');
+    expect(rows.rows.map((r) => r.id)).toEqual([p.project_id]);
+    expect(rows.rows[0].body).not.toContain('in-postgres');
+    const before = JSON.stringify((await c.query('SELECT id, body FROM projects UNION ALL SELECT key, value FROM svc_meta ORDER BY 1')).rows);
+    // a wrong key: refused, nothing written
+    const wrong = run({ SVC_DATABASE_URL: url, SVC_CONTROL_STATE_KEY_HEX: 'e'.repeat(64) });
+    expect(wrong.status).toBe(2);
+    expect(wrong.stderr).toContain('not the key');
+    expect(JSON.stringify((await c.query('SELECT id, body FROM projects UNION ALL SELECT key, value FROM svc_meta ORDER BY 1')).rows)).toBe(before);
+    await c.end();
+    // a database of another application
+    const foreignUrl = await pg!.newDatabase();
+    const f = new Client({ connectionString: foreignUrl });
+    await f.connect();
+    await f.query('CREATE TABLE invoices (id serial primary key, total int)');
+    await f.end();
+    const foreign = run({ SVC_DATABASE_URL: foreignUrl });
+    expect(foreign.status).toBe(2);
+    expect(foreign.stderr).toContain('not an svc state store');
+    // a database that does not exist: refused at once, the URL's password never printed
+    const missing = run({ SVC_DATABASE_URL: pg!.url('no_such_db').replace('svc@', 'svc:hunter2@') });
+    expect(missing.status).toBe(2);
+    expect(missing.stderr).toContain('no_such_db');
+    expect(missing.stderr).not.toContain('hunter2');
+  }, 60_000);
+});

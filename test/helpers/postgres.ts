@@ -1,0 +1,124 @@
+/**
+ * A real PostgreSQL for e2e tests, started by the test itself: Debian's `postgresql` binaries,
+ * `initdb` into a temporary directory (as the unprivileged `postgres` user when the tests run
+ * as root), listening on a free loopback port, trust auth for the test user, stopped at the
+ * end. Never a shared or pre-existing database.
+ */
+import { execFileSync, spawn, ChildProcess } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client } from 'pg';
+
+/** The directory of PostgreSQL's server binaries, or null when none is installed. */
+export function postgresBinDir(): string | null {
+  const base = '/usr/lib/postgresql';
+  if (existsSync(base)) {
+    const versions = readdirSync(base).filter((v) => existsSync(join(base, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
+    if (versions.length > 0) return join(base, versions[0], 'bin');
+  }
+  try {
+    const initdb = execFileSync('sh', ['-c', 'command -v initdb'], { encoding: 'utf8' }).trim();
+    return initdb ? initdb.replace(/\/initdb$/, '') : null;
+  } catch {
+    return null;
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+export interface Postgres {
+  port: number;
+  /** A new, empty database; returns its URL. */
+  newDatabase(): Promise<string>;
+  /** The URL of an existing database. */
+  url(database: string): string;
+  /** Stops the server (SIGTERM) and, with `start()` again, brings it back on the same port. */
+  stopServer(): Promise<void>;
+  startServer(): Promise<void>;
+  /** Stops the server and removes its data. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts a throwaway PostgreSQL.
+ * @returns null (after printing why) when PostgreSQL is not installed here
+ */
+export async function startPostgres(): Promise<Postgres | null> {
+  const bin = postgresBinDir();
+  if (!bin) {
+    process.stderr.write('PostgreSQL e2e tests skipped: no initdb (Debian: apt-get install postgresql; .ci/run installs it)\n');
+    return null;
+  }
+  const root = mkdtempSync(join(tmpdir(), 'svc-pg-'));
+  const data = join(root, 'data');
+  // PostgreSQL refuses to run as root: then run it as the unprivileged `postgres` user.
+  const as: { uid?: number; gid?: number } = {};
+  if (process.getuid?.() === 0) {
+    as.uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+    as.gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+    chownSync(root, as.uid, as.gid);
+  }
+  const env = { ...process.env, HOME: root, LC_ALL: 'C' };
+  const run = (cmd: string, args: string[]) => execFileSync(join(bin, cmd), args, { stdio: 'pipe', cwd: root, env, ...as });
+  run('initdb', ['-D', data, '-U', 'svc', '--auth=trust', '-E', 'UTF8', '--no-sync']);
+  const port = await freePort();
+  let server: ChildProcess | null = null;
+  let counter = 0;
+  const startServer = async () => {
+    const args = ['-D', data, '-p', String(port), '-k', root, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=200'];
+    server = spawn(join(bin, 'postgres'), args, { stdio: 'ignore', cwd: root, env, ...as });
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const c = new Client({ host: '127.0.0.1', port, user: 'svc', database: 'postgres' });
+      try {
+        await c.connect();
+        await c.end();
+        return;
+      } catch (e) {
+        await c.end().catch(() => undefined);
+        if (Date.now() > deadline) throw new Error(`PostgreSQL did not start on port ${port}: ${(e as Error).message}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  };
+  const stopServer = async () => {
+    const s = server as ChildProcess | null;
+    server = null;
+    if (!s || s.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      s.once('exit', () => resolve());
+      s.kill('SIGINT'); // fast shutdown
+    });
+  };
+  await startServer();
+  const url = (database: string) => `postgres://svc@127.0.0.1:${port}/${database}`;
+  return {
+    port,
+    url,
+    startServer,
+    stopServer,
+    async newDatabase() {
+      const name = `svc_test_${process.pid}_${++counter}`;
+      const c = new Client({ host: '127.0.0.1', port, user: 'svc', database: 'postgres' });
+      await c.connect();
+      await c.query(`CREATE DATABASE ${name}`);
+      await c.end();
+      return url(name);
+    },
+    async close() {
+      await stopServer();
+      rmSync(root, { recursive: true, force: true });
+    },
+  };
+}
