@@ -51,7 +51,7 @@ export function eventFor(change: CatalogChange, viewer: Viewer): CatalogEventPay
 
 @Injectable()
 export class CatalogService implements OnModuleDestroy {
-  /** Every catalog change. */
+  /** Every catalog change, after its commit (also the commits of other processes on a shared store). */
   readonly changes$ = new Subject<CatalogChange>();
   private readonly sub: Subscription;
 
@@ -60,7 +60,17 @@ export class CatalogService implements OnModuleDestroy {
     private readonly nodes: NodesService,
     private readonly clock: Clock,
   ) {
-    this.sub = this.nodes.deleted$.subscribe((nodeId) => this.changes$.next({ event: 'delete', node_id: nodeId, ts_ms: this.clock.now() }));
+    // Events follow commits, whoever made them: a node deleted, or its catalog record changed.
+    this.sub = this.store.applied$.subscribe(({ changes, prior }) => {
+      const ts = this.clock.now();
+      const deletedNodes = new Set<string>();
+      for (const [id, n] of changes.nodes ?? []) if (!n && prior.nodes?.get(id)) deletedNodes.add(id);
+      for (const [id, record] of changes.catalog ?? []) {
+        if (deletedNodes.has(id)) continue;
+        this.changes$.next({ event: 'upsert', node_id: id, before: prior.catalog?.get(id)?.services ?? [], after: record?.services ?? [], ts_ms: record?.updated_at_ms ?? ts });
+      }
+      for (const id of deletedNodes) this.changes$.next({ event: 'delete', node_id: id, ts_ms: ts });
+    });
   }
 
   onModuleDestroy(): void {
@@ -85,27 +95,21 @@ export class CatalogService implements OnModuleDestroy {
     const services = raw.services === undefined ? undefined : validateServiceEntries(raw.services);
     const nodeId = raw.node_id;
     this.nodes.authenticate(nodeId, raw.node_secret);
-    const { view, change } = await this.store.mutate((s) => {
+    return this.store.mutate((s) => {
       const node = s.nodes.get(nodeId);
       if (!node) throw new ProtocolError('node_not_found', `node ${nodeId} not found; pair again`);
       const now = this.clock.now();
       const prior = s.catalog.get(nodeId);
-      const before = prior?.services ?? [];
       const record = s.catalog.put({
         node_id: nodeId,
         platform: platform ?? prior?.platform ?? node.platform,
         labels: labels ?? prior?.labels ?? node.labels,
-        services: services ?? before,
+        services: services ?? prior?.services ?? [],
         updated_at_ms: now,
       });
       s.nodes.put({ ...node, platform: platform ?? node.platform, labels: labels ?? node.labels, last_seen_ms: now });
-      return {
-        view: { node_id: nodeId, node_name: node.node_name, platform: record.platform, labels: record.labels, services: record.services },
-        change: { event: 'upsert' as const, node_id: nodeId, before, after: record.services, ts_ms: now },
-      };
+      return { node_id: nodeId, node_name: node.node_name, platform: record.platform, labels: record.labels, services: record.services };
     });
-    this.changes$.next(change);
-    return view;
   }
 
   /**

@@ -5,7 +5,6 @@
  * are stored sealed to the request secret (see sealed-credentials.ts).
  */
 import { Injectable } from '@nestjs/common';
-import { Subject } from 'rxjs';
 import {
   fail,
   INVITE_TTL_DEFAULT_MS,
@@ -41,9 +40,6 @@ function platformOf(p: Platform | undefined): Platform {
 
 @Injectable()
 export class NodesService {
-  /** Ids of deleted nodes, after the deletion is durable. */
-  readonly deleted$ = new Subject<string>();
-
   constructor(
     private readonly store: StateService,
     private readonly clock: Clock,
@@ -283,13 +279,11 @@ export class NodesService {
    * @throws ProtocolError `node_not_found`
    */
   async delete(nodeId: string): Promise<{ deleted: true; node_id: string }> {
-    const result = await this.store.mutate((s) => {
+    return this.store.mutate((s) => {
       if (!s.nodes.delete(nodeId)) fail('node_not_found', `node ${nodeId} not found`);
       s.catalog.delete(nodeId);
       return { deleted: true as const, node_id: nodeId };
     });
-    this.deleted$.next(nodeId);
-    return result;
   }
 
   private pending(s: StateDraft, requestId: string): JoinRequestRecord {

@@ -37,6 +37,15 @@ export class AuthTokensService implements OnModuleInit {
 
   onModuleInit(): void {
     this.store.addOpenHook(() => this.load());
+    // A token rotated through another process on a shared store takes effect here too.
+    this.store.applied$.subscribe(({ changes, local }) => {
+      if (local || !this.tokens || !changes.role_tokens) return;
+      for (const [role, record] of changes.role_tokens) {
+        if (!record || (role === 'admin' ? this.config.adminToken : this.config.userToken) !== null) continue;
+        this.tokens = { ...this.tokens, [`${role}_token`]: record.token } as TokenFile;
+      }
+      this.writeFile();
+    });
   }
 
   /**

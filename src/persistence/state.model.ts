@@ -254,13 +254,20 @@ export class ControlState implements StateView {
     return this.maxSeq + 1;
   }
 
-  /** Applies committed changes (and keeps the indexes). */
-  apply(changes: ChangeSet): void {
+  /**
+   * Applies committed changes (and keeps the indexes).
+   * @returns what each changed record was before (null: it did not exist)
+   */
+  apply(changes: ChangeSet): ChangeSet {
+    const prior: ChangeSet = {};
     for (const table of TABLE_NAMES) {
       const writes = changes[table];
       if (!writes) continue;
       const map = this.table(table);
+      const before = new Map<string, RecordOf[typeof table] | null>();
+      (prior as Record<string, unknown>)[table] = before;
       for (const [id, record] of writes as Map<string, RecordOf[typeof table] | null>) {
+        before.set(id, map.get(id) ?? null);
         if (table === 'mounts') this.unindexMount(id);
         if (record === null) map.delete(id);
         else {
@@ -269,6 +276,7 @@ export class ControlState implements StateView {
         }
       }
     }
+    return prior;
   }
 
   private indexMount(m: MountRecord): void {

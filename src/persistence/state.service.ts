@@ -15,7 +15,7 @@ import { Subject } from 'rxjs';
 import { Histogram } from 'prom-client';
 import { getOrCreate } from '@svc/ops';
 import { ProtocolError } from '@svc/protocol';
-import { ControlState } from './state.model';
+import { ChangeSet, ControlState } from './state.model';
 import { StateDraft } from './state.draft';
 import { STATE_STORE, StateStore } from './state-store.port';
 
@@ -23,11 +23,21 @@ import { STATE_STORE, StateStore } from './state-store.port';
 const MAX_BATCH = 256;
 
 /**
- * A commit hook: runs on the batch's draft after its mutations and before the transaction
- * (so what it writes commits with them); `after` callbacks run once the commit is durable
- * and applied, in order (events follow commits).
+ * A commit hook: runs on the batch's draft after its mutations and before the transaction,
+ * so what it writes commits with them (derived records: mount states, revisions).
  */
-export type CommitHook = (draft: StateDraft, after: (fn: () => void) => void) => void;
+export type CommitHook = (draft: StateDraft) => void;
+
+/**
+ * One committed change set, once applied to the read model: what changed, what it was
+ * before, and whether this process committed it. Derived state (availability, deltas,
+ * catalog events, role tokens) follows these, so it is the same whoever committed.
+ */
+export interface AppliedChanges {
+  changes: ChangeSet;
+  prior: ChangeSet;
+  local: boolean;
+}
 
 interface Pending {
   fn: (draft: StateDraft) => unknown;
@@ -57,8 +67,8 @@ export class StateService {
         buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
       }),
   );
-  /** Emits after every committed transaction. */
-  readonly changes$ = new Subject<void>();
+  /** Every committed change set, after it is applied to the read model (events follow commits). */
+  readonly applied$ = new Subject<AppliedChanges>();
 
   constructor(@Inject(STATE_STORE) private readonly store: StateStore) {}
 
@@ -159,9 +169,8 @@ export class StateService {
         }
       }
       if (done.length === 0 && batch.isEmpty) continue;
-      const after: Array<() => void> = [];
       try {
-        for (const hook of this.hooks) hook(batch, (fn) => after.push(fn));
+        for (const hook of this.hooks) hook(batch);
       } catch (e) {
         this.logger.error({ msg: 'commit hook failed; changes dropped', error: (e as Error).message });
         for (const [item] of done) item.reject(new ProtocolError('internal_error', 'the change could not be applied; nothing was changed'));
@@ -182,18 +191,20 @@ export class StateService {
         } finally {
           end();
         }
-        this.current.apply(changes);
-        this.committed++;
-      }
-      for (const fn of after) {
-        try {
-          fn();
-        } catch (e) {
-          this.logger.error({ msg: 'event after commit failed', error: (e as Error).message });
-        }
+        this.publish(changes, true);
       }
       for (const [item, result] of done) item.resolve(result);
-      this.changes$.next();
+    }
+  }
+
+  /** Applies committed changes to the read model and tells the subscribers of {@link applied$}. */
+  private publish(changes: ChangeSet, local: boolean): void {
+    const prior = this.current.apply(changes);
+    this.committed++;
+    try {
+      this.applied$.next({ changes, prior, local });
+    } catch (e) {
+      this.logger.error({ msg: 'a subscriber to committed changes failed', error: (e as Error).message });
     }
   }
 }

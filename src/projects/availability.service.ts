@@ -13,13 +13,13 @@
  * the fleet) and runs them through the same hook.
  */
 import { Injectable, Logger, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
-import { Subject } from 'rxjs';
+import { Subject, Subscription } from 'rxjs';
 import { Availability, AvailabilityEvent, MountState, MountView, TopologyChangeDelta } from '@svc/protocol';
 import { Clock } from '../common/clock';
 import { ServerConfig } from '../config';
-import { MountRecord, ProjectRecord, StateView } from '../persistence/state.model';
+import { ChangeSet, MountRecord, ProjectRecord, RecordOf, StateView, TableName } from '../persistence/state.model';
 import { StateDraft } from '../persistence/state.draft';
-import { StateService } from '../persistence/state.service';
+import { AppliedChanges, StateService } from '../persistence/state.service';
 import { mountView } from './projects.service';
 import { gated, pathViewOf, PathView, ViewerClass } from './topology.rules';
 
@@ -58,6 +58,14 @@ interface Published {
   counts: Record<ViewerClass, Availability>;
   /** Increased whenever any view of the project was recomputed (lease times included). */
   version: number;
+}
+
+/** A view adjuster that shows each mount in its stored state (what was last committed). */
+function storedStates(state: StateView): (v: MountView, m: MountRecord) => MountView {
+  return (v, m) => {
+    const s = state.mountStates.get(m.mount_id)?.state;
+    return s && s !== v.state ? { ...v, state: s, online: s === 'online' } : v;
+  };
 }
 
 const zero = (): Availability => ({ mounts_total: 0, online: 0, degraded: 0, missing: 0 });
@@ -118,6 +126,7 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
   private readonly published = new Map<string, Published>();
   private readonly heap = new ExpiryHeap();
   private timer: NodeJS.Timeout | null = null;
+  private sub: Subscription | null = null;
   private started = false;
   private sweeping = false;
 
@@ -128,7 +137,14 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
   ) {}
 
   onModuleInit(): void {
-    this.store.addCommitHook((draft, after) => this.onCommit(draft, after));
+    this.store.addCommitHook((draft) => this.onCommit(draft));
+    this.sub = this.store.applied$.subscribe((applied) => {
+      try {
+        if (this.started) this.onApplied(applied);
+      } catch (e) {
+        this.logger.error({ msg: 'availability update failed', error: (e as Error).message });
+      }
+    });
     this.store.addOpenHook(() => this.start());
     this.timer = setInterval(() => this.sweep(), this.config.sweepIntervalMs);
     this.timer.unref();
@@ -136,6 +152,7 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
 
   onModuleDestroy(): void {
     if (this.timer) clearInterval(this.timer);
+    this.sub?.unsubscribe();
   }
 
   /**
@@ -147,11 +164,7 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
     const state = this.store.state;
     const now = this.clock.now();
     for (const project of state.projects.values()) {
-      const stored = (v: MountView, m: MountRecord): MountView => {
-        const s = state.mountStates.get(m.mount_id)?.state;
-        return s && s !== v.state ? { ...v, state: s, online: s === 'online' } : v;
-      };
-      const update = this.compute(state, project, null, now, stored);
+      const update = this.compute(state, project, null, now, storedStates(state));
       this.publish(project.project_id, update.entries);
     }
     for (const node of state.nodes.values()) if (node.lease_expires_at_ms > now) this.heap.push(node.lease_expires_at_ms, node.node_id);
@@ -223,88 +236,127 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
       });
   }
 
-  /** The commit hook (see the module comment). */
-  private onCommit(draft: StateDraft, after: (fn: () => void) => void): void {
+  /**
+   * The commit hook (see the module comment): recomputes the paths the batch touches, stores
+   * the mount states that changed and increases the revision of each project whose topology
+   * changed, in the batch's own transaction.
+   */
+  private onCommit(draft: StateDraft): void {
     const now = this.clock.now();
-    const affected = new Map<string, Set<string> | 'all'>();
+    const a = this.affected(draft, draft.changes(), (t, id) => draft.table(t).before(id) ?? null, draft.nodes.touched, draft.projects.touched);
+    for (const [id, m] of draft.mounts.writes) if (!m && draft.mountStates.has(id)) draft.mountStates.delete(id);
+    for (const [projectId, paths] of a.paths) {
+      const project = draft.projects.get(projectId);
+      if (!project) continue;
+      const { changed } = this.compute(draft, project, paths, now, undefined, draft);
+      if (changed.length > 0) draft.projects.put({ ...project, revision: project.revision + 1 });
+    }
+  }
+
+  /**
+   * After any commit (this process's or, with a shared store, another's): the published
+   * topology of the affected paths (with the stored mount states, so it is the same on every
+   * process), transitions from the mount states that changed, and topology changes.
+   */
+  private onApplied({ changes, prior }: AppliedChanges): void {
+    const now = this.clock.now();
+    const state = this.store.state;
+    const a = this.affected(state, changes, (t, id) => (prior[t]?.get(id) as never) ?? null);
+    for (const n of changes.nodes?.values() ?? []) if (n && n.lease_expires_at_ms > now) this.heap.push(n.lease_expires_at_ms, n.node_id);
+    const transitions: Array<Omit<AvailabilityEvent, 'availability'>> = [];
+    for (const [id, ms] of changes.mount_states ?? []) {
+      const before = prior.mount_states?.get(id) ?? null;
+      const m = state.mounts.get(id);
+      if (!ms || !m || before?.state === ms.state) continue;
+      transitions.push({ project_id: m.project_id, mount_path: m.mount_path, node_id: m.node_id, previous_state: before?.state ?? null, state: ms.state, ts_ms: ms.ts_ms });
+    }
+    const out = new Map<string, TopologyChange>();
+    for (const [projectId, paths] of a.paths) {
+      const project = state.projects.get(projectId);
+      if (!project || a.deleted.has(projectId)) continue;
+      const { entries, changed } = this.compute(state, project, paths, now, storedStates(state));
+      this.publish(projectId, entries);
+      if (changed.length > 0 || a.pinCheck.has(projectId)) {
+        out.set(projectId, { project_id: projectId, revision: project.revision, paths: changed, deleted: false, pinCheck: a.pinCheck.has(projectId) });
+      }
+    }
+    for (const id of a.pinCheck) {
+      const p = state.projects.get(id);
+      if (!out.has(id) && p) out.set(id, { project_id: id, revision: p.revision, paths: [], deleted: false, pinCheck: true });
+    }
+    for (const id of a.deleted) {
+      this.published.delete(id);
+      out.set(id, { project_id: id, revision: -1, paths: [], deleted: true, pinCheck: true });
+    }
+    for (const t of transitions) this.emit({ ...t, availability: { ...(this.published.get(t.project_id)?.counts.admin ?? zero()) } });
+    for (const c of out.values()) this.topologyChanged$.next(c);
+  }
+
+  /**
+   * Which mount paths a change set touches (a node's lease, URL or token, its catalog, a
+   * mount, a mount state, a project's access policy), which projects were deleted, and which
+   * need their pinned sessions checked (token or binding changes).
+   * @param before the record a change replaced (null: none)
+   * @param touchedNodes,touchedProjects records marked affected without a write
+   */
+  private affected(
+    state: StateView,
+    changes: ChangeSet,
+    before: <T extends TableName>(table: T, id: string) => RecordOf[T] | null,
+    touchedNodes: Iterable<string> = [],
+    touchedProjects: Iterable<string> = [],
+  ): { paths: Map<string, Set<string> | 'all'>; pinCheck: Set<string>; deleted: Set<string> } {
+    const paths = new Map<string, Set<string> | 'all'>();
     const addPath = (projectId: string, path: string) => {
-      const set = affected.get(projectId);
+      const set = paths.get(projectId);
       if (set === 'all') return;
       if (set) set.add(path);
-      else affected.set(projectId, new Set([path]));
+      else paths.set(projectId, new Set([path]));
     };
     const addNode = (nodeId: string) => {
-      for (const id of draft.mountIdsOfNode(nodeId)) {
-        const m = draft.mounts.get(id);
+      for (const id of state.mountIdsOfNode(nodeId)) {
+        const m = state.mounts.get(id);
         if (m) addPath(m.project_id, m.mount_path);
       }
     };
-    for (const id of draft.nodes.writes.keys()) addNode(id);
-    for (const id of draft.nodes.touched) addNode(id);
-    for (const id of draft.catalog.writes.keys()) addNode(id);
-    for (const [id, m] of draft.mounts.writes) {
-      const old = draft.mounts.before(id);
+    for (const id of changes.nodes?.keys() ?? []) addNode(id);
+    for (const id of touchedNodes) addNode(id);
+    for (const id of changes.catalog?.keys() ?? []) addNode(id);
+    for (const [id, m] of changes.mounts ?? []) {
+      const old = before('mounts', id);
       if (old) addPath(old.project_id, old.mount_path);
       if (m) addPath(m.project_id, m.mount_path);
-      else if (draft.mountStates.has(id)) draft.mountStates.delete(id);
+    }
+    for (const id of changes.mount_states?.keys() ?? []) {
+      const m = state.mounts.get(id);
+      if (m) addPath(m.project_id, m.mount_path);
     }
     const pinCheck = new Set<string>();
     const deleted = new Set<string>();
-    for (const [id, p] of draft.projects.writes) {
-      const old = draft.projects.before(id);
+    for (const [id, p] of changes.projects ?? []) {
+      const old = before('projects', id);
       if (!p) {
         deleted.add(id);
+        paths.delete(id);
         continue;
       }
-      if (old && old.access_policy.invoke !== p.access_policy.invoke) affected.set(id, 'all');
+      if (old && old.access_policy.invoke !== p.access_policy.invoke) paths.set(id, 'all');
       if (old && old.token_sha256 !== p.token_sha256) pinCheck.add(id);
     }
-    for (const id of draft.projects.touched) affected.set(id, 'all');
-    for (const [key, b] of draft.bindings.writes) {
-      const old = draft.bindings.before(key);
+    for (const id of touchedProjects) paths.set(id, 'all');
+    for (const [key, b] of changes.bindings ?? []) {
+      const old = before('bindings', key);
       if (old) pinCheck.add(old.project_id);
       if (b) pinCheck.add(b.project_id);
     }
-
-    const updates: Array<{ projectId: string; entries: Map<string, PathEntry | null>; paths: string[]; revision: number }> = [];
-    const transitions: Array<Omit<AvailabilityEvent, 'availability'>> = [];
-    for (const [projectId, paths] of affected) {
-      const project = draft.projects.get(projectId);
-      if (!project || deleted.has(projectId)) continue;
-      const { entries, changed } = this.compute(draft, project, paths, now, undefined, transitions);
-      let revision = project.revision;
-      if (changed.length > 0) draft.projects.put({ ...project, revision: ++revision });
-      updates.push({ projectId, entries, paths: changed, revision });
-    }
-    if (updates.length === 0 && deleted.size === 0 && pinCheck.size === 0) return;
-
-    const expiries: Array<[number, string]> = [];
-    for (const n of draft.nodes.writes.values()) if (n && n.lease_expires_at_ms > now) expiries.push([n.lease_expires_at_ms, n.node_id]);
-    after(() => {
-      for (const [at, id] of expiries) this.heap.push(at, id);
-      for (const u of updates) this.publish(u.projectId, u.entries);
-      for (const id of deleted) this.published.delete(id);
-      for (const t of transitions) this.emit({ ...t, availability: { ...(this.published.get(t.project_id)?.counts.admin ?? zero()) } });
-      const changes = new Map<string, TopologyChange>();
-      for (const u of updates) {
-        if (u.paths.length > 0 || pinCheck.has(u.projectId)) {
-          changes.set(u.projectId, { project_id: u.projectId, revision: u.revision, paths: u.paths, deleted: false, pinCheck: pinCheck.has(u.projectId) });
-        }
-      }
-      for (const id of pinCheck) {
-        if (changes.has(id) || deleted.has(id)) continue;
-        const p = this.store.state.projects.get(id);
-        if (p) changes.set(id, { project_id: id, revision: p.revision, paths: [], deleted: false, pinCheck: true });
-      }
-      for (const id of deleted) changes.set(id, { project_id: id, revision: -1, paths: [], deleted: true, pinCheck: true });
-      for (const c of changes.values()) this.topologyChanged$.next(c);
-    });
+    for (const id of deleted) pinCheck.delete(id);
+    return { paths, pinCheck, deleted };
   }
 
   /**
    * Recomputes paths of a project (all when `paths` is `'all'` or null): their views for
-   * both classes, which of them changed against what is published, and (when `transitions`
-   * is given) the mount states to store in `state` (a draft) with their transitions.
+   * both classes and which of them changed against what is published; with `storeIn`, the
+   * mount states that changed are written to that draft.
    */
   private compute(
     state: StateView,
@@ -312,7 +364,7 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
     paths: Set<string> | 'all' | null,
     now: number,
     adjust?: (v: MountView, m: MountRecord) => MountView,
-    transitions?: Array<Omit<AvailabilityEvent, 'availability'>>,
+    storeIn?: StateDraft,
   ): { entries: Map<string, PathEntry | null>; changed: string[] } {
     const pub = this.published.get(project.project_id);
     const byPath = new Map<string, MountRecord[]>();
@@ -331,14 +383,10 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
         const v = mountView(state, m, now, true);
         return adjust ? adjust(v, m) : v;
       });
-      if (transitions) {
-        const draft = state as StateDraft;
+      if (storeIn) {
         mounts.forEach((m, i) => {
-          const prev = draft.mountStates.get(m.mount_id);
           const st = views[i].state;
-          if (prev?.state === st) return;
-          draft.mountStates.put({ mount_id: m.mount_id, project_id: m.project_id, state: st, ts_ms: now });
-          transitions.push({ project_id: m.project_id, mount_path: m.mount_path, node_id: m.node_id, previous_state: prev?.state ?? null, state: st, ts_ms: now });
+          if (storeIn.mountStates.get(m.mount_id)?.state !== st) storeIn.mountStates.put({ mount_id: m.mount_id, project_id: m.project_id, state: st, ts_ms: now });
         });
       }
       const entry: PathEntry | null = views.length === 0 ? null : { admin: pathViewOf(views), other: pathViewOf(views.filter((v) => !gated(state, project, v))) };
