@@ -98,6 +98,10 @@ async function main(): Promise<void> {
     die((e as Error).message);
   }
   readiness.set('state_loaded', true);
+  // A shared database that stops answering makes this replica not ready until it answers again.
+  readiness.require('store_reachable');
+  readiness.set('store_reachable', true);
+  setInterval(() => readiness.set('store_reachable', store.isReachable), 250).unref();
   let url: string;
   try {
     url = await adapter.listen();

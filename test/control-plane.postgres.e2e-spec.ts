@@ -8,7 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { closeSessions, ProjectDetail, session } from './helpers/control';
+import { closeSessions, joinNode, ProjectDetail, session } from './helpers/control';
 import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
 import { BIN, startSvc, tmpDir, useStoreEnv } from './helpers/processes';
 
@@ -67,5 +67,38 @@ describe('the PostgreSQL store itself', () => {
     expect(missing.status).toBe(2);
     expect(missing.stderr).toContain('no_such_db');
     expect(missing.stderr).not.toContain('hunter2');
+  }, 60_000);
+});
+
+describe('moving from SQLite to PostgreSQL', () => {
+  (postgresBinDir() ? it : it.skip)('svc state export from SQLite, svc state import into PostgreSQL: the same workspace status and node list', async () => {
+    const env = { SVC_CONTROL_STATE_KEY_HEX: 'f'.repeat(64) };
+    const lite = await startSvc({ stateDir: tmpDir(), env });
+    const admin = await session(lite.url);
+    const p = await admin.request<ProjectDetail>('project_create', { name: 'moving' });
+    const a = await joinNode(admin, 'mv-a', 3_600_000);
+    await admin.request('project_mount_set', { project_id: p.project_id, node_id: a.node_id, export_name: 'work', mount_path: '/m' });
+    const status = await admin.request('workspace_status', { project_id: p.project_id, project_token: p.project_token });
+    const nodes = await admin.request('node_list');
+    closeSessions();
+    await lite.stop();
+    const file = join(tmpDir(), 'move.json');
+    const cli = (args: string[]) => spawnSync(process.execPath, [BIN.svc, 'state', ...args], { env: { ...process.env, ...env }, encoding: 'utf8' });
+    expect(cli(['export', '--out', file, '--state-dir', lite.stateDir]).status).toBe(0);
+    const url = await pg!.newDatabase();
+    const im = cli(['import', file, '--database-url', url]);
+    expect(im.stderr).toContain('imported');
+    expect(im.status).toBe(0);
+    expect(cli(['import', file, '--database-url', url]).status).toBe(2); // not empty any more
+    const onPg = await startSvc({ env: { ...env, SVC_DATABASE_URL: url } });
+    const admin2 = await session(onPg.url);
+    expect(await admin2.request('workspace_status', { project_id: p.project_id, project_token: p.project_token })).toEqual(status);
+    expect(await admin2.request('node_list')).toEqual(nodes);
+    // and an export from PostgreSQL while it runs
+    const back = cli(['export', '--database-url', url]);
+    expect(back.status).toBe(0);
+    expect(JSON.parse(back.stdout)).toMatchObject({ format: 'svc-control-state', encryption: { alg: 'AES-256-GCM' } });
+    closeSessions();
+    await onPg.stop();
   }, 60_000);
 });

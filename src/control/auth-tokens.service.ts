@@ -85,34 +85,34 @@ export class AuthTokensService implements OnModuleInit {
     return { role, token };
   }
 
-  /** Takes the tokens from the environment, else the store, else an earlier token file, else new ones. */
+  /**
+   * Takes the tokens from the environment, else the store, else an earlier token file, else
+   * new ones; decided inside one mutation, so replicas starting together agree on one pair.
+   */
   private async load(): Promise<void> {
-    const stored = this.store.state.roleTokens;
     let legacy: Partial<TokenFile> = {};
     try {
       legacy = JSON.parse(readFileSync(this.path, 'utf8')) as Partial<TokenFile>;
     } catch (e) {
       if ((e as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn({ msg: `cannot read ${this.path}; it will be rewritten from the store`, error: (e as Error).message });
     }
-    const pick = (role: Role, env: string | null): { token: string; store: boolean } => {
-      if (env !== null) return { token: env, store: false };
-      const s = stored.get(role)?.token;
-      if (valid(s)) return { token: s, store: false };
-      const l = legacy[`${role}_token`];
-      return { token: valid(l) ? l : newSecret(), store: true };
-    };
-    const admin = pick('admin', this.config.adminToken);
-    const user = pick('user', this.config.userToken);
-    if (admin.token === user.token) throw new Error('admin and user tokens must differ');
-    if (admin.store || user.store) {
+    const fresh = { admin: newSecret(), user: newSecret() };
+    this.tokens = await this.store.mutate((s) => {
       const now = Date.now();
-      await this.store.mutate((s) => {
-        if (admin.store) s.roleTokens.put({ role: 'admin', token: admin.token, updated_at_ms: now });
-        if (user.store) s.roleTokens.put({ role: 'user', token: user.token, updated_at_ms: now });
-      });
-    }
-    this.tokens = { admin_token: admin.token, user_token: user.token };
-    if (legacy.admin_token !== admin.token || legacy.user_token !== user.token) this.writeFile();
+      const pick = (role: Role, env: string | null): string => {
+        if (env !== null) return env;
+        const stored = s.roleTokens.get(role)?.token;
+        if (valid(stored)) return stored;
+        const l = legacy[`${role}_token`];
+        const token = valid(l) ? l : fresh[role];
+        s.roleTokens.put({ role, token, updated_at_ms: now });
+        return token;
+      };
+      const tokens = { admin_token: pick('admin', this.config.adminToken), user_token: pick('user', this.config.userToken) };
+      if (tokens.admin_token === tokens.user_token) throw new Error('admin and user tokens must differ');
+      return tokens;
+    });
+    if (legacy.admin_token !== this.tokens.admin_token || legacy.user_token !== this.tokens.user_token) this.writeFile();
   }
 
   private writeFile(): void {

@@ -9,18 +9,38 @@
  * missing database, a database of another application or a schema newer than this code are
  * refused at once (exit 2).
  *
- * This adapter serves one replica; several replicas on one database need the change feed and
- * the sweeper election of issue 10, which are not built yet.
+ * Replicas: every write transaction first takes one advisory transaction lock (writes are
+ * serialised over all replicas, so each mutation sees every earlier one: two joins on one
+ * invite cannot both pass), replays the commits of other replicas it has not seen, then
+ * writes its rows and one `svc_commits` row holding them, and notifies `svc_commits` with the
+ * sequence number. Other replicas replay commits in order from that table, woken by the
+ * notification or, should one be lost, by polling every {@link POLL_MS} ms; a notification
+ * carries no data. The availability sweep runs on the replica holding a session-level
+ * advisory lock (re-tried every second by the others, so a dead sweeper is replaced within
+ * about a second of PostgreSQL noticing its connection is gone).
  */
+import { Logger } from '@nestjs/common';
 import { Kysely, PostgresDialect, sql } from 'kysely';
-import { Pool } from 'pg';
-import { ChangeSet, ControlState } from './state.model';
+import { Client, Pool } from 'pg';
+import { Gauge, Histogram } from 'prom-client';
+import { getOrCreate } from '@svc/ops';
+import { newId } from '@svc/protocol';
+import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
+import { readSnapshotFile, recordsOfSnapshot, snapshotOf, snapshotText, writeSnapshotFile } from './snapshot-file';
 import { SqlRecords } from './sql-records';
-import { StateLoadError, StateStore } from './state-store.port';
+import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 
-/** Key of the advisory lock held while migrating (any replica). */
+/** Advisory lock keys: migrations, writes (transaction-level), the sweeper (session-level). */
 const MIGRATION_LOCK = 0x73766331;
+const WRITE_LOCK = 0x73766332;
+const SWEEPER_LOCK = 0x73766333;
+/** Fallback poll of the commit log, ms (notifications wake replicas at once). */
+export const POLL_MS = 500;
+/** Commits are kept this long for replicas that were away, ms. */
+const COMMIT_RETENTION_MS = 3_600_000;
+/** NOTIFY channel. */
+const CHANNEL = 'svc_commits';
 
 /** SQLSTATEs that retrying will not fix: bad credentials, no such database, no permission. */
 const FATAL_CODES = new Set(['28P01', '28000', '3D000', '42501']);
@@ -46,20 +66,99 @@ export function redactUrl(url: string): string {
   }
 }
 
+/** Errors of the connection rather than of the statement: the database is not reachable. */
+function isConnectionError(e: unknown): boolean {
+  const err = e as { code?: string; message?: string };
+  if (typeof err?.code === 'string' && /^(08|57P0|53300)/.test(err.code)) return true;
+  if (typeof err?.code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH'].includes(err.code)) return true;
+  return /Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(err?.message ?? '');
+}
+
 export class PostgresStateStore implements StateStore {
+  private readonly logger = new Logger('PostgresStore');
   private readonly codec: RowCodec;
   private pool: Pool | null = null;
   private records: SqlRecords | null = null;
+  /** This process, as named in the commit log. */
+  readonly replicaId = newId('replica');
+  private lastSeq = 0;
+  private remote: (changes: ChangeSet) => void = () => undefined;
+  private chain: Promise<unknown> = Promise.resolve();
+  private listener: Client | null = null;
+  private leader: Client | null = null;
+  private timers: NodeJS.Timeout[] = [];
+  private closed = false;
+  private sweeper = false;
+  private reachable = true;
+  private readonly lag = getOrCreate(
+    'svc_store_replication_lag_seconds',
+    () =>
+      new Histogram({
+        name: 'svc_store_replication_lag_seconds',
+        help: 'Time from a commit on another replica to its replay here',
+        buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      }),
+  );
+  private readonly leaderGauge = getOrCreate('svc_sweeper_leader', () => new Gauge({ name: 'svc_sweeper_leader', help: '1 while this replica runs the availability sweep' }));
 
   constructor(private readonly options: PostgresStoreOptions) {
     this.codec = new RowCodec(options.key);
+  }
+
+  get isSweeper(): boolean {
+    return this.sweeper;
+  }
+
+  get isReachable(): boolean {
+    return this.reachable;
+  }
+
+  onRemote(listener: (changes: ChangeSet) => void): void {
+    this.remote = listener;
+  }
+
+  async write(build: () => ChangeSet | null): Promise<boolean> {
+    return this.exclusive(async () => {
+      const records = this.open_();
+      let seq: number | null = null;
+      try {
+        await records.db.transaction().execute(async (trx) => {
+          await sql`SELECT pg_advisory_xact_lock(${WRITE_LOCK})`.execute(trx);
+          await this.replay(trx as never);
+          const changes = build();
+          if (!changes) return;
+          await records.write(trx, changes);
+          const row = await trx
+            .insertInto('svc_commits')
+            .values({ ts_ms: Date.now(), replica: this.replicaId, body: records.encodeCommit(changes) })
+            .returning('seq')
+            .executeTakeFirstOrThrow();
+          await sql`SELECT pg_notify(${CHANNEL}, ${String(row.seq)})`.execute(trx);
+          seq = Number(row.seq);
+        });
+      } catch (e) {
+        if (isConnectionError(e)) {
+          this.setReachable(false, (e as Error).message);
+          throw new StoreUnavailableError((e as Error).message);
+        }
+        throw e;
+      }
+      this.setReachable(true);
+      if (seq !== null) this.lastSeq = seq;
+      return seq !== null;
+    });
   }
 
   describe(): string {
     return `${redactUrl(this.options.url)}${this.options.key ? ' (AES-256-GCM encrypted records)' : ''}`;
   }
 
-  async open(onWait: (holder: string) => void): Promise<ControlState> {
+  /**
+   * Connects (retrying while the database is unreachable when `onWait` is given) and sets up
+   * {@link records}.
+   * @throws StateLoadError on bad credentials or a missing database; without `onWait`, also when unreachable
+   */
+  private async connect(onWait?: (holder: string) => void): Promise<SqlRecords> {
     const where = redactUrl(this.options.url);
     let delay = this.options.retryMinMs ?? 250;
     for (let attempt = 1; ; attempt++) {
@@ -72,15 +171,21 @@ export class PostgresStateStore implements StateStore {
       } catch (e) {
         await pool.end().catch(() => undefined);
         const err = e as Error & { code?: string };
-        if (err.code && FATAL_CODES.has(err.code)) throw new StateLoadError(`cannot use ${where}: ${err.message} (${err.code})`);
+        if ((err.code && FATAL_CODES.has(err.code)) || !onWait) throw new StateLoadError(`cannot use ${where}: ${err.message}${err.code ? ` (${err.code})` : ''}`);
         onWait(`database ${where} unreachable (attempt ${attempt}: ${err.message}); retrying in ${delay} ms`);
         await new Promise((r) => setTimeout(r, delay));
         delay = Math.min(this.options.retryMaxMs ?? 10_000, delay * 2);
       }
     }
+    this.records = new SqlRecords(new Kysely({ dialect: new PostgresDialect({ pool: this.pool! }) }), this.codec);
+    return this.records;
+  }
+
+  async open(onWait: (holder: string) => void): Promise<ControlState> {
+    const where = redactUrl(this.options.url);
+    await this.connect(onWait);
     try {
-      this.records = new SqlRecords(new Kysely({ dialect: new PostgresDialect({ pool: this.pool }) }), this.codec);
-      const records = this.records;
+      const records = this.records!;
       const hasMeta = (await records.db.introspection.getTables()).some((t) => t.name === 'svc_meta');
       if (hasMeta) await records.checkKey(where);
       // Lock and unlock on one connection: advisory locks belong to the session.
@@ -94,7 +199,18 @@ export class PostgresStateStore implements StateStore {
       });
       await records.checkKey(where);
       await records.encryptIfNeeded();
-      return await records.loadAll();
+      let state = new ControlState();
+      await records.db
+        .transaction()
+        .setIsolationLevel('repeatable read')
+        .execute(async (trx) => {
+          // One snapshot: the records and the last commit they include.
+          const last = await trx.selectFrom('svc_commits').select(sql<string>`coalesce(max(seq), 0)`.as('seq')).executeTakeFirstOrThrow();
+          this.lastSeq = Number(last.seq);
+          state = await records.loadIn(trx);
+        });
+      this.startFeed();
+      return state;
     } catch (e) {
       await this.close();
       if (e instanceof StateLoadError) throw e;
@@ -102,16 +218,221 @@ export class PostgresStateStore implements StateStore {
     }
   }
 
-  async commit(changes: ChangeSet): Promise<void> {
-    if (!this.records) throw new Error('the state store is not open');
-    await this.records.commit(changes);
-  }
-
   async close(): Promise<void> {
+    this.closed = true;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    await this.chain.catch(() => undefined);
+    for (const c of [this.listener, this.leader]) await c?.end().catch(() => undefined);
+    this.listener = this.leader = null;
+    this.sweeper = false;
+    this.leaderGauge.set(0);
     const db = this.records?.db;
     this.records = null;
     if (db) await db.destroy().catch(() => undefined);
     else await this.pool?.end().catch(() => undefined);
     this.pool = null;
+  }
+
+  /**
+   * `svc state export` on PostgreSQL: a consistent snapshot (one repeatable-read transaction),
+   * encrypted with the key when set, while replicas run. Writes nothing to the database.
+   * @returns numbers of records per table
+   */
+  async exportTo(file: string | null, write: (text: string) => void = (t) => process.stdout.write(t)): Promise<Record<string, number>> {
+    const where = redactUrl(this.options.url);
+    const records = await this.connect();
+    try {
+      const tables = (await records.db.introspection.getTables()).map((t) => t.name);
+      if (!tables.includes('svc_meta')) throw new StateLoadError(`${where} holds no svc state store`);
+      await records.checkKey(where);
+      let state = new ControlState();
+      await records.db
+        .transaction()
+        .setIsolationLevel('repeatable read')
+        .execute(async (trx) => {
+          state = await records.loadIn(trx);
+        });
+      const snapshot = snapshotOf(state);
+      if (file) await writeSnapshotFile(file, snapshot, this.options.key);
+      else write(snapshotText(snapshot, this.options.key));
+      return Object.fromEntries(TABLE_NAMES.map((t) => [t, snapshot.tables[t].length]));
+    } finally {
+      await this.close();
+    }
+  }
+
+  /**
+   * `svc state import FILE` on PostgreSQL: into an empty store (created or migrated first),
+   * in one transaction.
+   * @param fileKey key the file was written with (default: the store's)
+   * @throws StateLoadError when the store is not empty or the file cannot be read (nothing changed)
+   */
+  async importFrom(file: string, fileKey: Buffer | null = this.options.key): Promise<Record<string, number>> {
+    const where = redactUrl(this.options.url);
+    const raw = await readSnapshotFile(file, fileKey);
+    if (raw === null) throw new StateLoadError(`${file} does not exist`);
+    const changes = recordsOfSnapshot(raw);
+    const records = await this.connect();
+    try {
+      await records.migrate();
+      await records.checkKey(where);
+      if (!(await records.isEmpty())) throw new StateLoadError(`the store in ${where} is not empty; import only into an empty store (nothing was changed)`);
+      await records.commit(changes, this.options.key ? { key_check: this.codec.keyCheck() } : {});
+      return Object.fromEntries(TABLE_NAMES.map((t) => [t, changes[t]?.size ?? 0]));
+    } finally {
+      await this.close();
+    }
+  }
+
+  private open_(): SqlRecords {
+    if (!this.records) throw new StoreUnavailableError('the state store is closed');
+    return this.records;
+  }
+
+  /** Runs `fn` after every earlier replay or write of this process (one at a time). */
+  private exclusive<T>(fn: () => Promise<T>): Promise<T> {
+    const p = this.chain.then(fn, fn);
+    this.chain = p.catch(() => undefined);
+    return p;
+  }
+
+  /**
+   * Replays the commits of other replicas after {@link lastSeq}, in order, through the
+   * remote listener. When commits were dropped from the log before this replica saw them
+   * (away longer than the retention), it reloads every record instead.
+   */
+  private async replay(executor: Kysely<unknown>): Promise<void> {
+    const records = this.open_();
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const db = executor as Kysely<any>;
+    for (;;) {
+      const rows = await db.selectFrom('svc_commits').select(['seq', 'ts_ms', 'body']).where('seq', '>', this.lastSeq).orderBy('seq').limit(1000).execute();
+      if (rows.length === 0) return;
+      if (this.lastSeq > 0 && Number(rows[0].seq) > this.lastSeq + 1) {
+        const oldest = await db.selectFrom('svc_commits').select(sql<string>`min(seq)`.as('seq')).executeTakeFirstOrThrow();
+        if (Number(oldest.seq) > this.lastSeq + 1) {
+          this.logger.warn({ msg: 'commits this replica did not see were dropped from the log; reloading every record' });
+          await this.resync(db);
+          return;
+        }
+      }
+      for (const row of rows) {
+        this.remote(records.decodeCommit(String(row.body)));
+        this.lastSeq = Number(row.seq);
+        this.lag.observe(Math.max(0, Date.now() - Number(row.ts_ms)) / 1000);
+      }
+    }
+  }
+
+  /** Reloads every record and hands the differences to the remote listener as one change set. */
+  private async resync(db: Kysely<unknown>): Promise<void> {
+    const records = this.open_();
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    const any = db as Kysely<any>;
+    const last = await any.selectFrom('svc_commits').select(sql<string>`coalesce(max(seq), 0)`.as('seq')).executeTakeFirstOrThrow();
+    const fresh = await records.loadIn(db as never);
+    const changes: ChangeSet = {};
+    for (const t of TABLE_NAMES) {
+      const m = new Map<string, unknown>();
+      for (const [id, r] of fresh.table(t)) m.set(id, r);
+      (changes as Record<string, unknown>)[t] = m;
+    }
+    this.remote(changes);
+    this.lastSeq = Number(last.seq);
+  }
+
+  /** The change feed (LISTEN plus polling), the sweeper election and the log's retention. */
+  private startFeed(): void {
+    const tick = (fn: () => Promise<void>, ms: number) => {
+      const t = setInterval(() => void fn().catch(() => undefined), ms);
+      t.unref();
+      this.timers.push(t);
+    };
+    const catchUp = () =>
+      this.exclusive(async () => {
+        if (this.closed) return;
+        try {
+          await this.replay(this.open_().db as Kysely<unknown>);
+          this.setReachable(true);
+        } catch (e) {
+          if (isConnectionError(e)) this.setReachable(false, (e as Error).message);
+          else this.logger.error({ msg: 'replaying commits failed', error: (e as Error).message });
+        }
+      });
+    tick(catchUp, POLL_MS);
+    tick(() => this.listen(catchUp), 1000);
+    tick(() => this.campaign(), 1000);
+    tick(() => this.prune(), 60_000);
+    void this.listen(catchUp);
+    void this.campaign();
+  }
+
+  private async listen(onNotify: () => Promise<void>): Promise<void> {
+    if (this.listener || this.closed) return;
+    const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: 5000 });
+    this.listener = client;
+    const drop = () => {
+      if (this.listener === client) this.listener = null;
+      client.end().catch(() => undefined);
+    };
+    client.on('error', drop);
+    client.on('end', drop);
+    client.on('notification', () => void onNotify());
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${CHANNEL}`);
+      void onNotify(); // anything committed while not listening
+    } catch {
+      drop();
+    }
+  }
+
+  /** Tries to become the sweeper (a session-level advisory lock on a connection of its own). */
+  private async campaign(): Promise<void> {
+    if (this.closed || this.sweeper) return;
+    if (!this.leader) {
+      const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: 5000 });
+      const lost = () => {
+        if (this.leader !== client) return;
+        this.leader = null;
+        if (this.sweeper) this.logger.warn({ msg: 'lost the sweeper lock (connection to the database lost)' });
+        this.sweeper = false;
+        this.leaderGauge.set(0);
+        client.end().catch(() => undefined);
+      };
+      client.on('error', lost);
+      client.on('end', lost);
+      try {
+        await client.connect();
+        this.leader = client;
+      } catch {
+        return;
+      }
+    }
+    try {
+      const r = await this.leader.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [SWEEPER_LOCK]);
+      if (r.rows[0]?.ok && !this.closed) {
+        this.sweeper = true;
+        this.leaderGauge.set(1);
+        this.logger.log({ msg: 'this replica runs the availability sweep', replica: this.replicaId });
+      }
+    } catch {
+      /* the connection's error handler resets it */
+    }
+  }
+
+  /** The sweeper drops commits older than the retention. */
+  private async prune(): Promise<void> {
+    if (!this.sweeper || !this.records) return;
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any
+    await (this.records.db as Kysely<any>).deleteFrom('svc_commits').where('ts_ms', '<', Date.now() - COMMIT_RETENTION_MS).execute();
+  }
+
+  private setReachable(ok: boolean, why?: string): void {
+    if (ok === this.reachable) return;
+    this.reachable = ok;
+    if (ok) this.logger.log({ msg: 'the state database answers again' });
+    else this.logger.error({ msg: 'the state database cannot be reached; mutations are refused (unavailable), reads are served from memory', error: why });
   }
 }

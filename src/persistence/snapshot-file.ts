@@ -86,6 +86,11 @@ export async function readSnapshotFile(file: string, key: Buffer | null): Promis
  * @throws the system error when it cannot be written
  */
 export async function writeSnapshotFile(file: string, state: unknown, key: Buffer | null): Promise<void> {
+  await writeFileAtomic(file, snapshotText(state, key));
+}
+
+/** The text of a snapshot file (JSON and a newline), encrypted when `key` is given. */
+export function snapshotText(state: unknown, key: Buffer | null): string {
   const doc: SnapshotFile = { format: FORMAT, saved_at_ms: Date.now() };
   const json = JSON.stringify(state);
   if (key) {
@@ -96,7 +101,7 @@ export async function writeSnapshotFile(file: string, state: unknown, key: Buffe
     doc.encryption = { alg: ALG, iv: iv.toString('base64'), tag: cipher.getAuthTag().toString('base64') };
     doc.ciphertext = ct.toString('base64');
   } else doc.state = JSON.parse(json);
-  await writeFileAtomic(file, JSON.stringify(doc) + '\n');
+  return JSON.stringify(doc) + '\n';
 }
 
 /** The version-2 `state` of a whole store. */

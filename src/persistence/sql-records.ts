@@ -4,7 +4,7 @@
  * written through Kysely in statements both engines accept, with versioned migrations
  * (Kysely's Migrator, tables `svc_migration` and `svc_migration_lock`) run at start.
  */
-import { Kysely, Migration, Migrator, sql, Transaction } from 'kysely';
+import { Kysely, Migration, Migrator, PostgresAdapter, sql, Transaction } from 'kysely';
 import { ChangeSet, ControlState, RecordOf, TABLE_NAMES, TableName } from './state.model';
 import { RowCodec } from './row-codec';
 import { StateLoadError } from './state-store.port';
@@ -47,6 +47,20 @@ export const MIGRATIONS: Record<string, Migration> = {
         await q.addColumn('body', 'text', (c) => c.notNull()).execute();
       }
       for (const [name, table, column] of INDEXES) await db.schema.createIndex(name).on(table).column(column).execute();
+    },
+  },
+  // The change feed of a shared store: every commit, in order, with the rows it wrote (bodies
+  // encoded as in their tables), so other processes replay each commit (PROTOCOL.md 10).
+  '0002_commit_log': {
+    async up(db: Kysely<unknown>): Promise<void> {
+      const pg = db.getExecutor().adapter instanceof PostgresAdapter;
+      await db.schema
+        .createTable('svc_commits')
+        .addColumn('seq', pg ? 'bigserial' : 'integer', (c) => (pg ? c.primaryKey() : c.primaryKey().autoIncrement()))
+        .addColumn('ts_ms', 'bigint', (c) => c.notNull())
+        .addColumn('replica', 'text', (c) => c.notNull())
+        .addColumn('body', 'text', (c) => c.notNull())
+        .execute();
     },
   },
 };
@@ -120,18 +134,51 @@ export class SqlRecords {
    * @throws StateLoadError when a body cannot be decrypted or parsed
    */
   async loadAll(): Promise<ControlState> {
+    let state = new ControlState();
+    await this.db.transaction().execute(async (trx) => {
+      state = await this.loadIn(trx);
+    });
+    return state;
+  }
+
+  /** Reads every record within a transaction the caller holds (for a snapshot consistent with other reads in it). */
+  async loadIn(trx: Tx): Promise<ControlState> {
     const state = new ControlState();
     const changes: ChangeSet = {};
-    await this.db.transaction().execute(async (trx) => {
-      for (const t of TABLE_NAMES) {
-        const rows = await trx.selectFrom(t).select(['id', 'body']).execute();
-        const m = new Map<string, RecordOf[typeof t]>();
-        for (const r of rows) m.set(String(r.id), this.codec.decode(t, String(r.id), String(r.body)));
-        (changes as Record<string, unknown>)[t] = m;
-      }
-    });
+    for (const t of TABLE_NAMES) {
+      const rows = await trx.selectFrom(t).select(['id', 'body']).execute();
+      const m = new Map<string, RecordOf[typeof t]>();
+      for (const r of rows) m.set(String(r.id), this.codec.decode(t, String(r.id), String(r.body)));
+      (changes as Record<string, unknown>)[t] = m;
+    }
     state.apply(changes);
     return state;
+  }
+
+  /** A change set as one commit-log body: `[[table, id, body or null], ...]`, bodies encoded as in their tables. */
+  encodeCommit(changes: ChangeSet): string {
+    const out: Array<[string, string, string | null]> = [];
+    for (const t of TABLE_NAMES) {
+      for (const [id, record] of (changes[t] as Map<string, RecordOf[typeof t] | null> | undefined) ?? []) {
+        out.push([t, id, record === null ? null : this.codec.encode(t, record).body]);
+      }
+    }
+    return JSON.stringify(out);
+  }
+
+  /**
+   * The change set of a commit-log body.
+   * @throws StateLoadError when a body cannot be decrypted or parsed
+   */
+  decodeCommit(body: string): ChangeSet {
+    const out: ChangeSet = {};
+    for (const [t, id, b] of JSON.parse(body) as Array<[TableName, string, string | null]>) {
+      if (!TABLE_NAMES.includes(t)) continue;
+      let m = out[t] as Map<string, unknown> | undefined;
+      if (!m) (out as Record<string, unknown>)[t] = m = new Map();
+      m.set(id, b === null ? null : this.codec.decode(t, id, b));
+    }
+    return out;
   }
 
   /**
@@ -190,7 +237,8 @@ export class SqlRecords {
     }
   }
 
-  private async write(trx: Tx, changes: ChangeSet): Promise<void> {
+  /** Writes a change set's rows within a transaction the caller holds. */
+  async write(trx: Tx, changes: ChangeSet): Promise<void> {
     for (const t of TABLE_NAMES) {
       const writes = changes[t] as Map<string, RecordOf[typeof t] | null> | undefined;
       if (!writes || writes.size === 0) continue;

@@ -12,12 +12,12 @@
 import Database from 'better-sqlite3';
 import { Kysely, SqliteDialect } from 'kysely';
 import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs';
-import { readFile, rename, unlink } from 'node:fs/promises';
+import { readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileAtomic } from '@svc/ops';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
-import { recordsOfSnapshot, readSnapshotFile, snapshotOf, writeSnapshotFile } from './snapshot-file';
+import { recordsOfSnapshot, readSnapshotFile, snapshotOf, snapshotText, writeSnapshotFile } from './snapshot-file';
 import { SqlRecords } from './sql-records';
 import { StateDirLock } from './state-lock';
 import { StateLoadError, StateStore } from './state-store.port';
@@ -90,9 +90,20 @@ export class SqliteStateStore implements StateStore {
     }
   }
 
-  async commit(changes: ChangeSet): Promise<void> {
+  /** One process owns the file: no other commits to catch up on, and it always sweeps. */
+  readonly isSweeper = true;
+  readonly isReachable = true;
+
+  async write(build: () => ChangeSet | null): Promise<boolean> {
     if (!this.records) throw new Error('the state store is not open');
+    const changes = build();
+    if (!changes) return false;
     await this.records.commit(changes);
+    return true;
+  }
+
+  onRemote(): void {
+    // one process per state directory: nothing else commits
   }
 
   async close(): Promise<void> {
@@ -118,12 +129,7 @@ export class SqliteStateStore implements StateStore {
       const state = await this.records!.loadAll();
       const snapshot = snapshotOf(state);
       if (file) await writeSnapshotFile(file, snapshot, this.options.key);
-      else {
-        const tmp = join(this.options.dir, `.export-${process.pid}.json`);
-        await writeSnapshotFile(tmp, snapshot, this.options.key);
-        write(await readFile(tmp, 'utf8'));
-        await unlink(tmp);
-      }
+      else write(snapshotText(snapshot, this.options.key));
       return Object.fromEntries(TABLE_NAMES.map((t) => [t, snapshot.tables[t].length]));
     } finally {
       await this.close();

@@ -18,12 +18,25 @@ export interface StateStore {
    */
   open(onWait: (holder: string) => void): Promise<ControlState>;
   /**
-   * Durably applies one change set in one transaction: when the promise resolves the change
-   * survives a killed process (and power loss with `SVC_STATE_SYNC=full`); when it rejects,
-   * nothing of it was applied.
-   * @throws Error with the engine's code (`SQLITE_FULL`, `SQLITE_READONLY`, ...)
+   * One write transaction. On a shared store, the commits of other processes are first passed
+   * to the {@link onRemote} listener (so the read model is current); then `build` makes the
+   * change set from it (null: nothing to write), which is committed. When the promise
+   * resolves the change is durable (a killed process; also power loss with
+   * `SVC_STATE_SYNC=full`); when it rejects, nothing of it was applied.
+   * @returns whether a change set was committed
+   * @throws StoreUnavailableError when the database cannot be reached; otherwise an Error with
+   *   the engine's code (`SQLITE_FULL`, ...)
    */
-  commit(changes: ChangeSet): Promise<void>;
+  write(build: () => ChangeSet | null): Promise<boolean>;
+  /**
+   * Listens to the commits of other processes sharing the store, in commit order (a shared
+   * store calls it from {@link write} and from its change feed).
+   */
+  onRemote(listener: (changes: ChangeSet) => void): void;
+  /** True while this process is the one that runs the availability sweep (always, unshared). */
+  readonly isSweeper: boolean;
+  /** True while the store answers (an embedded store always does). */
+  readonly isReachable: boolean;
   /** Closes the database and releases ownership. */
   close(): Promise<void>;
   /** Human-readable location, for logs, e.g. `/var/lib/svc/state.db (encrypted)`. */
@@ -35,3 +48,6 @@ export const STATE_STORE = Symbol('STATE_STORE');
 
 /** A store that exists but cannot be used: the server refuses to start (exit 2). */
 export class StateLoadError extends Error {}
+
+/** The database cannot be reached now: the change was not made (`unavailable`). */
+export class StoreUnavailableError extends Error {}

@@ -12,15 +12,18 @@ class GatedStore extends SqliteStateStore {
   gate: Promise<void> | null = null;
   failNext: NodeJS.ErrnoException | null = null;
   commits: ChangeSet[] = [];
-  override async commit(changes: ChangeSet): Promise<void> {
+  override async write(build: () => ChangeSet | null): Promise<boolean> {
     if (this.gate) await this.gate;
-    if (this.failNext) {
-      const e = this.failNext;
-      this.failNext = null;
-      throw e;
-    }
-    this.commits.push(changes);
-    return super.commit(changes);
+    return super.write(() => {
+      const changes = build();
+      if (changes && this.failNext) {
+        const e = this.failNext;
+        this.failNext = null;
+        throw e;
+      }
+      if (changes) this.commits.push(changes);
+      return changes;
+    });
   }
 }
 

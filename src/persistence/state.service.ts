@@ -17,7 +17,7 @@ import { getOrCreate } from '@svc/ops';
 import { ProtocolError } from '@svc/protocol';
 import { ChangeSet, ControlState } from './state.model';
 import { StateDraft } from './state.draft';
-import { STATE_STORE, StateStore } from './state-store.port';
+import { STATE_STORE, StateStore, StoreUnavailableError } from './state-store.port';
 
 /** At most this many mutations share one transaction. */
 const MAX_BATCH = 256;
@@ -70,7 +70,19 @@ export class StateService {
   /** Every committed change set, after it is applied to the read model (events follow commits). */
   readonly applied$ = new Subject<AppliedChanges>();
 
-  constructor(@Inject(STATE_STORE) private readonly store: StateStore) {}
+  constructor(@Inject(STATE_STORE) private readonly store: StateStore) {
+    store.onRemote((changes) => this.publish(changes, false));
+  }
+
+  /** True while this process runs the availability sweep (one process at a time on a shared store). */
+  get isSweeper(): boolean {
+    return this.store.isSweeper;
+  }
+
+  /** True while the store answers; false: mutations are refused (`unavailable`), reads go on. */
+  get isReachable(): boolean {
+    return this.store.isReachable;
+  }
 
   /** The committed read model. Records are immutable; change them only through {@link mutate}. */
   get state(): ControlState {
@@ -152,47 +164,50 @@ export class StateService {
         return;
       }
       const items = this.queue.splice(0, MAX_BATCH);
-      const batch = new StateDraft(this.current);
-      const done: Array<[Pending, unknown]> = [];
-      for (const item of items) {
-        if (this.closing || !this.opened) {
-          item.reject(new ProtocolError('unavailable', 'the server is shutting down; retry on the next instance'));
-          continue;
-        }
-        const draft = new StateDraft(batch);
-        try {
-          const result = item.fn(draft);
-          batch.merge(draft);
-          done.push([item, result]);
-        } catch (e) {
-          item.reject(e);
-        }
-      }
-      if (done.length === 0 && batch.isEmpty) continue;
-      try {
-        for (const hook of this.hooks) hook(batch);
-      } catch (e) {
-        this.logger.error({ msg: 'commit hook failed; changes dropped', error: (e as Error).message });
-        for (const [item] of done) item.reject(new ProtocolError('internal_error', 'the change could not be applied; nothing was changed'));
-        continue;
-      }
-      const changes = batch.changes();
-      if (Object.keys(changes).length > 0) {
-        const end = this.commitSeconds.startTimer();
-        try {
-          await this.store.commit(changes);
-        } catch (e) {
-          const err = e as NodeJS.ErrnoException;
-          this.logger.error({ msg: 'state commit failed; changes dropped', code: err.code, error: err.message });
-          for (const [item] of done) {
-            item.reject(new ProtocolError('internal_error', `the change could not be saved (${err.code ?? 'error'}: ${err.message}); nothing was changed`));
+      let done: Array<[Pending, unknown]> = [];
+      let changes: ChangeSet | null = null;
+      // Runs inside the store's transaction, once the read model holds every earlier commit.
+      const build = (): ChangeSet | null => {
+        done = [];
+        const batch = new StateDraft(this.current);
+        for (const item of items) {
+          if (this.closing || !this.opened) {
+            item.reject(new ProtocolError('unavailable', 'the server is shutting down; retry on the next instance'));
+            continue;
           }
-          continue;
-        } finally {
-          end();
+          const draft = new StateDraft(batch);
+          try {
+            const result = item.fn(draft);
+            batch.merge(draft);
+            done.push([item, result]);
+          } catch (e) {
+            item.reject(e);
+          }
         }
-        this.publish(changes, true);
+        if (done.length === 0 && batch.isEmpty) return null;
+        for (const hook of this.hooks) hook(batch);
+        const c = batch.changes();
+        changes = Object.keys(c).length > 0 ? c : null;
+        return changes;
+      };
+      const end = this.commitSeconds.startTimer();
+      try {
+        await this.store.write(build);
+      } catch (e) {
+        const err = e as NodeJS.ErrnoException;
+        const unavailable = e instanceof StoreUnavailableError;
+        this.logger.error({ msg: 'state commit failed; changes dropped', code: err.code, error: err.message });
+        const failure = unavailable
+          ? new ProtocolError('unavailable', `the state store cannot be reached (${err.message}); nothing was changed, retry later`)
+          : new ProtocolError('internal_error', `the change could not be saved (${err.code ?? 'error'}: ${err.message}); nothing was changed`);
+        for (const [item] of done) item.reject(failure);
+        // items never reached (the store failed before build ran) get the same answer
+        for (const item of items) if (!done.some(([d]) => d === item)) item.reject(failure);
+        continue;
+      } finally {
+        end();
       }
+      if (changes) this.publish(changes, true);
       for (const [item, result] of done) item.resolve(result);
     }
   }

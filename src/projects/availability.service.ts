@@ -129,6 +129,8 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
   private sub: Subscription | null = null;
   private started = false;
   private sweeping = false;
+  /** Whether this process ran the sweep at the last tick (to notice taking it over). */
+  private wasSweeper = true;
 
   constructor(
     private readonly store: StateService,
@@ -214,21 +216,31 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
     return { project_id: change.project_id, revision: change.revision, changed, desired, removed, availability: { ...(pub?.counts[cls] ?? zero()) }, ts_ms: this.clock.now() };
   }
 
-  /** Runs lease expiries through the commit hook (nodes whose lease ran out since the last sweep). */
+  /**
+   * Runs lease expiries through the commit hook (nodes whose lease ran out since the last
+   * sweep). On a shared store only the sweeper acts (the others drop what is due, which the
+   * sweeper handles); a replica that becomes the sweeper first reconciles every project, so
+   * expiries between the old sweeper's end and now are not missed (nor repeated: states are stored).
+   */
   sweep(): void {
     if (!this.started || this.sweeping) return;
     const now = this.clock.now();
+    const leader = this.store.isSweeper;
+    const takeover = leader && !this.wasSweeper;
+    this.wasSweeper = leader;
     const nodes = this.store.state.nodes;
     const due = this.heap.popDue(now).filter(([at, id]) => nodes.get(id)?.lease_expires_at_ms === at);
-    if (due.length === 0) return;
+    if (!leader || (!takeover && due.length === 0)) return;
     this.sweeping = true;
     this.store
       .mutate((d) => {
+        if (takeover) for (const id of this.store.state.projects.keys()) d.touch('projects', id);
         for (const [, id] of due) d.touch('nodes', id);
       })
       .catch((e: Error) => {
         // Not stored: try again at the next sweep.
         for (const [at, id] of due) this.heap.push(at, id);
+        if (takeover) this.wasSweeper = false;
         this.logger.warn({ msg: 'availability sweep could not be stored; retrying', error: e.message });
       })
       .finally(() => {

@@ -1,7 +1,8 @@
 /**
  * `svc state export [--out FILE]` and `svc state import FILE` (PROTOCOL.md 10): backups and
- * moves of the control plane's state. Both find the store as the server does (`--state-dir` /
- * `SVC_STATE_DIR`, `SVC_CONTROL_STATE_KEY_HEX`). Export writes a consistent snapshot
+ * moves of the control plane's state (also between SQLite and PostgreSQL). Both find the
+ * store as the server does (`--state-dir` / `SVC_STATE_DIR`, `--database-url` /
+ * `SVC_DATABASE_URL`, `SVC_CONTROL_STATE_KEY_HEX`). Export writes a consistent snapshot
  * (encrypted when a key is set), also while a server runs on the store; import loads one (this
  * version's export, or an earlier version's `state.json`) into an empty store with no server
  * on it; `SVC_CONTROL_STATE_IMPORT_KEY_HEX` names the key of the file when it differs from the
@@ -12,17 +13,22 @@ import { Command, CommandRunner, Option, SubCommand } from 'nest-commander';
 import { resolve } from 'node:path';
 import { nonEmpty } from '@svc/ops';
 import { parseStateKey } from '../config';
+import { PostgresStateStore } from '../persistence/postgres-state.store';
 import { SqliteStateStore } from '../persistence/sqlite-state.store';
 
 interface StoreFlags {
   stateDir?: string;
+  databaseUrl?: string;
   out?: string;
 }
 
 /** The store the flags and environment name (as the server finds it). */
-function storeOf(flags: StoreFlags): SqliteStateStore {
+function storeOf(flags: StoreFlags): SqliteStateStore | PostgresStateStore {
+  const key = parseStateKey(process.env.SVC_CONTROL_STATE_KEY_HEX);
+  const url = flags.databaseUrl ?? nonEmpty(process.env.SVC_DATABASE_URL);
+  if (url) return new PostgresStateStore({ url, key });
   const dir = resolve(flags.stateDir ?? nonEmpty(process.env.SVC_STATE_DIR) ?? './.svc');
-  return new SqliteStateStore({ dir, key: parseStateKey(process.env.SVC_CONTROL_STATE_KEY_HEX) });
+  return new SqliteStateStore({ dir, key });
 }
 
 function fail(message: string): never {
@@ -40,6 +46,11 @@ function summary(counts: Record<string, number>): string {
 abstract class StoreCommand extends CommandRunner {
   @Option({ flags: '--state-dir <dir>', description: 'state directory (default $SVC_STATE_DIR, else ./.svc)' })
   parseStateDir(v: string): string {
+    return v;
+  }
+
+  @Option({ flags: '--database-url <url>', description: 'PostgreSQL store (default $SVC_DATABASE_URL; else SQLite in the state directory)' })
+  parseDatabaseUrl(v: string): string {
     return v;
   }
 }
