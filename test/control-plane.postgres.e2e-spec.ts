@@ -53,6 +53,18 @@ describe('the PostgreSQL store itself', () => {
     expect(wrong.stderr).toContain('not the key');
     expect(JSON.stringify((await c.query('SELECT id, body FROM projects UNION ALL SELECT key, value FROM svc_meta ORDER BY 1')).rows)).toBe(before);
     await c.end();
+    // a schema written by a newer svc: refused, nothing changed
+    const newer = await pg!.newDatabase();
+    const first = await startSvc({ env: { SVC_DATABASE_URL: newer } });
+    await first.stop();
+    const n = new Client({ connectionString: newer });
+    await n.connect();
+    await n.query("INSERT INTO svc_migration (name, timestamp) VALUES ('9999_from_the_future', now()::text)");
+    const refusedNewer = run({ SVC_DATABASE_URL: newer });
+    expect(refusedNewer.status).toBe(2);
+    expect(refusedNewer.stderr).toContain('written by a newer svc');
+    expect((await n.query('SELECT count(*)::int AS c FROM svc_migration')).rows[0].c).toBe(3);
+    await n.end();
     // a database of another application
     const foreignUrl = await pg!.newDatabase();
     const f = new Client({ connectionString: foreignUrl });

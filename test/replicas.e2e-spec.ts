@@ -8,6 +8,7 @@
  */
 import { ControlClient } from '../libs/client/src';
 import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
+import { replicaCycles } from './helpers/kill9';
 import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
 import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';
 
@@ -49,7 +50,7 @@ async function sweeperOf(replicas: Running[]): Promise<number> {
     }
     return undefined;
   }, 8000, 250);
-  return found.index;
+  return found!.index;
 }
 
 maybe('replicas on one PostgreSQL', () => {
@@ -219,4 +220,13 @@ maybe('replicas on one PostgreSQL', () => {
     expect(projects.map((p) => p.project_id).sort()).toEqual([...acked].sort());
     expect(projects.some((p) => p.name === 'during')).toBe(false);
   }, 90_000);
+});
+
+maybe('kill -9 durability with two replicas', () => {
+  const seed = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : Math.floor(Math.random() * 2 ** 31);
+  it('30 cycles: a replica SIGKILLed at a random instant loses nothing acknowledged, the other keeps serving', async () => {
+    // eslint-disable-next-line no-console
+    console.log(`replica kill -9 cycles: FUZZ_SEED=${seed}`);
+    await replicaCycles(await pg!.newDatabase(), 30, seed);
+  }, 240_000);
 });
