@@ -67,6 +67,19 @@ maybe('replicas on one PostgreSQL', () => {
       await cb.request('project_update', { project_id: p.project_id, vision: `v${i}` });
       await waitFor(async () => ((await ca.request<ProjectDetail>('project_get', { project_id: p.project_id })) as unknown as { vision: string }).vision === `v${i}` || undefined, 1000, 20);
     }
+    // read your writes behind a load balancer: a node paired on A refreshes its lease on B at
+    // once, a project created on A is opened with its token on B at once, a request filed on A
+    // is polled on B at once
+    for (let i = 0; i < 5; i++) {
+      const fresh = await joinNode(ca, `lb-${i}`);
+      await cb.request('node_lease_refresh', { node_id: fresh.node_id, node_secret: fresh.node_secret });
+      const q = await ca.request<ProjectDetail>('project_create', { name: `lb-${i}` });
+      const user = await session(b.url, 'user', `lb-${i}`);
+      await user.request('project_get', { project_id: q.project_id, project_token: q.project_token });
+      await user.request('workspace_status', { project_id: q.project_id, project_token: q.project_token });
+      const r = await ca.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: `lb-req-${i}`, fs_url: 'ws://127.0.0.1:1/v2/fs' });
+      await expect(cb.request('node_join_status', r)).resolves.toMatchObject({ state: 'pending' });
+    }
     const n = await joinNode(cb, 'on-b');
     const t1 = Date.now();
     await waitFor(async () => (await ca.request<{ nodes: Array<{ node_id: string }> }>('node_list')).nodes.some((x) => x.node_id === n.node_id) || undefined, 1000, 20);

@@ -94,7 +94,7 @@ export class CatalogService implements OnModuleDestroy {
     const labels = raw.labels === undefined ? undefined : validateLabels(raw.labels);
     const services = raw.services === undefined ? undefined : validateServiceEntries(raw.services);
     const nodeId = raw.node_id;
-    this.nodes.authenticate(nodeId, raw.node_secret);
+    await this.nodes.authenticateFresh(nodeId, raw.node_secret);
     return this.store.mutate((s) => {
       const node = s.nodes.get(nodeId);
       if (!node) throw new ProtocolError('node_not_found', `node ${nodeId} not found; pair again`);

@@ -154,7 +154,12 @@ export class NodesService {
    * @throws ProtocolError `pending_join_not_found` (unknown id or wrong secret: indistinguishable)
    */
   async joinStatus(requestId: string, secret: string): Promise<{ state: JoinRequestRecord['state']; request_id: string; credentials?: NodeCredentials }> {
-    const rec = this.store.state.joinRequests.get(requestId);
+    let rec = this.store.state.joinRequests.get(requestId);
+    if (!rec || (rec.state === 'pending' && rec.node_id === null)) {
+      // filed or decided through another replica a moment ago
+      await this.store.refresh();
+      rec = this.store.state.joinRequests.get(requestId);
+    }
     if (!rec || !matchesDigest(secret, rec.request_secret_sha256)) {
       fail('pending_join_not_found', `join request ${requestId} not found (or request_secret does not match)`);
     }
@@ -228,7 +233,7 @@ export class NodesService {
    * @throws ProtocolError `node_not_found`, `node_auth_failed`
    */
   async refreshLease(input: LeaseRefreshDto): Promise<{ node_id: string; lease_token: string; lease_expires_at_ms: number }> {
-    this.authenticate(input.node_id, input.node_secret);
+    await this.authenticateFresh(input.node_id, input.node_secret);
     const leaseToken = newSecret();
     return this.store.mutate((s) => {
       const node = s.nodes.get(input.node_id);
@@ -252,7 +257,7 @@ export class NodesService {
    * @throws ProtocolError `node_not_found`, `node_auth_failed`
    */
   async releaseLease(nodeId: string, secret: string): Promise<{ node_id: string; released: true; lease_expires_at_ms: number }> {
-    this.authenticate(nodeId, secret);
+    await this.authenticateFresh(nodeId, secret);
     return this.store.mutate((s) => {
       const node = s.nodes.get(nodeId);
       if (!node) fail('node_not_found', `node ${nodeId} not found`);
@@ -261,6 +266,21 @@ export class NodesService {
       s.nodes.put({ ...node, lease_expires_at_ms: expires, last_seen_ms: now });
       return { node_id: nodeId, released: true as const, lease_expires_at_ms: expires };
     });
+  }
+
+  /**
+   * {@link authenticate}, looking again after catching up with other replicas when the node
+   * or its secret is not known here yet (a node paired or re-paired through another replica).
+   * @throws ProtocolError `node_not_found`, `node_auth_failed`
+   */
+  async authenticateFresh(nodeId: string, secret: string): Promise<NodeRecord> {
+    try {
+      return this.authenticate(nodeId, secret);
+    } catch (e) {
+      if (!(e instanceof ProtocolError)) throw e;
+      await this.store.refresh();
+      return this.authenticate(nodeId, secret);
+    }
   }
 
   /**

@@ -68,14 +68,14 @@ export class ProjectTokenGuard implements CanActivate {
     private readonly projects: ProjectsService,
   ) {}
 
-  canActivate(ctx: ExecutionContext): boolean {
+  async canActivate(ctx: ExecutionContext): Promise<boolean> {
     if (!this.reflector.get<boolean>(PROJECT_SCOPED, ctx.getHandler())) return true;
     const req = requestOf(ctx);
     const { project_id: projectId, project_token: token } = req.frame.payload;
     if (projectId === undefined || projectId === null) throw new ProtocolError('missing_field', 'missing field: project_id');
     if (!isIdentifierSafe(projectId)) throw new ProtocolError('invalid_payload', 'project_id must be identifier-safe');
     if (token !== undefined && typeof token !== 'string') throw new ProtocolError('invalid_payload', 'project_token must be a string');
-    this.projects.authorize(actorOf(req.session), projectId, token, true);
+    await this.projects.authorizeFresh(actorOf(req.session), projectId, token, true);
     return true;
   }
 }

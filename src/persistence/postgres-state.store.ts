@@ -113,6 +113,18 @@ export class PostgresStateStore implements StateStore {
     return this.reachable;
   }
 
+  async sync(): Promise<void> {
+    await this.exclusive(async () => {
+      if (this.closed || !this.records) return;
+      try {
+        await this.replay(this.records.db as Kysely<unknown>);
+      } catch (e) {
+        if (!isConnectionError(e)) throw e;
+        this.setReachable(false, (e as Error).message);
+      }
+    });
+  }
+
   onRemote(listener: (changes: ChangeSet) => void): void {
     this.remote = listener;
   }

@@ -102,6 +102,10 @@ export class SqliteStateStore implements StateStore {
     return true;
   }
 
+  async sync(): Promise<void> {
+    // one process per state directory: nothing else commits
+  }
+
   onRemote(): void {
     // one process per state directory: nothing else commits
   }

@@ -33,6 +33,11 @@ export interface StateStore {
    * store calls it from {@link write} and from its change feed).
    */
   onRemote(listener: (changes: ChangeSet) => void): void;
+  /**
+   * Replays the commits of other processes now (a shared store; nothing to do otherwise): for
+   * a read that missed a record another replica may have just written.
+   */
+  sync(): Promise<void>;
   /** True while this process is the one that runs the availability sweep (always, unshared). */
   readonly isSweeper: boolean;
   /** True while the store answers (an embedded store always does). */

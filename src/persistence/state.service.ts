@@ -74,6 +74,15 @@ export class StateService {
     store.onRemote((changes) => this.publish(changes, false));
   }
 
+  /**
+   * Brings the read model up to date with the commits of other processes sharing the store
+   * (a no-op for the embedded store). For reads that miss a record a client may have just
+   * written through another replica (read your writes behind a load balancer).
+   */
+  async refresh(): Promise<void> {
+    await this.store.sync();
+  }
+
   /** True while this process runs the availability sweep (one process at a time on a shared store). */
   get isSweeper(): boolean {
     return this.store.isSweeper;

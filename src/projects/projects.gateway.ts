@@ -10,6 +10,7 @@ import { SubscribeMessage } from '@nestjs/websockets';
 import { Subscription } from 'rxjs';
 import {
   availabilityOf,
+  ProtocolError,
   MountRemoveDto,
   MountSetDto,
   ProjectCreateDto,
@@ -122,8 +123,15 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
   }
 
   @SubscribeMessage('control.workspace_status')
-  status(@Session() session: WsSession, @Payload() body: WorkspaceStatusDto) {
-    return this.workspace.statusJson(actorOf(session), controlLocals(session), body);
+  async status(@Session() session: WsSession, @Payload() body: WorkspaceStatusDto) {
+    try {
+      return this.workspace.statusJson(actorOf(session), controlLocals(session), body);
+    } catch (e) {
+      if (!(e instanceof ProtocolError) || body.project_id === undefined) throw e;
+      // a project or token made through another replica a moment ago
+      await this.store.refresh();
+      return this.workspace.statusJson(actorOf(session), controlLocals(session), body);
+    }
   }
 
   private pushDeltas(change: TopologyChange): void {

@@ -14,6 +14,7 @@ import {
   newId,
   newSecret,
   normalizeMountPath,
+  ProtocolError,
   ProjectCreateDto,
   ProjectDetail,
   ProjectSummary,
@@ -125,6 +126,21 @@ export class ProjectsService {
     if (adminBypass && actor.role === 'admin') return 'admin';
     if (state.bindings.get(bindingKey(actor.role, actor.agentId))?.project_id === projectId) return 'binding';
     return fail('project_auth_failed', `project ${projectId} needs a matching project_token or an active binding of agent ${actor.agentId}`);
+  }
+
+  /**
+   * {@link authorize}, looking again after catching up with other replicas when it fails
+   * here (a project created, or a token rotated, through another replica a moment ago).
+   * @throws ProtocolError `project_not_found`, `project_auth_failed`
+   */
+  async authorizeFresh(actor: Actor, projectId: string, token: string | undefined, adminBypass: boolean): Promise<ProjectAccess> {
+    try {
+      return this.authorize(actor, projectId, token, adminBypass);
+    } catch (e) {
+      if (!(e instanceof ProtocolError)) throw e;
+      await this.store.refresh();
+      return this.authorize(actor, projectId, token, adminBypass);
+    }
   }
 
   /** Creates a project with a fresh token, returned once in `project_token`. */
