@@ -39,7 +39,8 @@
  *    also reports the replication lag p50/p99: the difference of every replica's
  *    `svc_store_replication_lag_seconds` histogram (control.metrics) between just before and
  *    just after the lease-refresh phase (once the replay counts stop growing), summed over the
- *    replicas, the percentiles ESTIMATED from the buckets by linear interpolation within the
+ *    replicas (one observation per commit replayed, and a commit may carry a batch of mutations),
+ *    the percentiles ESTIMATED from the buckets by linear interpolation within the
  *    bucket (as Prometheus' histogram_quantile; the bucket is printed beside the estimate); and
  *    which replica holds `svc_sweeper_leader` during the load and after the restart. RSS rows
  *    are the largest replica's (each replica's is printed). The restart phase stops every
@@ -653,7 +654,7 @@ async function runScale(n: number): Promise<Figures> {
       sweeperLoad = await sweeperText(perReplica(), 8000);
       if (REPLICAS > 1) {
         console.log(
-          `replication lag during the lease refreshes (${LAG_METRIC} of the ${REPLICAS} replicas summed, after minus before the phase): ${lagReplays} replays; ` +
+          `replication lag during the lease refreshes (${LAG_METRIC} of the ${REPLICAS} replicas summed, after minus before the phase): ${lagReplays} commits replayed (a commit is a batch of mutations); ` +
             `p50 ${quantileText(lagP50)}, p99 ${quantileText(lagP99)} (estimated from the histogram buckets by linear interpolation; target p99 < 100 ms)`,
         );
       }
@@ -773,7 +774,7 @@ const ROWS: Row[] = [
     ? ([
         { what: 'replication lag p50, ms (est.)', key: 'lagP50Ms', digits: 1, better: 'lower' },
         { what: 'replication lag p99, ms (est.)', key: 'lagP99Ms', digits: 1, better: 'lower', target: ['lower', 100, '< 100'] },
-        { what: 'replays during the refreshes', key: 'lagReplays', digits: 0 },
+        { what: 'commits replayed (refresh phase)', key: 'lagReplays', digits: 0 },
       ] as Row[])
     : []),
   { what: 'project_mount_set, ops/s', key: 'mountSetPerS', digits: 0, better: 'higher' },
