@@ -408,7 +408,7 @@ export class PostgresStateStore implements StateStore {
       const lost = () => {
         if (this.leader !== client) return;
         this.leader = null;
-        if (this.sweeper) this.logger.warn({ msg: 'lost the sweeper lock (connection to the database lost)' });
+        if (this.sweeper && !this.closed) this.logger.warn({ msg: 'lost the sweeper lock (connection to the database lost)' });
         this.sweeper = false;
         this.leaderGauge.set(0);
         client.end().catch(() => undefined);

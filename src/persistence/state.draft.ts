@@ -4,26 +4,7 @@
  * (ARCHITECTURE.md "State": each mutation writes only the rows it changed). Records are
  * immutable: to change one, put a new record.
  */
-import {
-  BindingRecord,
-  CatalogRecord,
-  ChangeSet,
-  InviteRecord,
-  JoinRequestRecord,
-  keyOf,
-  MountRecord,
-  MountStateRecord,
-  NodeRecord,
-  ProjectRecord,
-  ReadTable,
-  RecordOf,
-  RoleTokenRecord,
-  StateView,
-  TABLE_NAMES,
-  TableName,
-  UndeliveredRecord,
-  VIEW_PROPERTY,
-} from './state.model';
+import { ChangeSet, keyOf, MountRecord, ReadTable, RecordOf, StateView, TABLE_NAMES, TableName, VIEW_PROPERTY } from './state.model';
 
 /** One table of a draft: pending writes over a base table. */
 export class DraftTable<T extends TableName> implements ReadTable<RecordOf[T]> {
@@ -186,14 +167,3 @@ export class StateDraft implements StateView {
   }
 }
 
-export type {
-  BindingRecord,
-  CatalogRecord,
-  InviteRecord,
-  JoinRequestRecord,
-  MountStateRecord,
-  NodeRecord,
-  ProjectRecord,
-  RoleTokenRecord,
-  UndeliveredRecord,
-};
