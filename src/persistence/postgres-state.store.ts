@@ -27,7 +27,7 @@ import { getOrCreate } from '@svc/ops';
 import { newId } from '@svc/protocol';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
-import { readSnapshotFile, recordsOfSnapshot, snapshotOf, snapshotText, writeSnapshotFile } from './snapshot-file';
+import { exportState, readSnapshotFile, recordsOfSnapshot } from './snapshot-file';
 import { SqlRecords } from './sql-records';
 import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 
@@ -265,10 +265,7 @@ export class PostgresStateStore implements StateStore {
         .execute(async (trx) => {
           state = await records.loadIn(trx);
         });
-      const snapshot = snapshotOf(state);
-      if (file) await writeSnapshotFile(file, snapshot, this.options.key);
-      else write(snapshotText(snapshot, this.options.key));
-      return Object.fromEntries(TABLE_NAMES.map((t) => [t, snapshot.tables[t].length]));
+      return await exportState(state, file, this.options.key, write);
     } finally {
       await this.close();
     }

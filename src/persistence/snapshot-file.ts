@@ -104,6 +104,18 @@ export function snapshotText(state: unknown, key: Buffer | null): string {
   return JSON.stringify(doc) + '\n';
 }
 
+/**
+ * Writes the export of a whole store (`svc state export`): to `file` (0600, atomically), or
+ * through `write` (stdout) when `file` is null; encrypted when `key` is given.
+ * @returns numbers of records per table
+ */
+export async function exportState(state: StateView, file: string | null, key: Buffer | null, write: (text: string) => void): Promise<Record<string, number>> {
+  const snapshot = snapshotOf(state);
+  if (file) await writeSnapshotFile(file, snapshot, key);
+  else write(snapshotText(snapshot, key));
+  return Object.fromEntries(TABLE_NAMES.map((t) => [t, snapshot.tables[t].length]));
+}
+
 /** The version-2 `state` of a whole store. */
 export function snapshotOf(view: StateView): { version: 2; tables: { [T in TableName]: RecordOf[T][] } } {
   const tables = {} as { [T in TableName]: RecordOf[T][] };

@@ -17,7 +17,7 @@ import { join } from 'node:path';
 import { writeFileAtomic } from '@svc/ops';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
-import { recordsOfSnapshot, readSnapshotFile, snapshotOf, snapshotText, writeSnapshotFile } from './snapshot-file';
+import { exportState, recordsOfSnapshot, readSnapshotFile } from './snapshot-file';
 import { SqlRecords } from './sql-records';
 import { StateDirLock } from './state-lock';
 import { StateLoadError, StateStore } from './state-store.port';
@@ -130,11 +130,7 @@ export class SqliteStateStore implements StateStore {
     const owned = await this.lock.acquire(() => undefined, true);
     try {
       await this.openDatabase(!owned);
-      const state = await this.records!.loadAll();
-      const snapshot = snapshotOf(state);
-      if (file) await writeSnapshotFile(file, snapshot, this.options.key);
-      else write(snapshotText(snapshot, this.options.key));
-      return Object.fromEntries(TABLE_NAMES.map((t) => [t, snapshot.tables[t].length]));
+      return await exportState(await this.records!.loadAll(), file, this.options.key, write);
     } finally {
       await this.close();
     }

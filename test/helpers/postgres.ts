@@ -2,40 +2,18 @@
  * A real PostgreSQL for e2e tests, started by the test itself: Debian's `postgresql` binaries,
  * `initdb` into a temporary directory (as the unprivileged `postgres` user when the tests run
  * as root), listening on a free loopback port, trust auth for the test user, stopped at the
- * end. Never a shared or pre-existing database.
+ * end. Never a shared or pre-existing database. Unlike the benchmarks' server (bench/postgres.ts,
+ * whose binary lookup it shares) it runs with fsync off, for speed: tests of durability here
+ * kill `svc`, not PostgreSQL.
  */
 import { execFileSync, spawn, ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
+import { freePort, postgresBinDir } from '../../bench/postgres';
 
-/** The directory of PostgreSQL's server binaries, or null when none is installed. */
-export function postgresBinDir(): string | null {
-  const base = '/usr/lib/postgresql';
-  if (existsSync(base)) {
-    const versions = readdirSync(base).filter((v) => existsSync(join(base, v, 'bin', 'initdb'))).sort((a, b) => Number(b) - Number(a));
-    if (versions.length > 0) return join(base, versions[0], 'bin');
-  }
-  try {
-    const initdb = execFileSync('sh', ['-c', 'command -v initdb'], { encoding: 'utf8' }).trim();
-    return initdb ? initdb.replace(/\/initdb$/, '') : null;
-  } catch {
-    return null;
-  }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+export { postgresBinDir };
 
 export interface Postgres {
   port: number;
