@@ -55,6 +55,20 @@ export function newModel(): Model {
 }
 
 /** Checks that every acknowledged mutation of `m` is present; then redeems the leftover invites. */
+/** Each session's own project and first node, acknowledged before any kill. */
+async function seedHomes(sessions: ControlClient[], m: Model): Promise<void> {
+  for (let k = 0; k < SESSIONS; k++) {
+    const p = await sessions[k].request<{ project_id: string }>('project_create', { name: `home-${k}`, vision: 'v0' });
+    m.projects.set(p.project_id, `home-${k}`);
+    m.home.push(p.project_id);
+    m.mounts.set(p.project_id, []);
+    m.vision.set(p.project_id, { acked: 'v0', unknown: new Set() });
+    const n = await joinNode(sessions[k], `first-${k}`, DAY);
+    m.nodes.set(n.node_id, { secret: n.node_secret, lease: n.lease_expires_at_ms });
+    m.sessionNodes[k].push(n.node_id);
+  }
+}
+
 export async function checkModel(admin: ControlClient, m: Model, label: string): Promise<void> {
   const { projects } = await admin.request<{ projects: Array<{ project_id: string; vision: string }> }>('project_list');
   const byId = new Map(projects.map((p) => [p.project_id, p]));
@@ -151,19 +165,7 @@ export async function killCycles(env: NodeJS.ProcessEnv, cycles: number, seed: n
       expect((await s.stop()).code).toBe(0);
       break;
     }
-    if (cycle === 0) {
-      // each session's own project and first node, acknowledged before any kill
-      for (let k = 0; k < SESSIONS; k++) {
-        const p = await sessions[k].request<{ project_id: string }>('project_create', { name: `home-${k}`, vision: 'v0' });
-        m.projects.set(p.project_id, `home-${k}`);
-        m.home.push(p.project_id);
-        m.mounts.set(p.project_id, []);
-        m.vision.set(p.project_id, { acked: 'v0', unknown: new Set() });
-        const n = await joinNode(sessions[k], `first-${k}`, DAY);
-        m.nodes.set(n.node_id, { secret: n.node_secret, lease: n.lease_expires_at_ms });
-        m.sessionNodes[k].push(n.node_id);
-      }
-    }
+    if (cycle === 0) await seedHomes(sessions, m);
     const errors: string[] = [];
     const started = Date.now();
     const workers = sessions.map((c, k) => load(c, k, cycle, m, rand, errors));
@@ -198,18 +200,7 @@ export async function replicaCycles(databaseUrl: string, cycles: number, seed: n
     // the replica just restarted loaded everything from the database
     await checkModel(sessions[0], m, `seed ${seed} after cycle ${cycle - 1} (killed ${killedAt.join('/')} ms into the load)`);
     if (cycle === cycles) break;
-    if (cycle === 0) {
-      for (let k = 0; k < SESSIONS; k++) {
-        const p = await sessions[k].request<{ project_id: string }>('project_create', { name: `home-${k}`, vision: 'v0' });
-        m.projects.set(p.project_id, `home-${k}`);
-        m.home.push(p.project_id);
-        m.mounts.set(p.project_id, []);
-        m.vision.set(p.project_id, { acked: 'v0', unknown: new Set() });
-        const n = await joinNode(sessions[k], `first-${k}`, DAY);
-        m.nodes.set(n.node_id, { secret: n.node_secret, lease: n.lease_expires_at_ms });
-        m.sessionNodes[k].push(n.node_id);
-      }
-    }
+    if (cycle === 0) await seedHomes(sessions, m);
     const victim = rand() < 0.5 ? 0 : 1;
     const errors: string[] = [];
     const survivorErrors: string[] = [];
