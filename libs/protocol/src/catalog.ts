@@ -137,8 +137,9 @@ export function validateServiceEntry(raw: unknown, where: string): ServiceEntry 
 export function validateServiceEntries(raw: unknown, field = 'services'): ServiceEntry[] {
   if (!Array.isArray(raw)) throw new ProtocolError('invalid_payload', `${field} must be an array of service entries`);
   if (raw.length > CATALOG_LIMITS.services) throw new ProtocolError('invalid_payload', `${field} must have at most ${CATALOG_LIMITS.services} entries`);
-  const forbidden = forbiddenKeyPath(raw);
-  if (forbidden !== null) throw new ProtocolError('invalid_payload', `${field}.${forbidden}: this key is not accepted in a payload`);
+  // Payloads were checked by the envelope parser already; manifests read from files were not.
+  const forbidden = forbiddenKeyPath(raw, field);
+  if (forbidden !== null) throw new ProtocolError('invalid_payload', `${forbidden}: this key is not accepted in a payload`);
   const seen = new Map<string, number>();
   return raw.map((r, i) => {
     const entry = validateServiceEntry(r, `${field}[${i}]`);

@@ -1,11 +1,12 @@
 /**
  * Payload validation with class-validator DTOs (PROTOCOL.md 3: `invalid_payload` names the
- * field, `missing_field` for an absent required field).
+ * field, `missing_field` for an absent required field). Prototype keys (`__proto__`,
+ * `constructor`, `prototype`) never reach this point: the envelope parser refuses them in
+ * every request ({@link ./envelope}, {@link ./forbidden-keys}).
  */
 import { plainToInstance } from 'class-transformer';
 import { ValidationError, validateSync } from 'class-validator';
 import { ProtocolError } from './errors';
-import { forbiddenKeyPath } from './forbidden-keys';
 
 /** Re-exported for the users of this module (also in `./wire`). */
 export { forbiddenKeyPath } from './forbidden-keys';
@@ -48,12 +49,9 @@ function nullMemberPath(obj: object, prefix = ''): string | null {
  * @param payload the request payload object
  * @returns a DTO instance holding only the declared members
  * @throws ProtocolError `missing_field` (a required member is absent) or `invalid_payload`
- *   (also for a `__proto__`/`constructor`/`prototype` key anywhere)
- *   (message names the member, e.g. `access_policy.invoke must be one of allow, deny`)
+ *   (message names the member, e.g. `access_policy.invoke must be "allow" or "deny"`)
  */
 export function validatePayload<T extends object>(cls: DtoClass<T>, payload: Record<string, unknown>): T {
-  const forbidden = forbiddenKeyPath(payload);
-  if (forbidden !== null) throw new ProtocolError('invalid_payload', `${forbidden}: this key is not accepted in a payload`);
   const instance = plainToInstance(cls, payload, { exposeDefaultValues: false });
   const errors = validateSync(instance, {
     whitelist: true,
