@@ -77,6 +77,8 @@ export function validateServiceEntry(raw: unknown, where: string): ServiceEntry 
   if (!isObject(raw)) bad('', 'must be a JSON object');
   const e = raw as Record<string, unknown>;
   for (const f of ['service_id', 'kind', 'state', 'endpoints']) if (e[f] === undefined || e[f] === null) missing(f);
+  if (typeof e.service_id !== 'string') bad('service_id', 'must be a string');
+  if (typeof e.kind !== 'string') bad('kind', 'must be a string');
   if (!isIdentifierSafe(e.service_id)) bad('service_id', 'must be identifier-safe (1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with ".")');
   if (!isIdentifierSafe(e.kind)) bad('kind', 'must be identifier-safe (1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with ".")');
   if (e.version !== undefined && (typeof e.version !== 'string' || e.version.length === 0 || e.version.length > 64)) bad('version', 'must be a string of 1 to 64 characters');
