@@ -3,7 +3,7 @@
  * random and mutated `acheron.t_*` frames (walks over node, service, project and routed FS
  * paths, opens, reads, writes with broken base64, stats, clunks, flushes, unknown fids)
  * against a two-node workspace with a terminal. `svc` stays up, every frame gets a reply or a
- * close, no error is logged, and a normal runtime session works afterwards. `FUZZ_SEED`
+ * close, no reply is `internal_error`, no error is logged, and a normal runtime session works afterwards. `FUZZ_SEED`
  * replays a run.
  */
 import { ControlClient } from '../libs/client/src';
@@ -25,7 +25,7 @@ afterAll(async () => {
   cleanupTmp();
 });
 
-const NASTY: unknown[] = [null, true, -1, 0, 2 ** 53, 1e308, NaN, '', 'x'.repeat(70_000), [], {}, ['..'], [''], ['a\u0000b'], '!!!', 1.5, { __proto__: { polluted: true } }];
+const NASTY: unknown[] = [null, true, -1, 0, 2 ** 53, 1e308, NaN, '', 'x'.repeat(70_000), [], {}, ['..'], [''], ['a\u0000b'], '!!!', 1.5, { __proto__: { polluted: true } }, JSON.parse('{"__proto__":{"polluted":true}}'), ['a', { prototype: 1 }]];
 
 /** Fids this run walked to (most frames use them, so walks, opens and reads reach real files). */
 const fids: number[] = [];
@@ -78,13 +78,17 @@ it(`survives ${FRAMES} fuzzed runtime frames over routed filesystems`, async () 
   const rand = prng(seed);
   let answered = 0;
   let closes = 0;
+  /** Replies that were internal_error (there must be none: bad input is never a server fault). */
+  const internal: string[] = [];
   let p = await attached();
   for (let i = 0; i < FRAMES; i++) {
     const f = frame(rand, names, prefixes);
     const before = p.messages.length;
     p.send(f);
     try {
-      await p.nth(before, 15_000);
+      const reply = await p.nth(before, 15_000);
+      // also an FS node's internal error passed on by the router (errno 5 with its reference)
+      if (reply.error?.code === 'internal_error' || /internal error \(ref/.test(reply.error?.message ?? '')) internal.push(`frame ${i}: ${f.slice(0, 200)} -> ${reply.error?.message}`);
       answered++;
     } catch (e) {
       if (p.closeCode === null) throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${f.slice(0, 200)}: ${(e as Error).message}`);
@@ -99,6 +103,7 @@ it(`survives ${FRAMES} fuzzed runtime frames over routed filesystems`, async () 
   p.close();
   expect(answered + closes).toBe(FRAMES);
   expect(answered).toBeGreaterThan(FRAMES / 2);
+  expect({ seed, internal }).toEqual({ seed, internal: [] });
   // a normal runtime session still reads a routed file
   const c = await ControlClient.connect({ url: ws.svc.url, token: ADMIN_TOKEN });
   await c.attach(0);

@@ -1,7 +1,7 @@
 /**
  * e2e fuzz: 10,000+ random and mutated frames (bad JSON, wrong types, huge strings, deep
  * nesting, legacy names, binary) against a running `svc`. The process stays up, every frame
- * gets a reply or a close, and a normal session works afterwards.
+ * gets a reply or a close, no reply is `internal_error`, and a normal session works afterwards.
  */
 import { closeSessions, session } from './helpers/control';
 import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc } from './helpers/processes';
@@ -47,6 +47,8 @@ const NASTY: unknown[] = [
   {},
   { __proto__: { polluted: true } },
   { constructor: { prototype: { polluted: true } } },
+  // an own "__proto__" member, as JSON.parse makes it (the literal above only sets the prototype)
+  JSON.parse('{"__proto__":{"polluted":true},"a":{"prototype":1}}'),
   '\u0000\ud800',
   'acheron.fs_evt_inval',
   'control.',
@@ -98,6 +100,8 @@ it(`survives ${FRAMES} fuzzed frames, answering each with a reply or a close`, a
   const rand = prng(seed);
   let answered = 0;
   let closes = 0;
+  /** Replies that were internal_error (there must be none: bad input is never a server fault). */
+  const internal: string[] = [];
   let peer = await negotiatedPeer();
   for (let i = 0; i < FRAMES; i++) {
     // One frame in ten goes to a fresh, un-negotiated connection.
@@ -107,7 +111,8 @@ it(`survives ${FRAMES} fuzzed frames, answering each with a reply or a close`, a
     const before = target.messages.length;
     target.send(frame);
     try {
-      await target.nth(before, 5000);
+      const reply = await target.nth(before, 5000);
+      if (reply.error?.code === 'internal_error') internal.push(`frame ${i}: ${String(frame).slice(0, 200)} -> ${reply.error?.message}`);
       answered++;
     } catch (e) {
       if (target.closeCode === null) throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${String(frame).slice(0, 200)}: ${(e as Error).message}`);
@@ -119,6 +124,7 @@ it(`survives ${FRAMES} fuzzed frames, answering each with a reply or a close`, a
   }
   peer.close();
   expect(answered + closes).toBe(FRAMES);
+  expect({ seed, internal }).toEqual({ seed, internal: [] });
   expect(svc.proc.exitCode).toBeNull();
   expect(svc.proc.signalCode).toBeNull();
   // a normal session still works

@@ -4,7 +4,6 @@
  */
 import { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { SubscribeMessage } from '@nestjs/websockets';
-import { IsOptional, Matches } from 'class-validator';
 import { Subscription } from 'rxjs';
 import {
   InviteCreateDto,
@@ -16,6 +15,7 @@ import {
   NodeJoinRequestDto,
   NodeJoinStatusDto,
   NodeRefDto,
+  NodeServiceWatchDto,
   Frame as FrameT,
 } from '@svc/protocol';
 import { Frame, Payload, Session, SessionRegistry, WsSession } from '@svc/transport';
@@ -25,13 +25,6 @@ import { StateService } from '../persistence/state.service';
 import { CatalogChange, CatalogService, eventFor } from './catalog.service';
 import { NodesService } from './nodes.service';
 import { Viewer } from './permissions';
-
-/** `control.node_service_watch` `{node_id?}`: one node, or every node when absent. */
-class WatchDto {
-  @IsOptional()
-  @Matches(/^[A-Za-z0-9_\-][A-Za-z0-9._\-]{0,127}$/, { message: 'node_id must be identifier-safe' })
-  node_id?: string;
-}
 
 @ControlChannelGateway()
 export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
@@ -80,7 +73,7 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
 
   /** `control.node_service_watch` `{node_id?}` -> `{watching:true, node_id}`; then `control.node_service_event` pushes. */
   @SubscribeMessage('control.node_service_watch')
-  watch(@Session() session: WsSession, @Payload() body: WatchDto) {
+  watch(@Session() session: WsSession, @Payload() body: NodeServiceWatchDto) {
     if (body.node_id !== undefined) this.nodes.get(body.node_id);
     controlLocals(session).watch = { node_id: body.node_id ?? null };
     return { watching: true, node_id: body.node_id ?? null };

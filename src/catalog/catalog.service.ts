@@ -88,6 +88,7 @@ export class CatalogService implements OnModuleDestroy {
   async upsert(raw: Record<string, unknown>): Promise<CatalogView> {
     if (raw.node_id === undefined) fail('missing_field', 'missing field: node_id');
     if (raw.node_secret === undefined) fail('missing_field', 'missing field: node_secret');
+    if (typeof raw.node_id !== 'string') fail('invalid_payload', 'node_id must be a string');
     if (!isIdentifierSafe(raw.node_id)) fail('invalid_payload', 'node_id must be identifier-safe');
     if (typeof raw.node_secret !== 'string' || raw.node_secret.length === 0) fail('invalid_payload', 'node_secret must be a non-empty string');
     const platform = raw.platform === undefined ? undefined : validatePlatform(raw.platform);

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, isLoopbackBind, loadFsNodeConfig, parseExport } from './config';
+import { ConfigError, isLoopbackBind, loadFsNodeConfig, parseExport, parseLabel } from './config';
 
 describe('svc-fs-node configuration', () => {
   let dir: string;
@@ -27,6 +27,12 @@ describe('svc-fs-node configuration', () => {
     expect(c.port).toBe(0);
     expect(c.nodeName).toBe('n1');
     expect(() => parseExport('x=/nonexistent:weird:ro')).toThrow(/does not exist/);
+  });
+
+  it('parses --label KEY=VALUE, refusing keys the control plane refuses in payloads', () => {
+    expect(parseLabel('zone=eu-1=a')).toEqual(['zone', 'eu-1=a']);
+    expect(() => parseLabel('.x=1')).toThrow(ConfigError);
+    for (const key of ['__proto__', 'constructor', 'prototype']) expect(() => parseLabel(`${key}=1`)).toThrow(/must not be/);
   });
 
   it('takes the FS session token from --auth-token, else SVC_FS_NODE_AUTH_TOKEN', () => {

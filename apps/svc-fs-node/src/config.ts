@@ -7,7 +7,7 @@ import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '@svc/protocol';
+import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, FORBIDDEN_KEYS, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '@svc/protocol';
 import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '@svc/ops';
 
 /** One `--export name=path[:ro|:rw]`. */
@@ -261,13 +261,15 @@ function parseMs(value: string | undefined, fallback: number, what: string, min:
 }
 
 /**
- * Parses one `--label KEY=VALUE`: KEY identifier-safe, VALUE any text.
+ * Parses one `--label KEY=VALUE`: KEY identifier-safe and not `__proto__`, `constructor` or
+ * `prototype` (the control plane refuses those keys in every payload), VALUE any text.
  * @throws ConfigError naming the label when malformed
  */
 export function parseLabel(spec: string): [string, string] {
   const eq = spec.indexOf('=');
   const key = eq > 0 ? spec.slice(0, eq) : '';
   if (!isIdentifierSafe(key)) throw new ConfigError(`--label must be KEY=VALUE with an identifier-safe KEY (got "${spec}")`);
+  if (FORBIDDEN_KEYS.has(key)) throw new ConfigError(`--label KEY must not be ${key} (got "${spec}"): the control plane refuses this key in a payload`);
   return [key, spec.slice(eq + 1)];
 }
 

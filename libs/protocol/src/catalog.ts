@@ -77,6 +77,8 @@ export function validateServiceEntry(raw: unknown, where: string): ServiceEntry 
   if (!isObject(raw)) bad('', 'must be a JSON object');
   const e = raw as Record<string, unknown>;
   for (const f of ['service_id', 'kind', 'state', 'endpoints']) if (e[f] === undefined || e[f] === null) missing(f);
+  if (typeof e.service_id !== 'string') bad('service_id', 'must be a string');
+  if (typeof e.kind !== 'string') bad('kind', 'must be a string');
   if (!isIdentifierSafe(e.service_id)) bad('service_id', 'must be identifier-safe (1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with ".")');
   if (!isIdentifierSafe(e.kind)) bad('kind', 'must be identifier-safe (1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with ".")');
   if (e.version !== undefined && (typeof e.version !== 'string' || e.version.length === 0 || e.version.length > 64)) bad('version', 'must be a string of 1 to 64 characters');
@@ -137,8 +139,9 @@ export function validateServiceEntry(raw: unknown, where: string): ServiceEntry 
 export function validateServiceEntries(raw: unknown, field = 'services'): ServiceEntry[] {
   if (!Array.isArray(raw)) throw new ProtocolError('invalid_payload', `${field} must be an array of service entries`);
   if (raw.length > CATALOG_LIMITS.services) throw new ProtocolError('invalid_payload', `${field} must have at most ${CATALOG_LIMITS.services} entries`);
-  const forbidden = forbiddenKeyPath(raw);
-  if (forbidden !== null) throw new ProtocolError('invalid_payload', `${field}.${forbidden}: this key is not accepted in a payload`);
+  // Payloads were checked by the envelope parser already; manifests read from files were not.
+  const forbidden = forbiddenKeyPath(raw, field);
+  if (forbidden !== null) throw new ProtocolError('invalid_payload', `${forbidden}: this key is not accepted in a payload`);
   const seen = new Map<string, number>();
   return raw.map((r, i) => {
     const entry = validateServiceEntry(r, `${field}[${i}]`);

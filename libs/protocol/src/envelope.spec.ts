@@ -58,6 +58,31 @@ describe('parseFrame', () => {
   });
 });
 
+describe('prototype keys (one rule for every request)', () => {
+  it.each(['__proto__', 'constructor', 'prototype'])('refuses %s at any depth of the payload, naming its path', (key) => {
+    const top = rejects(`{"channel":"control","type":"control.ping","id":3,"payload":{"${key}":{"x":1}}}`);
+    expect([top.code, top.channel, top.id, top.message]).toEqual(['invalid_payload', 'control', 3, `${key}: this key is not accepted in a payload`]);
+    const nested = rejects(`{"channel":"control","type":"control.node_service_upsert","id":4,"payload":{"node_id":"n","platform":{"os":"linux","${key}":{"prototype":{"x":1}}}}}`);
+    expect([nested.code, nested.message]).toEqual(['invalid_payload', `platform.${key}: this key is not accepted in a payload`]);
+    const inArray = rejects(`{"channel":"control","type":"control.node_service_upsert","id":5,"payload":{"services":[{"service_id":"s"},{"ops":{"${key}":1}}]}}`);
+    expect(inArray.message).toBe(`services[1].ops.${key}: this key is not accepted in a payload`);
+  });
+
+  it.each(['__proto__', 'constructor', 'prototype'])('refuses %s among the root fields of acheron requests and on unknown types', (key) => {
+    const root = rejects(`{"channel":"acheron","type":"acheron.t_fs_getattr","tag":8,"node":1,"${key}":1}`);
+    expect([root.code, root.channel, root.tag]).toEqual(['invalid_payload', 'acheron', 8]);
+    expect(root.message).toContain(`${key}: this key is not accepted`);
+    const inPath = rejects(`{"channel":"acheron","type":"acheron.t_walk","tag":9,"fid":0,"newfid":1,"path":["a",{"${key}":1}]}`);
+    expect(inPath.message).toContain(`path[1].${key}`);
+    expect(rejects(`{"channel":"control","type":"control.nope","id":1,"payload":{"x":{"${key}":1}}}`).code).toBe('invalid_payload');
+  });
+
+  it('accepts the words as values and inside longer keys', () => {
+    const f = parseFrame('{"channel":"control","type":"control.project_create","id":1,"payload":{"name":"constructor","x":["__proto__"],"my_prototype":{"constructors":1}}}');
+    expect(f.payload.name).toBe('constructor');
+  });
+});
+
 describe('legacyReplacement', () => {
   it('names the unified v2 replacement', () => {
     expect(legacyReplacement('acheron.fs_t_read', 'acheron')).toBe('acheron.t_fs_read');

@@ -6,6 +6,7 @@
  */
 import { Channel, CHANNELS, MAX_TAG } from './constants';
 import { ErrorCode, ProtocolError } from './errors';
+import { FORBIDDEN_KEYS, forbiddenKeyPath } from './forbidden-keys';
 
 /** A request id on the control channel: string or number, echoed on the reply (PROTOCOL.md 2). */
 export type RequestId = string | number | null;
@@ -100,8 +101,10 @@ function extractTag(obj: Record<string, unknown>): number | null {
 }
 
 /**
- * Validates an already-decoded value as an envelope (PROTOCOL.md 2-3).
- * @throws EnvelopeError `invalid_envelope`, `legacy_type_rejected`
+ * Validates an already-decoded value as an envelope (PROTOCOL.md 2-3), including the rule for
+ * prototype keys (`__proto__`, `constructor`, `prototype` at any depth of the request).
+ * @throws EnvelopeError `invalid_envelope`, `legacy_type_rejected`, `invalid_payload` (a
+ *   prototype key; the message names its path)
  */
 export function validateEnvelope(value: unknown): Frame {
   if (!isPlainObject(value)) {
@@ -149,13 +152,35 @@ export function validateEnvelope(value: unknown): Frame {
     if (!isPlainObject(value.payload)) reject('invalid_envelope', 'payload must be a JSON object');
     payload = value.payload as Record<string, unknown>;
   }
+  const forbidden = forbiddenKeyIn(value, payload);
+  if (forbidden !== null) reject('invalid_payload', forbidden);
   return { channel: ch, type: t, id, tag, payload, root: value };
+}
+
+/**
+ * The one rule for prototype keys (PROTOCOL.md 3): a `__proto__`, `constructor` or `prototype`
+ * key anywhere in a request, in its payload or among the root fields beside it (acheron
+ * `fid`, `path`, `node`, `h`, ...), makes the whole request `invalid_payload`, whatever its
+ * type, before any gate or handler sees it.
+ * @returns the rejection message naming the key's path (e.g. `platform.constructor: ...`), or
+ *   null when the request has no such key
+ */
+function forbiddenKeyIn(root: Record<string, unknown>, payload: Record<string, unknown>): string | null {
+  const inPayload = forbiddenKeyPath(payload);
+  if (inPayload !== null) return `${inPayload}: this key is not accepted in a payload`;
+  for (const key of Object.keys(root)) {
+    if (key === 'payload') continue;
+    const path = FORBIDDEN_KEYS.has(key) ? key : forbiddenKeyPath(root[key], key);
+    if (path !== null) return `${path}: this key is not accepted in a message (beside the payload)`;
+  }
+  return null;
 }
 
 /**
  * Parses one text frame (UTF-8 JSON) into a {@link Frame}.
  * @param text the frame's text
- * @throws EnvelopeError for anything that is not a valid envelope
+ * @throws EnvelopeError for anything that is not a valid envelope, and `invalid_payload` for a
+ *   request with a prototype key ({@link validateEnvelope})
  */
 export function parseFrame(text: string): Frame {
   let value: unknown;

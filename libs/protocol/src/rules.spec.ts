@@ -59,10 +59,12 @@ describe('validatePayload', () => {
     expect(code(() => validatePayload(NodeJoinDto, { invite_token: 't', node_name: 'n', fs_url: 'ws://h:1/', lease_ttl_ms: 999 }))[0]).toBe('invalid_payload');
     expect(code(() => validatePayload(NodeJoinDto, { invite_token: 't', node_name: 'n', fs_url: 'ws://h:1/', lease_ttl_ms: 1.5 }))[0]).toBe('invalid_payload');
   });
-  it('refuses prototype keys anywhere', () => {
+  it('finds prototype keys anywhere, naming their path (the envelope parser refuses them)', () => {
     expect(forbiddenKeyPath(JSON.parse('{"a":{"b":{"__proto__":{}}}}'))).toBe('a.b.__proto__');
-    expect(forbiddenKeyPath({ a: [{ constructor: 1 }] })).toBe('a.0.constructor');
-    expect(code(() => validatePayload(ProjectCreateDto, { name: 'x', access_policy: { constructor: 1 } }))[0]).toBe('invalid_payload');
+    expect(forbiddenKeyPath({ a: [{ constructor: 1 }] })).toBe('a[0].constructor');
+    expect(forbiddenKeyPath([{ x: { prototype: 1 } }], 'services')).toBe('services[0].x.prototype');
+    expect(forbiddenKeyPath({ a: { b: [1, 'constructor', { c: 'prototype' }] } })).toBeNull();
+    expect(forbiddenKeyPath('constructor')).toBeNull();
     expect(({} as Record<string, unknown>).polluted).toBeUndefined();
   });
 });

@@ -1,17 +1,36 @@
 /**
  * Payload validation with class-validator DTOs (PROTOCOL.md 3: `invalid_payload` names the
- * field, `missing_field` for an absent required field).
+ * field, `missing_field` for an absent required field). Prototype keys (`__proto__`,
+ * `constructor`, `prototype`) never reach this point: the envelope parser refuses them in
+ * every request ({@link ./envelope}, {@link ./forbidden-keys}).
  */
 import { plainToInstance } from 'class-transformer';
 import { ValidationError, validateSync } from 'class-validator';
 import { ProtocolError } from './errors';
-import { forbiddenKeyPath } from './forbidden-keys';
 
 /** Re-exported for the users of this module (also in `./wire`). */
 export { forbiddenKeyPath } from './forbidden-keys';
 
 /** A DTO class: constructible without arguments, decorated with class-validator rules. */
 export type DtoClass<T> = new () => T;
+
+/**
+ * class-validator constraints that check a member's JSON type, in the order they are preferred
+ * when several fail. A value of the wrong type fails most other constraints of its member too
+ * (`{"name":5}` is neither a string, nor 1 to 256 characters, nor free of control characters):
+ * the type constraint's message is the one reported, whatever the order of the decorators.
+ */
+export const TYPE_CONSTRAINTS: readonly string[] = ['isString', 'isInt', 'isNumber', 'isBoolean', 'isObject', 'isArray'];
+
+/**
+ * The message a failed member reports: that of its type constraint when that one failed,
+ * else that of the first constraint that failed (class-validator runs them in the reverse
+ * order of the decorators above a member).
+ */
+function messageOf(constraints: Record<string, string>): string | undefined {
+  for (const type of TYPE_CONSTRAINTS) if (constraints[type] !== undefined) return constraints[type];
+  return Object.values(constraints)[0];
+}
 
 function firstFailure(errors: ValidationError[], prefix = ''): { path: string; error: ValidationError } | null {
   for (const error of errors) {
@@ -48,17 +67,16 @@ function nullMemberPath(obj: object, prefix = ''): string | null {
  * @param payload the request payload object
  * @returns a DTO instance holding only the declared members
  * @throws ProtocolError `missing_field` (a required member is absent) or `invalid_payload`
- *   (also for a `__proto__`/`constructor`/`prototype` key anywhere)
- *   (message names the member, e.g. `access_policy.invoke must be one of allow, deny`)
+ *   (message names the member, e.g. `access_policy.invoke must be "allow" or "deny"`; a value
+ *   of the wrong type gets the type's message, e.g. `name must be a string`)
  */
 export function validatePayload<T extends object>(cls: DtoClass<T>, payload: Record<string, unknown>): T {
-  const forbidden = forbiddenKeyPath(payload);
-  if (forbidden !== null) throw new ProtocolError('invalid_payload', `${forbidden}: this key is not accepted in a payload`);
   const instance = plainToInstance(cls, payload, { exposeDefaultValues: false });
   const errors = validateSync(instance, {
     whitelist: true,
     forbidUnknownValues: false,
-    stopAtFirstError: true,
+    // Every constraint of a member runs, so that the type constraint can be reported (messageOf).
+    stopAtFirstError: false,
     validationError: { target: false },
   });
   const failure = firstFailure(errors);
@@ -71,7 +89,7 @@ export function validatePayload<T extends object>(cls: DtoClass<T>, payload: Rec
     if (error.value === undefined || error.value === null) {
       throw new ProtocolError('missing_field', `missing field: ${path}`);
     }
-    const message = Object.values(error.constraints ?? {})[0] ?? `${path} is invalid`;
+    const message = messageOf(error.constraints ?? {}) ?? `${path} is invalid`;
     // class-validator names the leaf property; make nested paths explicit.
     const named = message.startsWith(error.property) && path !== error.property ? path + message.slice(error.property.length) : message;
     throw new ProtocolError('invalid_payload', named);

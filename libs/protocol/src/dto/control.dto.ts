@@ -1,6 +1,7 @@
 /**
  * Payload DTOs of the control operations (PROTOCOL.md 4-5). Validated by
- * {@link validatePayload}; field names are the wire names.
+ * {@link validatePayload}; field names are the wire names. Every member has a type constraint
+ * (`IsString`, `IsInt`, `IsObject`), whose message is the one a value of the wrong type gets.
  */
 import 'reflect-metadata';
 import { Type } from 'class-transformer';
@@ -21,13 +22,17 @@ import { LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '../constants';
 
 const IDENT = /^[A-Za-z0-9_\-][A-Za-z0-9._\-]{0,127}$/;
 const IDENT_MSG = (field: string) => `${field} must be identifier-safe: 1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with "."`;
+// Lengths are checked by their own constraints, so the empty string passes this one.
 // eslint-disable-next-line no-control-regex
-const PRINTABLE = /^[^\u0000-\u001f\u007f]+$/;
+const PRINTABLE = /^[^\u0000-\u001f\u007f]*$/;
 const WS_URL = /^wss?:\/\/[^\s/?#]+(\/[^\s]*)?$/;
 const TOKEN_MAX = 512;
 
 function Ident(field: string): PropertyDecorator {
-  return Matches(IDENT, { message: IDENT_MSG(field) });
+  return (target: object, key: string | symbol) => {
+    IsString({ message: `${field} must be a string` })(target, key);
+    Matches(IDENT, { message: IDENT_MSG(field) })(target, key);
+  };
 }
 function LeaseTtl(): PropertyDecorator {
   return (target: object, key: string | symbol) => {
@@ -59,6 +64,7 @@ export class ConnectDto {
 /** `access_policy` of a project: `invoke` is `"allow"` or `"deny"` (default deny, PROTOCOL.md 6). */
 export class AccessPolicyDto {
   @IsOptional()
+  @IsString({ message: 'access_policy.invoke must be a string ("allow" or "deny")' })
   @IsIn(['allow', 'deny'], { message: 'access_policy.invoke must be "allow" or "deny"' })
   invoke?: 'allow' | 'deny';
 }
@@ -161,6 +167,7 @@ export class WorkspaceStatusDto {
 
 /** `control.auth_rotate` `{role}`. */
 export class AuthRotateDto {
+  @IsString({ message: 'role must be a string ("admin" or "user")' })
   @IsIn(['admin', 'user'], { message: 'role must be "admin" or "user"' })
   role: 'admin' | 'user';
 }
@@ -289,6 +296,13 @@ export class LeaseReleaseDto {
 export class NodeRefDto {
   @Ident('node_id')
   node_id: string;
+}
+
+/** `control.node_service_watch` `{node_id?}`: one node, or every node when absent. */
+export class NodeServiceWatchDto {
+  @IsOptional()
+  @Ident('node_id')
+  node_id?: string;
 }
 
 /** Payloads that take nothing; members are ignored. */
