@@ -2,8 +2,9 @@
  * e2e: symlinks and directories that change on disk while `svc-fs-node` resolves them
  * (issue 14 item 2, PROTOCOL.md 8 "Confinement"). A child process started by this test unlinks
  * and recreates, in a tight loop for a few seconds, a link pointing inside the export (to a
- * directory and to a file), a link pointing outside it, and an entry that keeps changing kind
- * (directory, link inside, link outside, regular file, self-loop, nothing). Meanwhile 4 sessions
+ * directory and to a file), a link pointing outside it, an entry that keeps changing kind
+ * (directory, link inside, link outside, regular file, self-loop, nothing) and one that is a
+ * file, nothing or a link to a file in turn. Meanwhile 4 sessions
  * run `lookup`, `open`, `readdirp`, `statfs`, `create`, `rename` and `unlink` on those entries
  * and through them. Every reply must be a success or the errno the filesystem would give
  * (ENOENT, ENOTDIR, ELOOP, EACCES for what leads outside, EEXIST, EISDIR...), never errno 5
@@ -55,6 +56,9 @@ while (Date.now() < end) {
   relink('out_abs', root + '/../outside/secret.txt');
   clear('swap');
   quiet(kinds[rounds % kinds.length]);
+  quiet(() => fs.unlinkSync(at('plain')));
+  if (rounds % 3 === 0) quiet(() => fs.writeFileSync(at('plain'), 'plain'));
+  else if (rounds % 3 === 1) quiet(() => fs.symlinkSync('dir/f.txt', at('plain')));
   rounds++;
 }
 process.stdout.write(String(rounds));
@@ -95,6 +99,7 @@ beforeAll(async () => {
   fs.symlinkSync('../outside', join(root, 'out_dir'));
   fs.symlinkSync(join(root, '..', 'outside', 'secret.txt'), join(root, 'out_abs'));
   fs.symlinkSync('dir', join(root, 'swap'));
+  fs.writeFileSync(join(root, 'plain'), 'plain');
   node = await startFsNode([`work=${root}`]);
   for (let i = 0; i < SESSIONS; i++) peers.push(await FsPeer.connect(node.url));
 });
@@ -129,7 +134,7 @@ it('a link unlinked and recreated on disk while 4 sessions use it: success or th
   let stop = false;
   void churnDone.then(() => (stop = true));
 
-  const names = ['in_dir', 'in_file', 'in_abs', 'out_dir', 'out_abs', 'swap'];
+  const names = ['in_dir', 'in_file', 'in_abs', 'out_dir', 'out_abs', 'swap', 'plain'];
   const outward = (name: string) => name.startsWith('out_');
 
   const loop = async (p: FsPeer, r: number, s: number, l: number) => {
@@ -139,7 +144,15 @@ it('a link unlinked and recreated on disk while 4 sessions use it: success or th
       const name = names[(i + s + l) % names.length];
       const tag = `s${s}l${l}i${i}`;
       i++;
-      // The entry itself: lookup, unlink/create at the root are not covered (the churn owns them).
+      // The entry itself. `plain` (a file, nothing, or a link to a file, in turn) is also
+      // created without O_EXCL: opened or created, never through the link (ELOOP); ENOENT when
+      // the churn unlinked it before the node checked what it had opened (a descriptor of a
+      // deleted file is never handed out: its place cannot be checked).
+      if (name === 'plain') {
+        const made = await p.send('create', { node: r }, { name, mode: 0o644, flags: O.RDWR | O.CREAT });
+        record('create plain', made, [E.ELOOP, E.ENOENT]);
+        if (made.ok) await p.call('close', { h: made.payload.h });
+      }
       const look = await p.send('lookup', { node: r }, { name });
       record(`lookup ${name}`, look, [E.ENOENT]);
       if (!look.ok) continue;

@@ -381,15 +381,24 @@ export class LocalDirBackend implements FsBackend {
     const local = acc | (flags & PASS_FLAGS) | C.O_NOFOLLOW | C.O_NONBLOCK;
     return this.inDir(dir, async (dfd) => {
       const entry = fdPath(dfd, name);
-      let fh: FileHandle;
+      let fh: FileHandle | undefined;
       let created = true;
-      try {
-        // O_EXCL never follows a symlink at `name`, so nothing is created through one.
-        fh = await open(entry, local | C.O_CREAT | C.O_EXCL, mode & 0o7777);
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || (flags & OpenFlags.O_EXCL) !== 0) throw e;
-        created = false;
-        fh = await open(entry, local);
+      // An entry removed between the EEXIST and the open of what existed is created after all
+      // (as open(2) with O_CREAT would); a name that keeps vanishing ends in ENOENT.
+      for (let attempt = 1; !fh; attempt++) {
+        try {
+          // O_EXCL never follows a symlink at `name`, so nothing is created through one.
+          fh = await open(entry, local | C.O_CREAT | C.O_EXCL, mode & 0o7777);
+          created = true;
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || (flags & OpenFlags.O_EXCL) !== 0) throw e;
+          created = false;
+          try {
+            fh = await open(entry, local);
+          } catch (e2) {
+            if ((e2 as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 3) throw e2;
+          }
+        }
       }
       const opened = await this.checkOpened(fh, acc);
       if (opened.stat.kind === NodeKind.DIR) {
