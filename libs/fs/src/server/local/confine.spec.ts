@@ -1,8 +1,9 @@
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { constants as C, lstatSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import { lstat, open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Errno, FsError } from '@svc/protocol';
-import { confinedResolve, isInside, validateName } from './confine';
+import { confinedAt, confinedResolve, isInside, validateName } from './confine';
 
 function errnoOf(fn: () => unknown): number | undefined {
   try {
@@ -85,3 +86,152 @@ describe('confinedResolve', () => {
     expect(await errnoOfAsync(confinedResolve(root, ['dir', 'f.txt', 'x']))).toBe(Errno.ENOTDIR);
   });
 });
+
+describe('confinedAt', () => {
+  let base: string;
+  let root: string;
+  let outside: string;
+  beforeEach(() => {
+    base = realpathSync(mkdtempSync(join(tmpdir(), 'svc-confine-at-')));
+    root = join(base, 'root');
+    outside = join(base, 'outside');
+    mkdirSync(join(root, 'dir', 'sub'), { recursive: true });
+    mkdirSync(outside);
+    writeFileSync(join(root, 'dir', 'f.txt'), 'inside');
+    writeFileSync(join(outside, 'f.txt'), 'outside');
+    symlinkSync('dir/f.txt', join(root, 'file_link'));
+    symlinkSync('dir', join(root, 'dir_link'));
+  });
+  afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+  it('hands over an entry of a held directory (O_NOFOLLOW) or a held directory itself (no O_NOFOLLOW)', async () => {
+    const file = await confinedAt(root, ['file_link'], async (e) => e);
+    expect(file.path).toMatch(/^\/proc\/self\/fd\/\d+\/f\.txt$/);
+    expect(file.nofollow).toBe(C.O_NOFOLLOW);
+    expect(file.real).toBe(join(root, 'dir', 'f.txt'));
+    expect(file.st.isFile()).toBe(true);
+    const up = await confinedAt(root, ['dir', 'sub', '..'], async (e) => e);
+    expect(up.path).toMatch(/^\/proc\/self\/fd\/\d+$/);
+    expect(up.nofollow).toBe(0);
+    expect(up.real).toBe(join(root, 'dir'));
+    expect(up.st.isDirectory()).toBe(true);
+    expect((await confinedAt(root, [], async (e) => e)).real).toBe(root);
+  });
+
+  it('a link to a file used with a trailing slash is ENOTDIR, as for the kernel', async () => {
+    symlinkSync('dir/f.txt/', join(root, 'slashed'));
+    expect(await errnoOfAsync(confinedResolve(root, ['slashed']))).toBe(Errno.ENOTDIR);
+    symlinkSync('dir/', join(root, 'dir_slashed'));
+    expect(await confinedResolve(root, ['dir_slashed'])).toBe(join(root, 'dir'));
+  });
+
+  it('acts on the entry it resolved even when an ancestor is swapped for an outside link meanwhile', async () => {
+    const content = await confinedAt(root, ['dir_link', 'f.txt'], async (e) => {
+      renameSync(join(root, 'dir'), join(root, 'dir.orig'));
+      symlinkSync(outside, join(root, 'dir'));
+      const fh = await open(e.path, C.O_RDONLY | e.nofollow);
+      try {
+        return (await fh.readFile()).toString();
+      } finally {
+        await fh.close();
+      }
+    });
+    expect(content).toBe('inside');
+    // Resolved again now, the swapped directory leads outside.
+    expect(await errnoOfAsync(confinedResolve(root, ['dir_link', 'f.txt']))).toBe(Errno.EACCES);
+  });
+
+  it('an entry that became a symlink before use (ELOOP) is looked at again and followed', async () => {
+    writeFileSync(join(root, 'plain'), 'plain');
+    let calls = 0;
+    const real = await confinedAt(root, ['plain'], async (e) => {
+      if (calls++ === 0) {
+        unlinkSync(join(root, 'plain'));
+        symlinkSync('dir/f.txt', join(root, 'plain'));
+        await open(e.path, C.O_RDONLY | e.nofollow); // ELOOP
+      }
+      return e.real;
+    });
+    expect(real).toBe(join(root, 'dir', 'f.txt'));
+    expect(calls).toBe(2);
+  });
+
+  it('an entry that vanished before use is ENOENT; one that keeps changing ends in ELOOP, not a loop forever', async () => {
+    const gone = confinedAt(root, ['file_link'], async (e) => {
+      unlinkSync(join(root, 'dir', 'f.txt'));
+      return lstat(e.path);
+    });
+    await expect(gone).rejects.toMatchObject({ code: 'ENOENT' });
+    let calls = 0;
+    const restless = confinedAt(root, ['dir'], async () => {
+      calls++;
+      throw Object.assign(new Error('ELOOP'), { code: 'ELOOP' });
+    });
+    expect(await errnoOfAsync(restless)).toBe(Errno.ELOOP);
+    expect(calls).toBeLessThanOrEqual(41);
+  });
+
+  it('errors of `use` other than ELOOP/ENOTDIR pass through unchanged; descriptors are closed', async () => {
+    const before = countFds();
+    const boom = new Error('boom');
+    await expect(confinedAt(root, ['dir_link', 'sub'], async () => Promise.reject(boom))).rejects.toBe(boom);
+    for (let i = 0; i < 20; i++) await confinedResolve(root, ['dir_link', 'sub', '..', 'f.txt']).catch(() => undefined);
+    expect(countFds()).toBe(before);
+  });
+
+  it('links unlinked and recreated in a tight loop: the real path or ENOENT/ENOTDIR/ELOOP/EACCES, never a system error, never outside', async () => {
+    symlinkSync('../outside', join(root, 'out_link'));
+    mkdirSync(join(root, 'swap'));
+    const end = Date.now() + 700;
+    let stop = false;
+    const churn = (async () => {
+      let i = 0;
+      while (Date.now() < end) {
+        for (const [name, target] of [['dir_link', 'dir'], ['file_link', 'dir/f.txt'], ['out_link', '../outside']]) {
+          try {
+            unlinkSync(join(root, name));
+          } catch {
+            /* raced */
+          }
+          symlinkSync(target, join(root, name));
+        }
+        rmSync(join(root, 'swap'), { recursive: true, force: true });
+        if (i % 3 === 0) mkdirSync(join(root, 'swap'));
+        else if (i % 3 === 1) symlinkSync(i % 2 ? 'dir' : '../outside', join(root, 'swap'));
+        else writeFileSync(join(root, 'swap'), 'file');
+        i++;
+        await new Promise((r) => setImmediate(r));
+      }
+      stop = true;
+    })();
+    const seen = new Map<string, number>();
+    const paths = [['dir_link', 'f.txt'], ['file_link'], ['dir_link'], ['out_link', 'f.txt'], ['swap', 'f.txt'], ['swap'], ['dir_link', 'sub', '..', 'f.txt']];
+    const walker = async (k: number) => {
+      for (let i = k; !stop; i++) {
+        const rel = paths[i % paths.length];
+        try {
+          // Used as LocalDirBackend uses it: opened without following a link.
+          const real = await confinedAt(root, rel, async (e) => {
+            await (await open(e.path, C.O_RDONLY | C.O_NONBLOCK | e.nofollow)).close();
+            return e.real;
+          });
+          expect(isInside(root, real)).toBe(true);
+          seen.set('ok', (seen.get('ok') ?? 0) + 1);
+        } catch (e) {
+          const code = e instanceof FsError ? `errno ${e.errno}` : `${(e as NodeJS.ErrnoException).code}`;
+          seen.set(code, (seen.get(code) ?? 0) + 1);
+        }
+      }
+    };
+    await Promise.all([churn, ...Array.from({ length: 8 }, (_, k) => walker(k))]);
+    const allowed = ['ok', `errno ${Errno.ENOENT}`, `errno ${Errno.ENOTDIR}`, `errno ${Errno.ELOOP}`, `errno ${Errno.EACCES}`, 'ENOENT'];
+    // 'ENOENT' (a Node error of `use` itself): the entry vanished after the walk handed it over.
+    expect([...seen.keys()].filter((k) => !allowed.includes(k))).toEqual([]);
+    expect(seen.get('ok')).toBeGreaterThan(0);
+    expect(lstatSync(join(outside, 'f.txt')).size).toBe(7);
+  });
+});
+
+function countFds(): number {
+  return readdirSync('/proc/self/fd').length;
+}

@@ -9,13 +9,20 @@
  *   (`readlink /proc/self/fd/N`) is inside the root, and names are resolved relative to it as
  *   `/proc/self/fd/N/<name>` (the *at() semantics: an ancestor swapped for a symlink after the
  *   check cannot redirect the operation);
- * - a symlink is followed only after {@link confinedResolve} has resolved it without leaving the
- *   root (only paths inside the root are lstat'ed or read), and whatever is opened is checked
- *   again by the real path of its descriptor ({@link realPathOfFd}).
+ * - a symlink is followed only through {@link confinedAt}, which walks the path holding each
+ *   directory it passed open (only names inside the root are lstat'ed or read, even when an
+ *   ancestor is swapped meanwhile) and answers a link or directory that vanishes or changes
+ *   during the walk with the errno the filesystem would give (ENOENT, ENOTDIR, ELOOP; EACCES
+ *   for what leads outside), never an internal error; whatever is opened is checked again by
+ *   the real path of its descriptor ({@link realPathOfFd}).
  */
-import { readlinkSync } from 'node:fs';
-import { readlink, lstat } from 'node:fs/promises';
-import { Errno, FsError, NAME_MAX } from '@svc/protocol';
+import { closeSync, constants as C, open as openCb, readlinkSync, Stats } from 'node:fs';
+import { lstat, readlink, stat } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { Errno, FsError, NAME_MAX, OpenFlags } from '@svc/protocol';
+import { errnoOf } from './errno';
+
+const O_PATH = OpenFlags.O_PATH;
 
 /** Most symlinks followed while resolving one path (Linux MAXSYMLINKS). */
 export const MAX_SYMLINKS = 40;
@@ -66,51 +73,191 @@ export function realPathOfFdSync(fd: number): string {
   return real;
 }
 
+/** open(2) returning the descriptor number. */
+const openFd = promisify(openCb) as (path: string, flags: number) => Promise<number>;
+
+/** Closes a descriptor the walk opened (O_PATH: nothing to flush, so at once). */
+function closeFd(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    /* already closed */
+  }
+}
+
+/** The Node error code of `e` when it is a system error (not an {@link FsError}). */
+function sysCode(e: unknown): string | undefined {
+  if (e instanceof FsError) return undefined;
+  const code = (e as NodeJS.ErrnoException | null)?.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
+/** A system error of the walk as the errno the filesystem gave (an FsError passes through). */
+function walkError(e: unknown): unknown {
+  return sysCode(e) === undefined ? e : new FsError(errnoOf(e));
+}
+
 /**
- * Resolves `rel` (names below `root`) to a real path inside `root`, following symlinks the way
- * the kernel would but touching nothing outside `root`: each component is lstat'ed below the
- * part already resolved, and a symlink's target is spliced in only while it stays inside
- * (an absolute target must start with `root/`; `..` may not climb above `root`).
+ * What {@link confinedAt} resolved a path to: an entry that is not a symlink, reached only
+ * through directories inside the root that the walk holds open.
+ */
+export interface ConfinedEntry {
+  /**
+   * The path to hand to a system call: `/proc/self/fd/<dir>/<name>` (the entry in a directory
+   * the walk holds), or `/proc/self/fd/<dir>` when the path named such a directory itself
+   * (the export root, or after `..`).
+   */
+  path: string;
+  /**
+   * Flags to add to an open(2) of {@link path}: `O_NOFOLLOW` for an entry (it was lstat'ed as
+   * no symlink; if it became one since, the open fails with ELOOP and the walk looks again);
+   * 0 for a `/proc/self/fd/<dir>` link, which has to be followed.
+   */
+  nofollow: number;
+  /** lstat of the entry (never a symlink). */
+  st: Stats;
+  /** Its real path, inside the root. */
+  real: string;
+}
+
+/**
+ * Resolves `rel` (names below `root`) the way the kernel would, following symlinks, but touching
+ * nothing outside `root`, and hands the result to `use` while the directory holding it is still
+ * pinned.
+ *
+ * The walk holds an `O_PATH|O_DIRECTORY|O_NOFOLLOW` descriptor of each directory it went
+ * through (the root first) and looks at every name relative to the last one
+ * (`/proc/self/fd/N/<name>`), so an ancestor swapped for a symlink during the walk cannot
+ * redirect it: each name is lstat'ed and each link read only inside the root. A symlink's
+ * target is spliced in only while it stays inside (an absolute target must start with `root/`;
+ * `..` may not climb above `root`).
+ *
+ * Entries that change while they are looked at get the answer the filesystem would give at
+ * some instant, never an internal error: one that vanishes is ENOENT; one that stops being a
+ * symlink between its lstat and its readlink (EINVAL), or stops being a directory, or becomes a
+ * symlink before it is opened (`use` or the directory open fails with ELOOP, or with ENOTDIR
+ * for what was lstat'ed as a directory) is looked at again. Each second look counts as a
+ * symlink followed, so a name that keeps changing ends in ELOOP after {@link MAX_SYMLINKS}.
+ *
+ * @param root real path of the export root (no symlinks, no trailing `/`)
+ * @param rel path components below the root
+ * @param use called once with the resolved entry; it should throw Node system errors as they
+ *   come (ELOOP and ENOTDIR are recognised as above, anything else is passed on unchanged)
+ * @returns what `use` returned
+ * @throws FsError EACCES (a symlink leads outside the root, or the root itself moved), ELOOP
+ *   (more than 40 symlinks), ENOENT / ENOTDIR (as the kernel would say), the errno of another
+ *   failing lstat, readlink or open; or whatever `use` threw
+ */
+export async function confinedAt<T>(root: string, rel: readonly string[], use: (entry: ConfinedEntry) => Promise<T>): Promise<T> {
+  /** Directories held, the root first: descriptor and real path. */
+  const dirs: Array<{ fd: number; real: string }> = [];
+  try {
+    try {
+      dirs.push({ fd: await openFd(root, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW), real: root });
+    } catch (e) {
+      throw walkError(e);
+    }
+    if (realPathOfFdSync(dirs[0].fd) !== root) throw new FsError(Errno.EACCES, 'the export root moved');
+    const pending = [...rel];
+    let links = 0;
+    /** `comp` changed while it was looked at: look at it again (bounded like following a link). */
+    const again = (comp: string) => {
+      if (++links > MAX_SYMLINKS) throw new FsError(Errno.ELOOP);
+      pending.unshift(comp);
+    };
+    for (;;) {
+      const top = dirs[dirs.length - 1];
+      const comp = pending.shift();
+      if (comp === undefined) {
+        // The path names a directory the walk holds (the root, or one reached by `..`).
+        const path = fdPath(top.fd);
+        let st: Stats;
+        try {
+          st = await stat(path);
+        } catch (e) {
+          throw walkError(e);
+        }
+        return await use({ path, nofollow: 0, st, real: top.real });
+      }
+      if (comp === '' || comp === '.') continue;
+      if (comp === '..') {
+        if (dirs.length === 1) throw new FsError(Errno.EACCES, 'symlink target leaves the export root');
+        closeFd(dirs.pop()!.fd);
+        continue;
+      }
+      const entry = fdPath(top.fd, comp);
+      const real = top.real === '/' ? `/${comp}` : `${top.real}/${comp}`;
+      let st: Stats;
+      try {
+        st = await lstat(entry);
+      } catch (e) {
+        throw walkError(e);
+      }
+      if (st.isSymbolicLink()) {
+        if (++links > MAX_SYMLINKS) throw new FsError(Errno.ELOOP);
+        let target: string;
+        try {
+          target = await readlink(entry);
+        } catch (e) {
+          // EINVAL: no longer a symlink (replaced since the lstat); ENOENT: gone.
+          if (sysCode(e) === 'EINVAL') {
+            pending.unshift(comp);
+            continue;
+          }
+          throw walkError(e);
+        }
+        if (target.startsWith('/')) {
+          if (!isInside(root, target.replace(/\/+$/, '') || '/')) throw new FsError(Errno.EACCES, 'symlink target is outside the export root');
+          while (dirs.length > 1) closeFd(dirs.pop()!.fd);
+          pending.unshift(...target.slice(root === '/' ? 1 : root.length + 1).split('/'));
+        } else {
+          pending.unshift(...target.split('/'));
+        }
+        continue;
+      }
+      const more = pending.some((c) => c !== '' && c !== '.');
+      // A trailing `/` (or `/.`) asks for a directory, as it does of the kernel.
+      if ((more || pending.length > 0) && !st.isDirectory()) throw new FsError(Errno.ENOTDIR);
+      if (!more) {
+        try {
+          return await use({ path: entry, nofollow: C.O_NOFOLLOW, st, real });
+        } catch (e) {
+          const code = sysCode(e);
+          if (code === 'ELOOP' || (code === 'ENOTDIR' && st.isDirectory())) {
+            again(comp);
+            continue;
+          }
+          throw e;
+        }
+      }
+      let fd: number;
+      try {
+        fd = await openFd(entry, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW);
+      } catch (e) {
+        const code = sysCode(e);
+        // ENOTDIR/ELOOP: no longer a directory (a symlink or a file now).
+        if (code === 'ENOTDIR' || code === 'ELOOP') {
+          again(comp);
+          continue;
+        }
+        throw walkError(e);
+      }
+      dirs.push({ fd, real });
+    }
+  } finally {
+    for (const d of dirs) closeFd(d.fd);
+  }
+}
+
+/**
+ * Resolves `rel` (names below `root`) to a real path inside `root` with {@link confinedAt}.
+ * The path is only a name: what is at it may change right after; to act on the entry, use
+ * {@link confinedAt}, which pins the directory holding it.
  * @param root real path of the export root (no symlinks, no trailing `/`)
  * @param rel path components below the root, or a symlink target split on `/`
  * @returns the real path, inside `root`
- * @throws FsError EACCES (a symlink leads outside the root), ELOOP (more than 40 symlinks),
- *   ENOENT / ENOTDIR (as the kernel would say), or the mapped error of a failing lstat
+ * @throws FsError as {@link confinedAt}
  */
-export async function confinedResolve(root: string, rel: readonly string[]): Promise<string> {
-  const pending = [...rel];
-  let current = root;
-  let links = 0;
-  while (pending.length > 0) {
-    const comp = pending.shift()!;
-    if (comp === '' || comp === '.') continue;
-    if (comp === '..') {
-      if (current === root) throw new FsError(Errno.EACCES, 'symlink target leaves the export root');
-      current = current.slice(0, current.lastIndexOf('/')) || '/';
-      continue;
-    }
-    const next = current === '/' ? `/${comp}` : `${current}/${comp}`;
-    let st;
-    try {
-      st = await lstat(next);
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      throw new FsError(code === 'ENOTDIR' ? Errno.ENOTDIR : code === 'ENOENT' ? Errno.ENOENT : code === 'ENAMETOOLONG' ? Errno.ENAMETOOLONG : Errno.EACCES);
-    }
-    if (st.isSymbolicLink()) {
-      if (++links > MAX_SYMLINKS) throw new FsError(Errno.ELOOP);
-      const target = await readlink(next);
-      if (target.startsWith('/')) {
-        if (!isInside(root, target.replace(/\/+$/, '') || '/')) throw new FsError(Errno.EACCES, 'symlink target is outside the export root');
-        current = root;
-        pending.unshift(...target.slice(root === '/' ? 1 : root.length + 1).split('/'));
-      } else {
-        pending.unshift(...target.split('/'));
-      }
-      continue;
-    }
-    if (pending.some((c) => c !== '' && c !== '.') && !st.isDirectory()) throw new FsError(Errno.ENOTDIR);
-    current = next;
-  }
-  return current;
+export function confinedResolve(root: string, rel: readonly string[]): Promise<string> {
+  return confinedAt(root, rel, async (entry) => entry.real);
 }

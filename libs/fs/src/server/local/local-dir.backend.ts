@@ -9,8 +9,13 @@
  * `O_PATH|O_NOFOLLOW` descriptor of the entry through its `/proc/self/fd` link (the kernel
  * applies chmod/chown/utimes/truncate to exactly that inode: ENOTSUP/ELOOP for a symlink);
  * unlink, rmdir, rename, mkdir and symlink never follow a final symlink. `open` follows a final
- * symlink only through {@link confinedResolve}, opens with O_NOFOLLOW|O_NONBLOCK, refuses
+ * symlink only through {@link confinedAt}, opens with O_NOFOLLOW|O_NONBLOCK, refuses
  * special files (devices, fifos, sockets: EACCES) and checks the real path of the new descriptor.
+ *
+ * Races with changes on disk: every system error is answered as its errno (toFsError), and a
+ * link or directory that vanishes or changes while a path is resolved gets the errno the
+ * filesystem would give (ENOENT, ENOTDIR, ELOOP; EACCES when it leads outside), never an
+ * internal error (see {@link confinedAt} and {@link LocalDirBackend.pinDir}).
  * Linux only (`/proc/self/fd`).
  */
 import { Logger } from '@nestjs/common';
@@ -20,7 +25,7 @@ import { promisify } from 'node:util';
 import { chmod, chown, lstat, mkdir, open, readdir, readlink, realpath, rename, rmdir, stat, statfs, symlink, truncate, unlink, utimes, FileHandle } from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
 import type { FsAttrChanges, FsBackend, FsOpenFile, FsStat, FsWatch, FsWatchEvent } from '../fs-backend';
-import { confinedResolve, fdPath, isInside, realPathOfFdSync } from './confine';
+import { confinedAt, fdPath, isInside, realPathOfFdSync } from './confine';
 import { toFsError } from './errno';
 
 const O_PATH = OpenFlags.O_PATH;
@@ -190,8 +195,14 @@ export class LocalDirBackend implements FsBackend {
   /**
    * Pins directory `dir` (a final symlink is followed) as an O_PATH descriptor whose real path
    * is inside the root. The real path is read from `/proc/self/fd` synchronously (see
-   * {@link realPathOfFdSync}), and the caller closes the descriptor with {@link closePath}: only
-   * the open goes through the thread pool.
+   * {@link realPathOfFdSync}), and the caller closes the descriptor with {@link closePath}.
+   *
+   * The common case is one open(2) of the whole path. When that fails, the failure may have
+   * happened outside the root (a symlink leading out) or because something on the path changed
+   * during the lookup: the path is then walked again with {@link confinedAt}, which looks at
+   * nothing outside the root, and its answer is the one given (EACCES for a link that leads
+   * out, ENOENT, ENOTDIR, ELOOP as the filesystem says now) or, when the path resolves now, its
+   * directory is pinned.
    * @returns the descriptor number
    * @throws FsError EACCES (outside the root), ENOENT, ENOTDIR, ELOOP
    */
@@ -199,11 +210,12 @@ export class LocalDirBackend implements FsBackend {
     let fd: number;
     try {
       fd = await openFd(this.join(dir), O_PATH | C.O_DIRECTORY);
-    } catch (e) {
-      // The failure may have happened outside the root (a symlink leading out): answer what
-      // resolving inside the root only says, so nothing outside can be probed.
-      await confinedResolve(this.root, dir);
-      throw toFsError(e);
+    } catch {
+      try {
+        fd = await confinedAt(this.root, dir, (entry) => openFd(entry.path, O_PATH | C.O_DIRECTORY | entry.nofollow));
+      } catch (e) {
+        throw toFsError(e);
+      }
     }
     try {
       const real = realPathOfFdSync(fd);
@@ -302,30 +314,47 @@ export class LocalDirBackend implements FsBackend {
     if (acc === OpenFlags.O_ACCMODE || (flags & REFUSED_FLAGS) !== 0) throw new FsError(Errno.EINVAL, 'unsupported open flags');
     if (this.options.ro && wantsWrite(flags)) throw new FsError(Errno.EROFS);
     const local = acc | (flags & PASS_FLAGS) | C.O_NOFOLLOW | C.O_NONBLOCK;
-    let target: string;
-    let dirFd: number | null = null;
+    if (path.length === 0) return this.checkOpened(await fsCall(() => open(this.root, local)), acc);
+    const [dir, name] = splitParent(path);
+    const dirFd = await this.pinDir(dir);
+    let fh: FileHandle;
     try {
-      if (path.length === 0) {
-        target = this.root;
-      } else {
-        const [dir, name] = splitParent(path);
-        dirFd = await this.pinDir(dir);
-        const entry = fdPath(dirFd, name);
-        const st = await fsCall(() => lstat(entry));
-        if (st.isSymbolicLink()) {
-          if (flags & OpenFlags.O_NOFOLLOW) throw new FsError(Errno.ELOOP);
-          target = await confinedResolve(this.root, path);
-          if (!isServable((await fsCall(() => lstat(target))).mode)) throw new FsError(Errno.EACCES, 'special files are not served');
-        } else {
-          if (!isServable(st.mode)) throw new FsError(Errno.EACCES, 'special files are not served');
-          target = entry;
-        }
+      const entry = fdPath(dirFd, name);
+      const st = await fsCall(() => lstat(entry));
+      if (st.isSymbolicLink()) {
+        if (flags & OpenFlags.O_NOFOLLOW) throw new FsError(Errno.ELOOP);
+        return await this.openConfined(path, local, acc);
       }
-      const fh = await fsCall(() => open(target, local));
-      return await this.checkOpened(fh, acc);
+      if (!isServable(st.mode)) throw new FsError(Errno.EACCES, 'special files are not served');
+      try {
+        fh = await open(entry, local);
+      } catch (e) {
+        // ELOOP: it became a symlink since the lstat; follow it as if it had been one.
+        if ((e as NodeJS.ErrnoException).code === 'ELOOP' && !(flags & OpenFlags.O_NOFOLLOW)) return await this.openConfined(path, local, acc);
+        throw toFsError(e);
+      }
     } finally {
-      if (dirFd !== null) closePath(dirFd);
+      closePath(dirFd);
     }
+    return this.checkOpened(fh, acc);
+  }
+
+  /**
+   * Opens `path`, following symlinks only inside the root ({@link confinedAt}): special files
+   * are refused (EACCES) before they are opened, and the new descriptor is checked like any.
+   * @param local open(2) flags including O_NOFOLLOW (dropped only for a directory the walk holds)
+   */
+  private async openConfined(path: readonly string[], local: number, acc: number): Promise<{ file: FsOpenFile; stat: FsStat }> {
+    let fh: FileHandle;
+    try {
+      fh = await confinedAt(this.root, path, (entry) => {
+        if (!isServable(entry.st.mode)) throw new FsError(Errno.EACCES, 'special files are not served');
+        return open(entry.path, (local & ~C.O_NOFOLLOW) | entry.nofollow);
+      });
+    } catch (e) {
+      throw toFsError(e);
+    }
+    return this.checkOpened(fh, acc);
   }
 
   /** Checks a new descriptor (regular file or directory, inside the root) and wraps it; closes it on failure. */
@@ -352,15 +381,24 @@ export class LocalDirBackend implements FsBackend {
     const local = acc | (flags & PASS_FLAGS) | C.O_NOFOLLOW | C.O_NONBLOCK;
     return this.inDir(dir, async (dfd) => {
       const entry = fdPath(dfd, name);
-      let fh: FileHandle;
+      let fh: FileHandle | undefined;
       let created = true;
-      try {
-        // O_EXCL never follows a symlink at `name`, so nothing is created through one.
-        fh = await open(entry, local | C.O_CREAT | C.O_EXCL, mode & 0o7777);
-      } catch (e) {
-        if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || (flags & OpenFlags.O_EXCL) !== 0) throw e;
-        created = false;
-        fh = await open(entry, local);
+      // An entry removed between the EEXIST and the open of what existed is created after all
+      // (as open(2) with O_CREAT would); a name that keeps vanishing ends in ENOENT.
+      for (let attempt = 1; !fh; attempt++) {
+        try {
+          // O_EXCL never follows a symlink at `name`, so nothing is created through one.
+          fh = await open(entry, local | C.O_CREAT | C.O_EXCL, mode & 0o7777);
+          created = true;
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || (flags & OpenFlags.O_EXCL) !== 0) throw e;
+          created = false;
+          try {
+            fh = await open(entry, local);
+          } catch (e2) {
+            if ((e2 as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 3) throw e2;
+          }
+        }
       }
       const opened = await this.checkOpened(fh, acc);
       if (opened.stat.kind === NodeKind.DIR) {
@@ -457,7 +495,12 @@ export class LocalDirBackend implements FsBackend {
     return this.inDir(dir, async (fd) => {
       const real = realPathOfFdSync(fd);
       const ino = (await stat(fdPath(fd), { bigint: true })).ino;
-      const self = real.slice(real.lastIndexOf('/') + 1);
+      // The watch is set on the pinned directory's inode through its descriptor, not by path:
+      // a directory swapped for a symlink meanwhile cannot make it watch something outside.
+      // inotify names events on the watched directory itself by the last component of that
+      // path: the descriptor number.
+      const watchPath = fdPath(fd);
+      const self = String(fd);
       let watcher: ReturnType<typeof fsWatch>;
       // Nothing is reported once the watch is closed, not even by a check still in flight: a
       // late "gone" from a replaced watch must not tear down the watch that succeeded it.
@@ -477,10 +520,11 @@ export class LocalDirBackend implements FsBackend {
         listener({ type: 'rename', name: null });
       };
       try {
-        watcher = fsWatch(real, { persistent: false }, (type, filename) => {
+        watcher = fsWatch(watchPath, { persistent: false }, (type, filename) => {
           const name = typeof filename === 'string' && filename.length > 0 ? filename : null;
           const event: FsWatchEvent = { type: type === 'change' ? 'change' : 'rename', name };
-          // inotify names events on the watched directory itself by its own name.
+          // An event on the watched directory itself (see `self`), or on an entry that happens to
+          // have that name: the inode number tells.
           if (name === self && type === 'rename') {
             lstat(real, { bigint: true }).then(
               (st) => (st.ino === ino ? report(event) : gone()),
