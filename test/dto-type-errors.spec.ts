@@ -63,6 +63,11 @@ const VALID: Record<string, unknown> = {
   new_parent: 1,
   new_name: 'b',
   target: 'a',
+  read: 4096,
+  close_at_eof: true,
+  names: ['a', 'b'],
+  max_file: 65536,
+  max_total: 1048576,
 };
 
 /** Values of the wrong JSON type for each type constraint. */

@@ -187,7 +187,8 @@ describe('hello (PROTOCOL.md 4)', () => {
       protocol: 'unified-v2-fs',
       proto: 2,
       node: { os: 'linux' },
-      caps: { readdirp: true, symlink: true, statfs: true, events: true, case_sensitive: true, max_read: MiB, max_write: MiB, binary_data: false },
+      // No extension unless asked for (PROTOCOL.md 8 "Extensions").
+      caps: { readdirp: true, symlink: true, statfs: true, events: true, case_sensitive: true, max_read: MiB, max_write: MiB, binary_data: false, features: [] },
     });
     expect(typeof r.payload.node.name).toBe('string');
     // after negotiation: errors keep the session open

@@ -35,6 +35,16 @@ describe('svc-fs-node configuration', () => {
     for (const key of ['__proto__', 'constructor', 'prototype']) expect(() => parseLabel(`${key}=1`)).toThrow(/must not be/);
   });
 
+  it('grants every FS extension by default; --fs-features, else SVC_FS_NODE_FEATURES, narrows it', () => {
+    expect(loadFsNodeConfig([], {}, dir).features).toEqual(['open_read', 'prefetch']);
+    expect(loadFsNodeConfig([], { SVC_FS_NODE_FEATURES: 'none' }, dir).features).toEqual([]);
+    expect(loadFsNodeConfig([], { SVC_FS_NODE_FEATURES: 'prefetch' }, dir).features).toEqual(['prefetch']);
+    expect(loadFsNodeConfig(['--fs-features', 'open_read'], { SVC_FS_NODE_FEATURES: 'none' }, dir).features).toEqual(['open_read']);
+    expect(loadFsNodeConfig(['--fs-features', 'none'], {}, dir).features).toEqual([]);
+    expect(() => loadFsNodeConfig(['--fs-features', 'open_read,turbo'], {}, dir)).toThrow(/--fs-features: unknown FS extension "turbo"/);
+    expect(() => loadFsNodeConfig([], { SVC_FS_NODE_FEATURES: 'none,prefetch' }, dir)).toThrow(/SVC_FS_NODE_FEATURES: "none" cannot be combined/);
+  });
+
   it('takes the FS session token from --auth-token, else SVC_FS_NODE_AUTH_TOKEN', () => {
     expect(loadFsNodeConfig([], { SVC_FS_NODE_AUTH_TOKEN: 'env-token' }, dir).authToken).toBe('env-token');
     expect(loadFsNodeConfig(['--auth-token', 'flag-token'], { SVC_FS_NODE_AUTH_TOKEN: 'env-token' }, dir).authToken).toBe('flag-token');

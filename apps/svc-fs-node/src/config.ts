@@ -7,7 +7,7 @@ import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, FORBIDDEN_KEYS, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '@svc/protocol';
+import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, FORBIDDEN_KEYS, FsFeature, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS, parseFsFeatures } from '@svc/protocol';
 import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '@svc/ops';
 
 /** One `--export name=path[:ro|:rw]`. */
@@ -43,6 +43,8 @@ export class FsNodeConfig {
   terminalIds: string[];
   /** Directory terminal requests run in (`--terminal-cwd`; default the first read-write export). */
   terminalCwd: string | null;
+  /** FS extensions granted to sessions that ask (`--fs-features`, else `SVC_FS_NODE_FEATURES`; default all). */
+  features: FsFeature[];
   /** Control daemon mode settings; null in standalone mode. */
   daemon: DaemonConfig | null;
   /** `--help` was given. */
@@ -90,6 +92,8 @@ Serves directories as FS exports on ws://ADDR:PORT/v2/fs (standalone mode).
   --terminal-id ID     serve a terminal export terminal-ID (repeatable); requests run in --terminal-cwd;
                        needs --auth-token (or control daemon mode): it runs programs for its sessions
   --terminal-cwd DIR   directory terminal requests run in (default: the first read-write export)
+  --fs-features LIST   FS extensions granted to sessions that ask for them: comma-separated names
+                       (open_read, prefetch), all (default) or none (or SVC_FS_NODE_FEATURES)
   -h, --help           this text
 
 control daemon mode (pairs with svc, keeps a lease, publishes the node's service catalog):
@@ -113,6 +117,7 @@ control daemon mode (pairs with svc, keeps a lease, publishes the node's service
 
 environment:
   SVC_FS_NODE_AUTH_TOKEN   FS session token when --auth-token is not given
+  SVC_FS_NODE_FEATURES     FS extensions granted when --fs-features is not given (all, none, or names)
   SVC_METRICS_PORT         serve /livez /readyz /metrics /metrics.json on this port
   SVC_MAX_MESSAGE_BYTES    largest frame in bytes (default 8 MiB, at least 2 MiB)
   SVC_LOG_LEVEL            trace|debug|info|warn|error|fatal|silent (default info)
@@ -184,6 +189,7 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
         'node-name': { type: 'string' },
         'terminal-id': { type: 'string', multiple: true },
         'terminal-cwd': { type: 'string' },
+        'fs-features': { type: 'string' },
         'control-url': { type: 'string' },
         'control-auth-token': { type: 'string' },
         'pair-mode': { type: 'string' },
@@ -240,6 +246,12 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
   config.terminalCwd = str('terminal-cwd') !== undefined ? resolve(cwd, str('terminal-cwd')!) : null;
   if (config.terminalIds.length > 0 && config.terminalCwd === null && !config.exports.some((e) => !e.ro)) {
     throw new ConfigError('--terminal-id needs a read-write export or --terminal-cwd DIR for requests to run in');
+  }
+  const featuresFlag = str('fs-features');
+  try {
+    config.features = parseFsFeatures(featuresFlag ?? env.SVC_FS_NODE_FEATURES, featuresFlag !== undefined ? '--fs-features' : 'SVC_FS_NODE_FEATURES');
+  } catch (e) {
+    throw new ConfigError((e as Error).message);
   }
   config.daemon = loadDaemonConfig(values, env, cwd);
   if (config.terminalIds.length > 0 && config.authToken === null && config.daemon === null) {

@@ -94,6 +94,7 @@ async function main(): Promise<void> {
     authRequired: config.daemon !== null,
     nodeName: config.nodeName,
     version: version(),
+    features: config.features,
   };
 
   const app = await NestFactory.create(

@@ -1,6 +1,27 @@
 import { Errno, FsError } from './errors';
 import { randomBytes } from 'node:crypto';
-import { base64Length, decodeBase64Bytes, decodeBase64Strict, OpenFlags, wantsWrite, writeBase64 } from './fs';
+import { base64Length, decodeBase64Bytes, decodeBase64Strict, FS_FEATURES, OpenFlags, parseFsFeatures, wantsWrite, writeBase64 } from './fs';
+
+describe('parseFsFeatures', () => {
+  it.each([
+    [undefined, [...FS_FEATURES]],
+    ['', [...FS_FEATURES]],
+    [' all ', [...FS_FEATURES]],
+    ['none', []],
+    ['prefetch, open_read', ['open_read', 'prefetch']],
+    ['prefetch,prefetch,', ['prefetch']],
+  ])('parses %j', (text, expected) => {
+    expect(parseFsFeatures(text, 'X')).toEqual(expected);
+  });
+
+  it.each([
+    ['turbo', /X: unknown FS extension "turbo" \(known: open_read, prefetch; or all, none\)/],
+    ['none,open_read', /X: "none" cannot be combined/],
+    ['all,prefetch', /X: "all" cannot be combined/],
+  ])('refuses %j naming the setting', (text, message) => {
+    expect(() => parseFsFeatures(text, 'X')).toThrow(message);
+  });
+});
 
 describe('decodeBase64Strict', () => {
   it.each([

@@ -47,6 +47,57 @@ export const FS_OPS = [
 ] as const;
 export type FsOp = (typeof FS_OPS)[number];
 
+/**
+ * FS extensions (PROTOCOL.md 8 "Extensions", written down in docs/protocol.md "FS
+ * extensions"): a client lists the names it wants in the hello payload `features`, the node
+ * answers with those it grants in `caps.features`; a session that was granted none speaks the
+ * base protocol exactly.
+ * - `open_read`: `t_fs_open` may carry `read` (bytes) and `close_at_eof`; the reply carries the
+ *   first bytes of the file and its attr, and the handle is closed by the node when the whole
+ *   file came back (one round trip for a small file).
+ * - `prefetch`: `t_fs_prefetch` reads several small regular files of one directory in one
+ *   request (bounded per file and per batch).
+ */
+export const FS_FEATURES = ['open_read', 'prefetch'] as const;
+export type FsFeature = (typeof FS_FEATURES)[number];
+
+/** Most names a hello's `features` may list, and the longest name, characters. */
+export const HELLO_MAX_FEATURES = 64;
+export const FEATURE_NAME_MAX = 64;
+
+/**
+ * Parses a feature list as given on a command line or in the environment
+ * (`--fs-features`, `SVC_FS_NODE_FEATURES`, `SVC_FS_CLIENT_FEATURES`): names separated by
+ * commas (blanks ignored), `all` for every extension this build knows, `none` for none.
+ * @param text the list; undefined or blank means `all`
+ * @param what the flag or variable named in errors
+ * @returns the extensions, in {@link FS_FEATURES} order, without duplicates
+ * @throws Error naming `what` and the known names for an unknown name, or `none`/`all` mixed with names
+ */
+export function parseFsFeatures(text: string | undefined, what: string): FsFeature[] {
+  const names = (text ?? '')
+    .split(',')
+    .map((n) => n.trim())
+    .filter((n) => n !== '');
+  if (names.length === 0 || (names.length === 1 && names[0] === 'all')) return [...FS_FEATURES];
+  if (names.length === 1 && names[0] === 'none') return [];
+  const known = new Set<string>(FS_FEATURES);
+  for (const n of names) {
+    if (n === 'none' || n === 'all') throw new Error(`${what}: "${n}" cannot be combined with other names`);
+    if (!known.has(n)) throw new Error(`${what}: unknown FS extension "${n}" (known: ${FS_FEATURES.join(', ')}; or all, none)`);
+  }
+  return FS_FEATURES.filter((f) => names.includes(f));
+}
+
+/** `prefetch` limits (docs/protocol.md "FS extensions"): most names per request. */
+export const PREFETCH_MAX_NAMES = 1024;
+/** `prefetch` `max_file`: default and largest accepted (larger is clamped), bytes. */
+export const PREFETCH_DEFAULT_MAX_FILE = 64 * 1024;
+export const PREFETCH_MAX_FILE = 1024 * 1024;
+/** `prefetch` `max_total` (bytes of file data per reply): default and largest accepted (larger is clamped). */
+export const PREFETCH_DEFAULT_MAX_TOTAL = 1024 * 1024;
+export const PREFETCH_MAX_TOTAL = 4 * 1024 * 1024;
+
 /** Largest `read` `len` (larger is clamped) and `write` data (larger is EINVAL), bytes (PROTOCOL.md 8). */
 export const MAX_READ = 1024 * 1024;
 export const MAX_WRITE = 1024 * 1024;
@@ -140,6 +191,8 @@ export interface FsHelloRequest {
   auth_token?: string;
   /** Ask for the binary data path (PROTOCOL.md 8). */
   binary?: boolean;
+  /** Extensions asked for ({@link FS_FEATURES}; unknown names are ignored). */
+  features?: string[];
 }
 
 /** Capabilities announced in `acheron.r_fs_hello` (PROTOCOL.md 4); `max_read`/`max_write` in bytes. */
@@ -155,6 +208,8 @@ export interface FsCaps {
   max_write: number;
   /** True when the binary data path was asked for and is granted. */
   binary_data: boolean;
+  /** Extensions granted to this session: those asked for that the node offers (empty: none). */
+  features: string[];
 }
 
 /** `acheron.r_fs_hello` payload (PROTOCOL.md 4). */
@@ -188,6 +243,49 @@ export interface OpenReply {
   h: number;
   caps: { rd: boolean; wr: boolean };
   gen: number;
+}
+
+/**
+ * `open` reply with the `open_read` extension when `read` was given: the {@link OpenReply}
+ * fields plus the node's attr after opening, `n` bytes read at offset 0 (in `data_b64` on the
+ * JSON path, after the header of a binary frame on the binary path) and `eof` (fewer than asked
+ * for came back). `closed`: the node closed the handle itself (`close_at_eof` and `eof`); `h` is
+ * then 0. For a directory nothing is read: `n` and `eof` are absent.
+ */
+export interface OpenReadReply extends OpenReply {
+  attr: Attr;
+  n?: number;
+  eof?: boolean;
+  closed?: boolean;
+  data_b64?: string;
+}
+
+/**
+ * Why `prefetch` returned a file's attr without its data: `size` (larger than `max_file`),
+ * `total` (the batch's `max_total` was used up before it), `changed` (its size changed while it
+ * was read: open it to read it).
+ */
+export type PrefetchSkip = 'size' | 'total' | 'changed';
+
+/**
+ * One entry of a `prefetch` reply, in the order of the request's names: with data (`attr`, `n`
+ * bytes: `data_b64`, or the next `n` bytes after a binary frame's header), skipped (`attr`,
+ * `skip`), or failed (`errno`, as `open` would answer; ELOOP for a symlink, EISDIR for a
+ * directory, EACCES for a special file).
+ */
+export interface PrefetchEntry {
+  name: string;
+  attr?: Attr;
+  n?: number;
+  skip?: PrefetchSkip;
+  errno?: number;
+  data_b64?: string;
+}
+
+/** `prefetch` reply: `files` in request order; `n` the byte count of all their data (binary path). */
+export interface PrefetchReply {
+  files: PrefetchEntry[];
+  n: number;
 }
 
 /** `read` reply on the JSON path (`data_b64`); on the binary path the bytes follow the header and `data_b64` is absent. */

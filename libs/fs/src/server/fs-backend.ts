@@ -70,6 +70,12 @@ export interface FsBackend {
   readonly sourceKind: string;
   /** Export capabilities listed by `exports`. */
   readonly caps: Record<string, unknown>;
+  /**
+   * True when reading a file has no effect but its bytes, so the node may read files nobody
+   * opened yet (the `prefetch` extension, docs/protocol.md "FS extensions"). A synthetic tree
+   * whose reads act (a terminal's `invoke.json`) leaves it unset: `prefetch` is then ENOTSUP.
+   */
+  readonly batchReads?: boolean;
 
   /** Attributes of `path` without following a final symlink. @throws FsError ENOENT, EACCES (outside the root) */
   getattr(path: readonly string[]): Promise<FsStat>;

@@ -2,6 +2,7 @@
  * Configuration of the FS node server (libs/fs), given by the program that hosts it
  * (`svc-fs-node`) through {@link FsModule.forRoot}.
  */
+import type { FsFeature } from '@svc/protocol';
 import type { FsBackend } from './fs-backend';
 
 /** One export to serve (PROTOCOL.md 8 `exports`). */
@@ -32,4 +33,9 @@ export class FsNodeOptions {
   nodeName: string;
   /** Software version reported in `acheron.r_fs_hello` `node.ver`. */
   version: string;
+  /**
+   * FS extensions this node grants to sessions that ask for them (`--fs-features` /
+   * `SVC_FS_NODE_FEATURES`; docs/protocol.md "FS extensions"). Default: every extension.
+   */
+  features?: readonly FsFeature[];
 }

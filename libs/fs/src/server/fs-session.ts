@@ -1,7 +1,7 @@
 /**
  * Per-session FS state (PROTOCOL.md 8): the session's open handles (closed when it ends), the
- * node ids it was given (for invalidation pushes), whether it negotiated the binary data path,
- * and its directory listings in progress (readdirp paging).
+ * node ids it was given (for invalidation pushes), whether it negotiated the binary data path
+ * and which extensions it was granted, and its directory listings in progress (readdirp paging).
  */
 import { Injectable, Logger } from '@nestjs/common';
 import { Errno, FsError } from '@svc/protocol';
@@ -42,6 +42,8 @@ export class FsSession {
     readonly binary: boolean,
     /** Push to the peer. */
     readonly push: PushFn,
+    /** FS extensions granted in the hello (docs/protocol.md "FS extensions"). */
+    readonly features: ReadonlySet<string> = new Set(),
   ) {}
 
   /**
@@ -84,9 +86,9 @@ export class FsSessionService {
   private readonly log = new Logger('FsSessionService');
   private readonly sessions = new Set<FsSession>();
 
-  /** Starts the FS state of a session after a good hello. */
-  open(id: string, binary: boolean, push: PushFn): FsSession {
-    const session = new FsSession(id, binary, push);
+  /** Starts the FS state of a session after a good hello; `features`: the extensions granted. */
+  open(id: string, binary: boolean, push: PushFn, features: readonly string[] = []): FsSession {
+    const session = new FsSession(id, binary, push, new Set(features));
     this.sessions.add(session);
     return session;
   }

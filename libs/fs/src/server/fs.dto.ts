@@ -5,7 +5,8 @@
  * ENAMETOOLONG), not here. Units: bytes for offsets and sizes, ns since the epoch for times.
  */
 import 'reflect-metadata';
-import { IsInt, IsOptional, IsString, Max, Min } from 'class-validator';
+import { IsArray, IsBoolean, IsInt, IsOptional, IsString, Max, Min, ValidateBy } from 'class-validator';
+import { PREFETCH_MAX_NAMES } from '@svc/protocol';
 
 const U32_MAX = 0xffff_ffff;
 /** Largest time accepted, ns (about the year 2262, the end of a signed 64-bit ns clock). */
@@ -73,11 +74,49 @@ export class ReaddirpDto {
   max?: number;
 }
 
-/** `open` `{flags}` (Linux O_* bits; default O_RDONLY). */
+/**
+ * `open` `{flags, read?, close_at_eof?}`: Linux O_* bits (default O_RDONLY); with the
+ * `open_read` extension, `read` bytes to read at offset 0 (above max_read: clamped) and whether
+ * the node closes the handle when the whole file came back (docs/protocol.md "FS extensions").
+ * Without the extension `read` and `close_at_eof` are ignored like any unknown member.
+ */
 export class OpenDto {
   @IsOptional()
   @UInt('flags', U32_MAX)
   flags?: number;
+
+  @IsOptional()
+  @UInt('read', U32_MAX)
+  read?: number;
+
+  @IsOptional()
+  @IsBoolean({ message: 'close_at_eof must be a boolean' })
+  close_at_eof?: boolean;
+}
+
+/**
+ * `prefetch` `{names, max_file?, max_total?}` (the `prefetch` extension): at most 1024 entry
+ * names of the directory (each checked like any name, per entry), bytes per file and bytes per
+ * reply (above the node's limits: clamped).
+ */
+export class PrefetchDto {
+  @IsArray({ message: 'names must be an array' })
+  @ValidateBy({
+    name: 'isNameList',
+    validator: {
+      validate: (v: unknown) => Array.isArray(v) && v.length <= PREFETCH_MAX_NAMES && v.every((n) => typeof n === 'string'),
+      defaultMessage: () => `names must be an array of at most ${PREFETCH_MAX_NAMES} strings`,
+    },
+  })
+  names: string[];
+
+  @IsOptional()
+  @UInt('max_file', U32_MAX)
+  max_file?: number;
+
+  @IsOptional()
+  @UInt('max_total', U32_MAX)
+  max_total?: number;
 }
 
 /** `create` `{name, mode, flags}` (permission bits, default 0644; Linux O_* bits, default O_RDWR). */

@@ -5,17 +5,35 @@
  *
  * Binary data path: after a hello with `binary: true`, `r_fs_read` is sent as a binary frame
  * (4-byte big-endian header length, the JSON envelope with `payload.n` and `eof`, then the
- * bytes) and `t_fs_write` may carry its bytes in a binary frame.
+ * bytes) and `t_fs_write` may carry its bytes in a binary frame; so are the replies of the
+ * extensions that carry file data (`r_fs_open` with `open_read`, `r_fs_prefetch`; docs/protocol.md
+ * "FS extensions").
  */
 import { Logger, UseFilters } from '@nestjs/common';
 import { SubscribeMessage, WebSocketGateway } from '@nestjs/websockets';
-import { base64Length, BINARY_HEADER_ROOM, completeBinaryFrame, decodeBase64Strict, Errno, FS_ENDPOINT_PATH, FsError, Frame as FrameT, MAX_READ, ProtocolError, ReadReply, writeBase64 } from '@svc/protocol';
+import {
+  base64Length,
+  BINARY_HEADER_ROOM,
+  completeBinaryFrame,
+  decodeBase64Strict,
+  Errno,
+  FS_ENDPOINT_PATH,
+  FsError,
+  Frame as FrameT,
+  MAX_READ,
+  OpenReadReply,
+  OpenReply,
+  PrefetchReply,
+  ProtocolError,
+  ReadReply,
+  writeBase64,
+} from '@svc/protocol';
 import { BufferPool } from '../buffer-pool';
 import { Ctx, EnvelopeExceptionFilter, Frame, Payload, RequestContext, Session, WsSession } from '@svc/transport';
 import { attachFsSession, fsSessionOf } from './fs-endpoint.profile';
 import { FsSession, FsSessionService } from './fs-session';
 import { FsService } from './fs.service';
-import { CreateDto, MkdirDto, NameDto, OpenDto, ReaddirpDto, ReadDto, RenameDto, SetattrDto, SymlinkDto, TruncateDto, WriteDto } from './fs.dto';
+import { CreateDto, MkdirDto, NameDto, OpenDto, PrefetchDto, ReaddirpDto, ReadDto, RenameDto, SetattrDto, SymlinkDto, TruncateDto, WriteDto } from './fs.dto';
 
 /**
  * A root field `node` or `h` (PROTOCOL.md 2), falling back to the payload.
@@ -86,7 +104,7 @@ export class FsGateway {
       this.log.warn({ session: session.id, remote: session.remoteAddress, msg: `FS hello refused: ${(e as Error).message.split(':')[0]}` });
       throw e;
     }
-    const fs = this.sessions.open(session.id, reply.caps.binary_data, (type, event) => session.push('acheron', type, event));
+    const fs = this.sessions.open(session.id, reply.caps.binary_data, (type, event) => session.push('acheron', type, event), reply.caps.features);
     attachFsSession(session, fs);
     session.once('close', () => void this.sessions.close(fs));
     if (!session.isOpen) void this.sessions.close(fs);
@@ -125,10 +143,62 @@ export class FsGateway {
     return this.fs.readdirp(fsOf(session), rootId(frame, 'node'), body.cookie ?? 0, body.max);
   }
 
-  /** `acheron.t_fs_open` (PROTOCOL.md 8): {@link FsService.open}. */
+  /**
+   * `acheron.t_fs_open` (PROTOCOL.md 8): {@link FsService.open}; with `read` on a session granted
+   * `open_read`, {@link FsService.openRead}, whose bytes go in `data_b64` or, on the binary data
+   * path, after the header of a binary frame (as `r_fs_read`).
+   */
   @SubscribeMessage('acheron.t_fs_open')
-  open(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: OpenDto) {
-    return this.fs.open(fsOf(session), rootId(frame, 'node'), body.flags ?? 0);
+  async open(@Ctx() ctx: RequestContext, @Payload() body: OpenDto): Promise<OpenReply | OpenReadReply | undefined> {
+    const fs = fsOf(ctx.session);
+    const node = rootId(ctx.frame, 'node');
+    const flags = body.flags ?? 0;
+    if (body.read === undefined || !fs.features.has('open_read')) return this.fs.open(fs, node, flags);
+    const want = Math.min(body.read, MAX_READ);
+    const block = fs.binary ? (want > POOL_MIN_READ ? readBuffers.acquire() : Buffer.allocUnsafe(BINARY_HEADER_ROOM + want)) : null;
+    const pooled = block !== null && want > POOL_MIN_READ;
+    let handedOver = false;
+    try {
+      const { reply, data } = await this.fs.openRead(fs, node, flags, body.read, body.close_at_eof === true, block?.subarray(BINARY_HEADER_ROOM));
+      if (!block || reply.n === undefined) return reply.n === undefined ? reply : { ...reply, data_b64: data.toString('base64') };
+      const header = JSON.stringify({ channel: 'acheron', type: 'acheron.r_fs_open', tag: ctx.frame.tag, ok: true, payload: reply });
+      handedOver = true;
+      ctx.session.sendRaw(completeBinaryFrame(block, BINARY_HEADER_ROOM, data.length, header), pooled ? () => readBuffers.release(block) : undefined);
+      ctx.replied = true;
+      return undefined;
+    } finally {
+      if (pooled && !handedOver) readBuffers.release(block);
+    }
+  }
+
+  /**
+   * `acheron.t_fs_prefetch` (the `prefetch` extension): {@link FsService.prefetch}. On the JSON
+   * path each entry with data carries `data_b64`; on the binary data path the reply is a binary
+   * frame whose bytes are the entries' data one after the other (`n` bytes each, in entry order).
+   * @throws ProtocolError `unknown_type` (errno 38 ENOSYS, as before extensions) when the session was not granted `prefetch`
+   */
+  @SubscribeMessage('acheron.t_fs_prefetch')
+  async prefetch(@Ctx() ctx: RequestContext, @Payload() body: PrefetchDto): Promise<PrefetchReply | undefined> {
+    const fs = fsOf(ctx.session);
+    if (!fs.features.has('prefetch')) {
+      throw new ProtocolError('unknown_type', 'unknown message type "acheron.t_fs_prefetch" (the prefetch extension was not granted: ask for it in acheron.t_fs_hello features)');
+    }
+    const { files, data } = await this.fs.prefetch(fs, rootId(ctx.frame, 'node'), body.names, body.max_file, body.max_total);
+    const n = data.reduce((sum, d) => sum + d.length, 0);
+    if (!fs.binary) {
+      let k = 0;
+      for (const f of files) if (f.n !== undefined) f.data_b64 = data[k++].toString('base64');
+      return { files, n };
+    }
+    const header = Buffer.from(JSON.stringify({ channel: 'acheron', type: 'acheron.r_fs_prefetch', tag: ctx.frame.tag, ok: true, payload: { files, n } }), 'utf8');
+    const frame = Buffer.allocUnsafe(4 + header.length + n);
+    frame.writeUInt32BE(header.length, 0);
+    header.copy(frame, 4);
+    let at = 4 + header.length;
+    for (const d of data) at += d.copy(frame, at);
+    ctx.session.sendRaw(frame);
+    ctx.replied = true;
+    return undefined;
   }
 
   /** `acheron.t_fs_create` (PROTOCOL.md 8): {@link FsService.create}. */

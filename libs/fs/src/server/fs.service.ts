@@ -21,10 +21,21 @@ import {
   FS_PROTOCOL,
   FsError,
   FsHelloReply,
+  FEATURE_NAME_MAX,
+  FS_FEATURES,
+  HELLO_MAX_FEATURES,
   MAX_READ,
   MAX_WRITE,
+  NodeKind,
   OpenFlags,
+  OpenReadReply,
   OpenReply,
+  PREFETCH_DEFAULT_MAX_FILE,
+  PREFETCH_DEFAULT_MAX_TOTAL,
+  PREFETCH_MAX_FILE,
+  PREFETCH_MAX_NAMES,
+  PREFETCH_MAX_TOTAL,
+  PrefetchEntry,
   ProtocolError,
   ReaddirpReply,
   secretsEqual,
@@ -45,6 +56,26 @@ import { FsNode, NodeTable } from './node-table';
 /** readdirp page size: default and bounds (entries). */
 export const READDIRP_DEFAULT_MAX = 256;
 export const READDIRP_MAX = 1024;
+
+/** Files `prefetch` opens and reads at once. */
+const PREFETCH_CONCURRENCY = 16;
+/** File type bits of st_mode, and that of a regular file. */
+const S_IFMT = 0o170000;
+const S_IFREG = 0o100000;
+
+/** The errno of a failure (EIO for anything that is not an FsError). */
+function errnoOf(e: unknown): number {
+  return e instanceof FsError ? (e.errno ?? Errno.EIO) : Errno.EIO;
+}
+
+/** Runs `fn` on every item, at most `limit` at once. */
+async function forEachLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) await fn(items[next++]);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
 
 /** Default permission bits of `create` and `mkdir`. */
 const DEFAULT_FILE_MODE = 0o644;
@@ -69,11 +100,14 @@ export class FsService implements OnModuleDestroy {
   // ---- hello (PROTOCOL.md 4) -------------------------------------------------------------
 
   /**
-   * Checks an `acheron.t_fs_hello` payload `{protocol, proto, auth_token?, binary?}`.
-   * @returns the `acheron.r_fs_hello` payload; `caps.binary_data` true when `binary` was asked for
+   * Checks an `acheron.t_fs_hello` payload `{protocol, proto, auth_token?, binary?, features?}`.
+   * @returns the `acheron.r_fs_hello` payload; `caps.binary_data` true when `binary` was asked
+   *   for; `caps.features` the extensions asked for that this node grants (PROTOCOL.md 8
+   *   "Extensions", docs/protocol.md "FS extensions"; unknown names are ignored)
    * @throws ProtocolError `protocol_mismatch` (errno 71 EPROTO) for another protocol or proto;
-   *   FsError EACCES `AuthMissing: ...` / `AuthFailed: ...` when FS session auth is on and the
-   *   token is absent / does not match (compared in constant time, never logged)
+   *   `invalid_payload` (errno 22) when `features` is not an array of at most 64 strings of at
+   *   most 64 characters; FsError EACCES `AuthMissing: ...` / `AuthFailed: ...` when FS session
+   *   auth is on and the token is absent / does not match (compared in constant time, never logged)
    */
   hello(payload: Record<string, unknown>): FsHelloReply {
     const { protocol, proto } = payload;
@@ -92,6 +126,7 @@ export class FsService implements OnModuleDestroy {
       if (expected === null) throw new FsError(Errno.EACCES, 'AuthFailed: this FS node is not paired with its control plane yet');
       if (typeof token !== 'string' || !secretsEqual(token, expected)) throw new FsError(Errno.EACCES, 'AuthFailed: auth_token does not match');
     }
+    const features = this.grant(payload.features);
     return {
       protocol: FS_PROTOCOL,
       proto: FS_PROTO,
@@ -107,8 +142,23 @@ export class FsService implements OnModuleDestroy {
         max_read: MAX_READ,
         max_write: MAX_WRITE,
         binary_data: payload.binary === true,
+        features,
       },
     };
+  }
+
+  /**
+   * The extensions granted for a hello's `features`: those named that this node offers
+   * ({@link FsNodeOptions.features}, default all), in {@link FS_FEATURES} order.
+   * @throws ProtocolError `invalid_payload` for a malformed list
+   */
+  private grant(asked: unknown): string[] {
+    if (asked === undefined) return [];
+    if (!Array.isArray(asked) || asked.length > HELLO_MAX_FEATURES || !asked.every((f) => typeof f === 'string' && f.length <= FEATURE_NAME_MAX)) {
+      throw new ProtocolError('invalid_payload', `features must be an array of at most ${HELLO_MAX_FEATURES} extension names (strings of at most ${FEATURE_NAME_MAX} characters)`);
+    }
+    const offered = this.options.features ?? FS_FEATURES;
+    return offered.filter((f) => asked.includes(f));
   }
 
   // ---- helpers ---------------------------------------------------------------------------
@@ -266,6 +316,147 @@ export class FsService implements OnModuleDestroy {
     }
     if (flags & OpenFlags.O_TRUNC) this.inval.nodeChanged(node, 'data');
     return { h, caps: { rd: file.readable, wr: file.writable }, gen: node.gen };
+  }
+
+  /**
+   * `open` with the `open_read` extension (docs/protocol.md "FS extensions"): opens like
+   * {@link open}, then reads up to `len` bytes (clamped to max_read, 1 MiB) at offset 0. With
+   * `closeAtEof`, a file that came back whole (`eof`) is closed at once and `h` is 0. A
+   * directory is opened without reading (`n`/`eof` absent). The attr is that of the opened file
+   * (its fstat, taken before the read: data newer than the attr can be, older cannot).
+   * @param into where to read (at least `min(len, 1 MiB)` bytes); the returned data is a view of it
+   * @returns the reply payload (without the bytes) and the bytes read
+   * @throws FsError EINVAL for an O_WRONLY open; what {@link open} and `read` throw (the
+   *   handle is closed again when the read fails)
+   */
+  async openRead(session: FsSession, id: number, flags: number, len: number, closeAtEof: boolean, into?: Buffer): Promise<{ reply: OpenReadReply; data: Buffer }> {
+    if ((flags & OpenFlags.O_ACCMODE) === OpenFlags.O_WRONLY) throw new FsError(Errno.EINVAL, 'read needs an open for reading (O_RDONLY or O_RDWR)');
+    const node = this.node(id);
+    const exp = this.registry.of(node);
+    if (wantsWrite(flags)) this.writable(exp);
+    const { file, stat } = await exp.backend.open(node.path(), flags & ~(OpenFlags.O_CREAT | OpenFlags.O_EXCL));
+    const done = (reply: OpenReadReply, data: Buffer) => {
+      if (flags & OpenFlags.O_TRUNC) this.inval.nodeChanged(node, 'data');
+      return { reply, data };
+    };
+    try {
+      const attr = this.attr(session, node, stat);
+      const caps = { rd: file.readable, wr: file.writable };
+      if (stat.kind === NodeKind.DIR) return done({ h: session.addHandle(node, file), caps, gen: node.gen, attr }, Buffer.alloc(0));
+      const want = Math.min(len, MAX_READ);
+      if (into && into.length < want) throw new RangeError(`read buffer holds ${into.length} bytes; ${want} needed`);
+      const buf = into ? into.subarray(0, want) : Buffer.allocUnsafe(want);
+      const n = want > 0 ? await file.read(buf, 0) : 0;
+      this.metrics.bytesRead.inc(n);
+      const eof = n < want;
+      const data = buf.subarray(0, n);
+      if (closeAtEof && eof) {
+        await file.close();
+        return done({ h: 0, caps, gen: node.gen, attr, n, eof, closed: true }, data);
+      }
+      return done({ h: session.addHandle(node, file), caps, gen: node.gen, attr, n, eof }, data);
+    } catch (e) {
+      await file.close().catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /**
+   * `prefetch` `node`=dir `{names, max_file?, max_total?}` (the `prefetch` extension,
+   * docs/protocol.md "FS extensions"): reads the regular files `names` of the directory, each
+   * opened as `open` would (confined, with the node's permissions) but never through a symlink.
+   * Entries come back in request order: with data (`attr`, `n`), skipped (`attr`, `skip`:
+   * `size` above `max_file`, `total` once `max_total` is used up (every later file too),
+   * `changed` when its size moved while it was read), or failed (`errno`: EINVAL/ENAMETOOLONG
+   * for a bad name, ENOENT, ELOOP for a symlink, EISDIR, EACCES for a special file or a file the
+   * node may not read). The directory is watched before anything is read, so a later change is
+   * pushed (`e_fs_inval`) to this session, which now counts every returned node as seen.
+   * @param maxFile bytes per file (default 64 KiB, clamped to 1 MiB)
+   * @param maxTotal bytes of data in the reply (default 1 MiB, clamped to 4 MiB)
+   * @returns the entries and the data of those that carry some, in entry order
+   * @throws FsError EINVAL (more than 1024 names), ENOTSUP (an export whose reads act, e.g. a
+   *   terminal), ENOENT/ENOTDIR/EACCES for the directory itself
+   */
+  async prefetch(session: FsSession, dirId: number, names: readonly string[], maxFile?: number, maxTotal?: number): Promise<{ files: PrefetchEntry[]; data: Buffer[] }> {
+    if (names.length > PREFETCH_MAX_NAMES) throw new FsError(Errno.EINVAL, `names holds ${names.length} names; at most ${PREFETCH_MAX_NAMES}`);
+    const { dir, exp } = this.dir(dirId);
+    if (!exp.backend.batchReads) throw new FsError(Errno.ENOTSUP, `export ${exp.name} does not serve prefetch`);
+    const fileCap = Math.min(maxFile ?? PREFETCH_DEFAULT_MAX_FILE, PREFETCH_MAX_FILE);
+    let budget = Math.min(maxTotal ?? PREFETCH_DEFAULT_MAX_TOTAL, PREFETCH_MAX_TOTAL);
+    const path = dir.path();
+    // Watched before anything is read: a change made after the read is pushed.
+    await this.inval.watchDir(dir);
+    const files: PrefetchEntry[] = names.map((name) => ({ name }));
+    const valid: number[] = [];
+    names.forEach((name, i) => {
+      try {
+        validateName(name);
+        valid.push(i);
+      } catch (e) {
+        files[i].errno = errnoOf(e);
+      }
+    });
+    const stats = valid.length > 0 ? await exp.backend.lookupMany(path, valid.map((i) => names[i])) : [];
+    session.seen.add(dir.id);
+    const reads: Array<{ i: number; reserved: number }> = [];
+    let exhausted = false;
+    valid.forEach((i, k) => {
+      const st = stats[k];
+      const entry = files[i];
+      if (!st) entry.errno = Errno.ENOENT;
+      else if (st.kind === NodeKind.SYMLINK) entry.errno = Errno.ELOOP;
+      else if (st.kind === NodeKind.DIR) entry.errno = Errno.EISDIR;
+      else if ((st.mode & S_IFMT) !== S_IFREG) entry.errno = Errno.EACCES;
+      else {
+        entry.attr = this.attr(session, this.table.child(dir, names[i]), st);
+        if (st.size > fileCap) entry.skip = 'size';
+        else if (exhausted || st.size > budget) {
+          exhausted = true;
+          entry.skip = 'total';
+        } else {
+          budget -= st.size;
+          reads.push({ i, reserved: st.size });
+        }
+      }
+    });
+    const data: Array<Buffer | undefined> = new Array(names.length);
+    await forEachLimit(reads, PREFETCH_CONCURRENCY, async ({ i, reserved }) => {
+      const entry = files[i];
+      const fail = (e: unknown) => {
+        delete entry.attr;
+        delete entry.skip;
+        entry.errno = errnoOf(e);
+      };
+      let opened: Awaited<ReturnType<typeof exp.backend.open>>;
+      try {
+        opened = await exp.backend.open([...path, names[i]], OpenFlags.O_RDONLY | OpenFlags.O_NOFOLLOW);
+      } catch (e) {
+        return fail(e);
+      }
+      const { file, stat } = opened;
+      try {
+        if (stat.kind !== NodeKind.FILE || (stat.mode & S_IFMT) !== S_IFREG) return fail(new FsError(stat.kind === NodeKind.DIR ? Errno.EISDIR : Errno.EACCES));
+        entry.attr = this.attr(session, this.table.child(dir, names[i]), stat);
+        // Grown past what was counted for it: not read (the batch stays within max_total).
+        if (stat.size > reserved) {
+          entry.skip = 'changed';
+          return;
+        }
+        const buf = Buffer.allocUnsafe(stat.size + 1);
+        const n = await file.read(buf, 0);
+        this.metrics.bytesRead.inc(n);
+        if (n !== stat.size) entry.skip = 'changed';
+        else {
+          entry.n = n;
+          data[i] = buf.subarray(0, n);
+        }
+      } catch (e) {
+        fail(e);
+      } finally {
+        await file.close().catch(() => undefined);
+      }
+    });
+    return { files, data: data.filter((d): d is Buffer => d !== undefined) };
   }
 
   /**

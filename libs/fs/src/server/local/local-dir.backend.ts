@@ -160,6 +160,7 @@ export function utimesSeconds(ns: number): number {
 export class LocalDirBackend implements FsBackend {
   readonly sourceKind = 'local_dir';
   readonly caps: Record<string, unknown>;
+  readonly batchReads = true;
   private readonly log = new Logger('LocalDirBackend');
   private readonly maxWatches: number;
   private readonly watches = new Set<ReturnType<typeof fsWatch>>();

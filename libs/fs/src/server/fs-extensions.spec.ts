@@ -1,0 +1,282 @@
+/**
+ * Unit tests of the FS extensions on the node (docs/protocol.md "FS extensions"): what a hello
+ * is granted, `open` with `read` (open_read) and `prefetch` with its caps, confinement and
+ * per-entry errors, on a real LocalDirBackend over a temporary directory (no mocks).
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { register } from 'prom-client';
+import { Errno, FsError, OpenFlags, PREFETCH_MAX_FILE, PREFETCH_MAX_NAMES, PREFETCH_MAX_TOTAL, ProtocolError, validatePayload } from '@svc/protocol';
+import { ExportRegistry } from './export-registry';
+import { FsMetrics } from './fs-metrics';
+import { FsNodeOptions } from './fs-options';
+import { FsSession, FsSessionService } from './fs-session';
+import { FsService } from './fs.service';
+import { PrefetchDto } from './fs.dto';
+import { InvalidationService } from './invalidation.service';
+import { LocalDirBackend } from './local/local-dir.backend';
+import { NodeTable } from './node-table';
+import { TerminalBackend } from './terminal/terminal.backend';
+
+const HELLO = { protocol: 'unified-v2-fs', proto: 2 };
+
+let base: string;
+let root: string;
+let outside: string;
+
+interface Node {
+  service: FsService;
+  session: FsSession;
+  sessions: FsSessionService;
+  inval: InvalidationService;
+  metrics: FsMetrics;
+  /** Node id of export `name`'s root. */
+  rootOf(name: string): number;
+}
+
+const nodes: Node[] = [];
+
+async function startNode(features?: FsNodeOptions['features']): Promise<Node> {
+  const options: FsNodeOptions = {
+    exports: [
+      { name: 'work', ro: false, desc: 'work', backend: await LocalDirBackend.at(root, { ro: false }) },
+      { name: 'terminal-t', ro: false, desc: 'terminal', backend: new TerminalBackend('t', root) },
+    ],
+    authToken: null,
+    nodeName: 'unit',
+    version: '0',
+    features,
+  };
+  const table = new NodeTable();
+  const registry = new ExportRegistry(options, table);
+  const sessions = new FsSessionService();
+  const inval = new InvalidationService(registry, table, sessions);
+  const metrics = new FsMetrics(sessions, table);
+  const service = new FsService(options, registry, table, sessions, inval, metrics);
+  const reply = service.hello({ ...HELLO, features: ['open_read', 'prefetch'] });
+  const session = sessions.open('s1', false, () => undefined, reply.caps.features);
+  const node: Node = {
+    service,
+    session,
+    sessions,
+    inval,
+    metrics,
+    rootOf: (name) => registry.list().find((e) => e.name === name)!.root,
+  };
+  nodes.push(node);
+  return node;
+}
+
+async function bytesRead(n: Node): Promise<number> {
+  return (await n.metrics.bytesRead.get()).values[0]?.value ?? 0;
+}
+
+async function lookupId(n: Node, dir: number, name: string): Promise<number> {
+  return (await n.service.lookup(n.session, dir, name)).attr.id;
+}
+
+beforeAll(() => {
+  register.clear();
+  base = mkdtempSync(join(tmpdir(), 'svc-fs-ext-'));
+  root = join(base, 'root');
+  outside = join(base, 'outside');
+  mkdirSync(root);
+  mkdirSync(outside);
+  writeFileSync(join(outside, 'secret.txt'), 'SECRET outside the export\n');
+  mkdirSync(join(root, 'd'));
+  for (let i = 0; i < 20; i++) writeFileSync(join(root, 'd', `f${String(i).padStart(2, '0')}.txt`), `file ${i}\n`.repeat(i + 1));
+  writeFileSync(join(root, 'd', 'big.bin'), Buffer.alloc(200_000, 7));
+  writeFileSync(join(root, 'd', 'empty'), '');
+  mkdirSync(join(root, 'd', 'sub'));
+  symlinkSync(join(outside, 'secret.txt'), join(root, 'd', 'out-link'));
+  symlinkSync('f00.txt', join(root, 'd', 'in-link'));
+  execFileSync('mkfifo', [join(root, 'd', 'fifo')]);
+});
+
+afterAll(async () => {
+  for (const n of nodes) {
+    n.inval.onModuleDestroy();
+    await n.sessions.closeAll();
+  }
+  rmSync(base, { recursive: true, force: true });
+});
+
+describe('hello: extensions granted', () => {
+  it('grants the asked extensions the node offers, in a fixed order, ignoring unknown names', async () => {
+    const n = await startNode();
+    expect(n.service.hello({ ...HELLO, features: ['prefetch', 'turbo', 'open_read'] }).caps.features).toEqual(['open_read', 'prefetch']);
+    expect(n.service.hello({ ...HELLO }).caps.features).toEqual([]);
+    expect(n.service.hello({ ...HELLO, features: [] }).caps.features).toEqual([]);
+  });
+
+  it('grants only what the node offers (--fs-features)', async () => {
+    expect((await startNode([])).service.hello({ ...HELLO, features: ['open_read', 'prefetch'] }).caps.features).toEqual([]);
+    expect((await startNode(['prefetch'])).service.hello({ ...HELLO, features: ['open_read', 'prefetch'] }).caps.features).toEqual(['prefetch']);
+  });
+
+  it.each([['open_read'], [[1]], [Array.from({ length: 65 }, (_, i) => `f${i}`)], [['x'.repeat(65)]], [{ open_read: true }]])('refuses features %j as invalid_payload', async (features) => {
+    const n = nodes[0] ?? (await startNode());
+    let err: unknown;
+    try {
+      n.service.hello({ ...HELLO, features });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ProtocolError);
+    expect(err).toMatchObject({ code: 'invalid_payload' });
+    expect((err as ProtocolError).toErrno()).toBe(Errno.EINVAL);
+  });
+});
+
+describe('open with read (open_read)', () => {
+  let n: Node;
+  let dir: number;
+  beforeAll(async () => {
+    n = await startNode();
+    dir = await lookupId(n, n.rootOf('work'), 'd');
+  });
+
+  it('returns a small file whole with its attr and closes it when asked (h 0, no handle left)', async () => {
+    const id = await lookupId(n, dir, 'f03.txt');
+    const before = await bytesRead(n);
+    const { reply, data } = await n.service.openRead(n.session, id, OpenFlags.O_RDONLY, 4096, true);
+    expect(data.toString()).toBe('file 3\n'.repeat(4));
+    expect(reply).toMatchObject({ h: 0, closed: true, eof: true, n: 28, caps: { rd: true, wr: false }, attr: { id, k: 1, sz: 28 } });
+    expect(reply.gen).toBe(reply.attr.gen);
+    expect(n.session.handles.size).toBe(0);
+    expect((await bytesRead(n)) - before).toBe(28);
+  });
+
+  it('keeps the handle open when the file is longer than asked, or close_at_eof is not set', async () => {
+    const big = await lookupId(n, dir, 'big.bin');
+    const { reply, data } = await n.service.openRead(n.session, big, OpenFlags.O_RDONLY, 4096, true);
+    expect(reply).toMatchObject({ n: 4096, eof: false, attr: { sz: 200_000 } });
+    expect(reply.closed).toBeUndefined();
+    expect(data.equals(Buffer.alloc(4096, 7))).toBe(true);
+    const rest = await n.service.read(n.session, reply.h, 4096, 1 << 20);
+    expect(rest.data.length).toBe(200_000 - 4096);
+    await n.service.close(n.session, reply.h);
+    const small = await n.service.openRead(n.session, await lookupId(n, dir, 'f00.txt'), OpenFlags.O_RDONLY, 4096, false);
+    expect(small.reply).toMatchObject({ eof: true, n: 7 });
+    expect(small.reply.h).toBeGreaterThan(0);
+    await n.service.close(n.session, small.reply.h);
+  });
+
+  it('clamps read to max_read, reads nothing of a directory, refuses O_WRONLY', async () => {
+    const big = await lookupId(n, dir, 'big.bin');
+    const r = await n.service.openRead(n.session, big, OpenFlags.O_RDONLY, 50 * 1024 * 1024, true);
+    expect(r.reply).toMatchObject({ n: 200_000, eof: true, closed: true });
+    const d = await n.service.openRead(n.session, dir, OpenFlags.O_RDONLY, 4096, true);
+    expect(d.reply.n).toBeUndefined();
+    expect(d.reply.h).toBeGreaterThan(0);
+    await n.service.close(n.session, d.reply.h);
+    await expect(n.service.openRead(n.session, big, OpenFlags.O_WRONLY, 10, true)).rejects.toMatchObject({ errno: Errno.EINVAL });
+  });
+
+  it('answers a symlink out of the export EACCES like open', async () => {
+    const link = await lookupId(n, dir, 'out-link');
+    await expect(n.service.openRead(n.session, link, OpenFlags.O_RDONLY, 4096, true)).rejects.toMatchObject({ errno: Errno.EACCES });
+    expect(n.session.handles.size).toBe(0);
+  });
+});
+
+describe('prefetch', () => {
+  let n: Node;
+  let dir: number;
+  beforeAll(async () => {
+    n = await startNode();
+    dir = await lookupId(n, n.rootOf('work'), 'd');
+  });
+
+  it('returns the files in request order with their attrs and data', async () => {
+    const before = await bytesRead(n);
+    const { files, data } = await n.service.prefetch(n.session, dir, ['f01.txt', 'f00.txt', 'empty']);
+    expect(files.map((f) => [f.name, f.n, f.attr?.sz, f.errno, f.skip])).toEqual([
+      ['f01.txt', 14, 14, undefined, undefined],
+      ['f00.txt', 7, 7, undefined, undefined],
+      ['empty', 0, 0, undefined, undefined],
+    ]);
+    expect(data.map((d) => d.toString())).toEqual(['file 1\nfile 1\n', 'file 0\n', '']);
+    expect((await bytesRead(n)) - before).toBe(21);
+    // Every returned node is now one this session gets events for.
+    for (const f of files) expect(n.session.seen.has(f.attr!.id)).toBe(true);
+    expect(n.session.handles.size).toBe(0);
+  });
+
+  it('never reads through a symlink, a directory, a special file, a bad name or outside the export', async () => {
+    const before = await bytesRead(n);
+    const names = ['out-link', 'in-link', 'sub', 'fifo', 'missing', '..', 'a/b', '.', 'x'.repeat(300), 'f02.txt'];
+    const { files, data } = await n.service.prefetch(n.session, dir, names);
+    expect(files.map((f) => [f.name.slice(0, 8), f.errno ?? 'ok'])).toEqual([
+      ['out-link', Errno.ELOOP],
+      ['in-link', Errno.ELOOP],
+      ['sub', Errno.EISDIR],
+      ['fifo', Errno.EACCES],
+      ['missing', Errno.ENOENT],
+      ['..', Errno.EINVAL],
+      ['a/b', Errno.EINVAL],
+      ['.', Errno.EINVAL],
+      ['xxxxxxxx', Errno.ENAMETOOLONG],
+      ['f02.txt', 'ok'],
+    ]);
+    for (const f of files.slice(0, -1)) expect(f).not.toHaveProperty('attr');
+    expect(data.map((d) => d.toString())).toEqual(['file 2\n'.repeat(3)]);
+    expect(data.join('')).not.toContain('SECRET');
+    expect((await bytesRead(n)) - before).toBe(21);
+  });
+
+  it('skips files above max_file (with their attr) and stops at max_total; every later file is skipped as total', async () => {
+    const names = ['big.bin', 'f10.txt', 'f11.txt', 'f12.txt', 'f00.txt'];
+    const before = await bytesRead(n);
+    const { files, data } = await n.service.prefetch(n.session, dir, names, 1000, 80 + 84);
+    expect(files.map((f) => [f.name, f.n ?? f.skip])).toEqual([
+      ['big.bin', 'size'],
+      ['f10.txt', 88],
+      ['f11.txt', 'total'],
+      ['f12.txt', 'total'],
+      ['f00.txt', 'total'],
+    ]);
+    expect(files[0].attr?.sz).toBe(200_000);
+    expect(data.length).toBe(1);
+    expect((await bytesRead(n)) - before).toBe(88);
+  });
+
+  it('clamps max_file and max_total to the node limits', async () => {
+    const huge = join(root, 'd2');
+    mkdirSync(huge);
+    writeFileSync(join(huge, 'a'), Buffer.alloc(PREFETCH_MAX_FILE + 1, 1));
+    for (let i = 0; i < 5; i++) writeFileSync(join(huge, `b${i}`), Buffer.alloc(PREFETCH_MAX_FILE, 2));
+    const d2 = await lookupId(n, n.rootOf('work'), 'd2');
+    const { files, data } = await n.service.prefetch(n.session, d2, ['a', 'b0', 'b1', 'b2', 'b3', 'b4'], 2 ** 32 - 1, 2 ** 32 - 1);
+    expect(files.map((f) => f.n ?? f.skip)).toEqual(['size', PREFETCH_MAX_FILE, PREFETCH_MAX_FILE, PREFETCH_MAX_FILE, PREFETCH_MAX_FILE, 'total']);
+    expect(data.reduce((s, d) => s + d.length, 0)).toBeLessThanOrEqual(PREFETCH_MAX_TOTAL);
+  });
+
+  it('refuses more than 1024 names (EINVAL), a terminal export (ENOTSUP) and a file as directory (ENOTDIR)', async () => {
+    await expect(n.service.prefetch(n.session, dir, Array.from({ length: PREFETCH_MAX_NAMES + 1 }, (_, i) => `n${i}`))).rejects.toMatchObject({ errno: Errno.EINVAL });
+    await expect(n.service.prefetch(n.session, n.rootOf('terminal-t'), ['README.md'])).rejects.toMatchObject({ errno: Errno.ENOTSUP });
+    const file = await lookupId(n, dir, 'f00.txt');
+    const err = await n.service.prefetch(n.session, file, ['x']).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(FsError);
+    expect((err as FsError).errno).toBe(Errno.ENOTDIR);
+  });
+
+  it('validates the payload: names an array of at most 1024 strings, sizes unsigned integers', () => {
+    const failure = (payload: Record<string, unknown>) => {
+      try {
+        validatePayload(PrefetchDto, payload);
+        return null;
+      } catch (e) {
+        return (e as ProtocolError).message;
+      }
+    };
+    expect(failure({ names: ['a'], max_file: 1, max_total: 2 })).toBeNull();
+    expect(failure({ names: 'a' })).toBe('names must be an array');
+    expect(failure({ names: ['a', 5] })).toBe(`names must be an array of at most ${PREFETCH_MAX_NAMES} strings`);
+    expect(failure({ names: Array.from({ length: PREFETCH_MAX_NAMES + 1 }, () => 'a') })).toBe(`names must be an array of at most ${PREFETCH_MAX_NAMES} strings`);
+    expect(failure({ names: [], max_file: -1 })).toBe('max_file must not be negative');
+    expect(failure({})).toMatch(/names/);
+  });
+});
