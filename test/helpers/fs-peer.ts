@@ -47,6 +47,8 @@ export class FsPeer {
   closeCode: number | null = null;
   readonly closed: Promise<number>;
   private pushWaiters: Array<() => void> = [];
+  /** The hello reply's payload (after {@link FsPeer.connect}). */
+  hello: Record<string, any> = {};
 
   private constructor(readonly ws: WebSocket) {
     ws.on('message', (raw: Buffer, isBinary: boolean) => this.onMessage(raw, isBinary));
@@ -75,13 +77,15 @@ export class FsPeer {
    * Opens a session and says hello.
    * @throws FsReplyError when the hello is refused
    */
-  static async connect(url: string, options: { binary?: boolean; authToken?: string } = {}): Promise<FsPeer> {
+  static async connect(url: string, options: { binary?: boolean; authToken?: string; features?: string[] } = {}): Promise<FsPeer> {
     const peer = await FsPeer.open(url);
     const payload: Record<string, unknown> = { protocol: 'unified-v2-fs', proto: 2 };
     if (options.binary) payload.binary = true;
+    if (options.features) payload.features = options.features;
     if (options.authToken !== undefined) payload.auth_token = options.authToken;
     const r = await peer.send('hello', {}, payload);
     if (!r.ok) throw new FsReplyError(r.error!.errno, r.error!.message, r.error!.code);
+    peer.hello = r.payload;
     return peer;
   }
 

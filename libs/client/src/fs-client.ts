@@ -1,12 +1,32 @@
 /**
  * FsClient: one FS session on a node's `/v2/fs` endpoint (PROTOCOL.md 4 and 8). Sends
  * `acheron.t_fs_hello` (with the auth token and, by default, a request for the binary data
- * path), correlates replies by `tag` with many requests in flight, and emits the node's
- * invalidation pushes.
+ * path and every FS extension), correlates replies by `tag` with many requests in flight, and
+ * emits the node's invalidation pushes. The extensions granted (docs/protocol.md "FS
+ * extensions") are used through {@link FsClient.openRead} and {@link FsClient.prefetch}.
  */
 import { EventEmitter } from 'node:events';
 import WebSocket from 'ws';
-import { base64Length, BINARY_HEADER_ROOM, completeBinaryFrame, decodeBase64Bytes, encodeBinaryFrame, FS_PROTO, FS_PROTOCOL, FsError, FsHelloReply, MAX_TAG, writeBase64 } from '@svc/protocol/wire';
+import {
+  Attr,
+  base64Length,
+  BINARY_HEADER_ROOM,
+  completeBinaryFrame,
+  decodeBase64Bytes,
+  encodeBinaryFrame,
+  Errno,
+  FS_PROTO,
+  FS_PROTOCOL,
+  FsError,
+  FsFeature,
+  FsHelloReply,
+  MAX_TAG,
+  OpenReadReply,
+  parseFsFeatures,
+  PrefetchEntry,
+  PrefetchSkip,
+  writeBase64,
+} from '@svc/protocol/wire';
 import { ConnectionError } from './connection-error';
 import { openWebSocket } from './open-websocket';
 
@@ -17,6 +37,12 @@ export interface FsClientOptions {
   authToken?: string;
   /** Ask for the binary data path (default true). */
   binary?: boolean;
+  /**
+   * FS extensions to ask for (docs/protocol.md "FS extensions"); default
+   * {@link defaultClientFeatures} (every extension unless `SVC_FS_CLIENT_FEATURES` says
+   * otherwise). Empty: the hello carries no `features` and the session is the base protocol.
+   */
+  features?: readonly string[];
   /** Time allowed for connecting and the hello, ms (default 5000). */
   connectTimeoutMs?: number;
   /** Default time allowed per request, ms (default 30000). */
@@ -25,6 +51,24 @@ export interface FsClientOptions {
 
 /** The `acheron.r_fs_hello` payload (PROTOCOL.md 4). */
 export type FsHello = FsHelloReply;
+
+/**
+ * The FS extensions a client asks for by default: `SVC_FS_CLIENT_FEATURES` (comma-separated
+ * names, `all` or `none`), every extension when unset or blank.
+ * @throws Error naming SVC_FS_CLIENT_FEATURES for an unknown name
+ */
+export function defaultClientFeatures(env: NodeJS.ProcessEnv = process.env): FsFeature[] {
+  return parseFsFeatures(env.SVC_FS_CLIENT_FEATURES, 'SVC_FS_CLIENT_FEATURES');
+}
+
+/** One file of a {@link FsClient.prefetch} reply: `data` when it was read, else `skip` or `errno`. */
+export interface PrefetchedFile {
+  name: string;
+  attr?: Attr;
+  data?: Buffer;
+  skip?: PrefetchSkip;
+  errno?: number;
+}
 
 /** Request targets: root fields `node` (u64 node id) and `h` (u64 handle). */
 export interface FsTarget {
@@ -127,9 +171,11 @@ export class FsClient extends EventEmitter {
   static async connect(options: FsClientOptions): Promise<FsClient> {
     const timeoutMs = options.connectTimeoutMs ?? 5000;
     const ws = await openWebSocket(options.url, { timeoutMs, what: 'node' });
+    const features = options.features ?? defaultClientFeatures();
     const client = new FsClient(ws, options.url, options.requestTimeoutMs ?? 30_000);
     const payload: Record<string, unknown> = { protocol: FS_PROTOCOL, proto: FS_PROTO, binary: options.binary ?? true };
     if (options.authToken !== undefined) payload.auth_token = options.authToken;
+    if (features.length > 0) payload.features = [...features];
     try {
       client.hello = (await client.call('hello', {}, payload, timeoutMs)).payload as unknown as FsHello;
     } catch (e) {
@@ -147,6 +193,12 @@ export class FsClient extends EventEmitter {
   /** Whether reads and writes use binary frames on this session. */
   get binary(): boolean {
     return this.hello?.caps?.binary_data === true;
+  }
+
+  /** True when the node granted extension `feature` to this session (`caps.features`). */
+  has(feature: FsFeature): boolean {
+    const granted = this.hello?.caps?.features;
+    return Array.isArray(granted) && granted.includes(feature);
   }
 
   /** Largest read and write, bytes. */
@@ -177,6 +229,50 @@ export class FsClient extends EventEmitter {
     const r = await this.call('read', { h }, { off, len });
     const data = r.data ?? Buffer.from((r.payload.data_b64 as string | undefined) ?? '', 'base64');
     return { data, eof: r.payload.eof === true };
+  }
+
+  /**
+   * `open` with the `open_read` extension (docs/protocol.md "FS extensions"): opens node `node`
+   * and reads up to `len` bytes at offset 0 in the same round trip.
+   * @param flags Linux O_* bits (readable: O_RDONLY or O_RDWR)
+   * @param closeAtEof let the node close the handle when the whole file came back (`h` 0, `closed`)
+   * @returns the reply payload (without `data_b64`) and the bytes
+   * @throws FsError EPROTO when the extension was not granted; as `open` otherwise
+   */
+  async openRead(node: number, flags: number, len: number, closeAtEof: boolean): Promise<{ reply: OpenReadReply; data: Buffer }> {
+    if (!this.has('open_read')) throw new FsError(Errno.EPROTO, 'the node did not grant the open_read extension');
+    const r = await this.call('open', { node }, { flags, read: len, close_at_eof: closeAtEof });
+    const reply = r.payload as unknown as OpenReadReply;
+    const data = r.data ?? Buffer.from(reply.data_b64 ?? '', 'base64');
+    delete reply.data_b64;
+    return { reply, data };
+  }
+
+  /**
+   * `prefetch` (docs/protocol.md "FS extensions"): reads the small regular files `names` of
+   * directory `dir` in one round trip.
+   * @param maxFile bytes per file; @param maxTotal bytes of data in the reply (the node clamps both)
+   * @returns one entry per name, in order
+   * @throws FsError EPROTO when the extension was not granted, or the reply's data does not add up;
+   *   the node's errors for the directory (ENOENT, ENOTDIR, ENOTSUP, ...)
+   */
+  async prefetch(dir: number, names: readonly string[], maxFile: number, maxTotal: number): Promise<PrefetchedFile[]> {
+    if (!this.has('prefetch')) throw new FsError(Errno.EPROTO, 'the node did not grant the prefetch extension');
+    const r = await this.call('prefetch', { node: dir }, { names, max_file: maxFile, max_total: maxTotal });
+    const files = (r.payload.files ?? []) as PrefetchEntry[];
+    let at = 0;
+    const out = files.map((f): PrefetchedFile => {
+      const e: PrefetchedFile = { name: f.name, attr: f.attr, skip: f.skip, errno: f.errno };
+      if (typeof f.n === 'number') {
+        if (r.data) {
+          e.data = r.data.subarray(at, at + f.n);
+          at += f.n;
+          if (e.data.length !== f.n) throw new FsError(Errno.EPROTO, `prefetch reply from ${this.url} carries fewer bytes than its entries count`);
+        } else e.data = Buffer.from(f.data_b64 ?? '', 'base64');
+      }
+      return e;
+    });
+    return out;
   }
 
   /**
