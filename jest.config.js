@@ -1,5 +1,13 @@
-/** Jest: unit tests (`*.spec.ts` beside the code) and e2e tests (`test/*.e2e-spec.ts`, real processes). */
-module.exports = {
+/**
+ * Jest: unit tests (`*.spec.ts` beside the code) and e2e tests (`test/*.e2e-spec.ts`, real processes).
+ *
+ * Projects: `default` runs everything. The FS e2e files run twice more with the FS extensions
+ * off (docs/protocol.md "FS extensions"), through the environment the spawned programs and the
+ * in-process clients inherit: `fs-ext-off-client` (clients ask for none, nodes offer all) and
+ * `fs-ext-off-node` (clients ask for all, nodes grant none). For a quick run of one file:
+ * `npx jest --selectProjects default test/fuse.e2e-spec.ts`.
+ */
+const base = {
   testEnvironment: 'node',
   roots: ['<rootDir>/libs', '<rootDir>/src', '<rootDir>/apps', '<rootDir>/test'],
   testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
@@ -10,6 +18,17 @@ module.exports = {
     '^@svc/fs/fuse$': '<rootDir>/libs/fs/src/fuse/fuse-fs',
     '^@svc/(.*)$': '<rootDir>/libs/$1/src',
   },
+};
+
+/** The FS e2e files (real nodes, mounts and routers), run again with the extensions off. */
+const FS_E2E = ['fs-node', 'fs-mount', 'fuse', 'workspace-router', 'router-cache', 'fs-confinement'].map((n) => `<rootDir>/test/${n}.e2e-spec.ts`);
+
+module.exports = {
+  projects: [
+    { ...base, displayName: 'default' },
+    { ...base, displayName: 'fs-ext-off-client', roots: ['<rootDir>/test'], testMatch: FS_E2E, setupFiles: ['<rootDir>/test/helpers/fs-ext-off-client.ts'] },
+    { ...base, displayName: 'fs-ext-off-node', roots: ['<rootDir>/test'], testMatch: FS_E2E, setupFiles: ['<rootDir>/test/helpers/fs-ext-off-node.ts'] },
+  ],
   testTimeout: 60000,
   maxWorkers: 2,
   verbose: false,
