@@ -3,7 +3,7 @@
  * workspace mode (a control plane gives the topology) or endpoint mode (`--endpoint` list).
  */
 import { resolveAuthToken } from '@svc/client';
-import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
+import { DEFAULT_SVC_PORT, parseFsFeatures } from '@svc/protocol/wire';
 import { DEFAULT_WORKSPACE_SYNC_INTERVAL_MS, EndpointSpec, parseEndpointSpec, RouterConfig } from '../../../libs/fs/src/router';
 
 /** A usage error: printed as `svc-fs-mount: <message>`, exit code 2. */
@@ -20,6 +20,8 @@ export interface GlobalOptions {
   endpoint?: string[];
   /** false with `--no-binary`. */
   binary?: boolean;
+  /** `--fs-features LIST`: FS extensions to ask for (names, `all`, `none`). */
+  fsFeatures?: string;
   json?: boolean;
 }
 
@@ -33,10 +35,17 @@ export const DEFAULT_WORKSPACE_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
  * - workspace mode otherwise: `--workspace-url` (else `$SVC_URL`, else ws://127.0.0.1:18790/),
  *   `--auth-token` is the role token, resolved like svc-control does (`$SVC_AUTH_TOKEN`, then
  *   `${SVC_STATE_DIR:-./.svc}/auth_tokens.json`); `--project-token` defaults to `$SVC_PROJECT_TOKEN`.
+ * FS extensions asked for: `--fs-features`, else `$SVC_FS_CLIENT_FEATURES`, else all.
  * @throws UsageError for contradictory or malformed options, or when no role token is found
  */
 export function routerConfigOf(o: GlobalOptions, env: NodeJS.ProcessEnv = process.env): RouterConfig {
-  const common = { binary: o.binary !== false };
+  let features: string[];
+  try {
+    features = parseFsFeatures(o.fsFeatures ?? env.SVC_FS_CLIENT_FEATURES, o.fsFeatures !== undefined ? '--fs-features' : 'SVC_FS_CLIENT_FEATURES');
+  } catch (e) {
+    throw new UsageError((e as Error).message);
+  }
+  const common = { binary: o.binary !== false, features };
   if (o.endpoint && o.endpoint.length > 0) {
     if (o.workspaceUrl || o.projectId || o.projectToken) {
       throw new UsageError('--endpoint (endpoint mode) cannot be combined with --workspace-url, --project-id or --project-token (workspace mode)');

@@ -5,7 +5,7 @@
  * Global options (accepted before or after the command name):
  * `--workspace-url URL`, `--project-id ID`, `--project-token T`, `--auth-token T`,
  * `--agent-id A`, `--workspace-sync-interval-ms MS`, `--endpoint name=ws-url[#export][@/mount]`
- * (repeatable), `--no-binary`, `--json`. `mount MOUNTPOINT` (FUSE) sits beside the others on
+ * (repeatable), `--no-binary`, `--fs-features LIST`, `--json`. `mount MOUNTPOINT` (FUSE) sits beside the others on
  * the same router.
  */
 import { Option, RootCommand } from 'nest-commander';
@@ -72,6 +72,14 @@ export class MountRootCommand extends MountCommand {
   @Option({ flags: '--no-binary', description: 'use JSON + base64 for data instead of binary frames' })
   parseNoBinary(): boolean {
     return false;
+  }
+
+  @Option({
+    flags: '--fs-features <list>',
+    description: 'FS extensions to ask nodes for: comma-separated names (open_read, prefetch), all (default) or none (default $SVC_FS_CLIENT_FEATURES)',
+  })
+  parseFsFeatures(v: string): string {
+    return v;
   }
 
   @Option({ flags: '--json', description: 'print results as JSON' })

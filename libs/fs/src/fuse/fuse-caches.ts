@@ -1,15 +1,20 @@
 /**
  * The client-side caches of the FUSE layer (issue 4 item 4), keyed by workspace path:
  * attributes (filled by getattr and by readdir, whose readdirp carries attributes), negative
- * lookups, directory listings (readdir is answered from them) and open proofs (what a
- * read-only open on the node proved, for lazy opens). Entries live `ttl` ms and are bounded;
- * the forget* methods drop them on invalidation pushes, failovers and this mount's own
- * mutations.
+ * lookups, directory listings (readdir is answered from them), open proofs (what a read-only
+ * open on the node proved, for lazy opens) and prefetched contents ({@link PrefetchCache},
+ * issue 11). Entries live `ttl` ms and are bounded; the forget* methods drop them on
+ * invalidation pushes, failovers and this mount's own mutations, and newer attributes of a path
+ * drop its prefetched content unless it was read with the same identity.
  */
 import { Attr, Errno, FsError } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseStat, toFuseStat } from './fuse-stat';
+import { PrefetchCache } from './prefetch-cache';
+
+/** Default bound of the prefetched contents of a mount, bytes. */
+export const DEFAULT_PREFETCH_CACHE_BYTES = 32 * 1024 * 1024;
 
 /** Most entries each client cache holds; past it the oldest tenth is dropped. */
 const MAX_CACHE_ENTRIES = 200_000;
@@ -58,36 +63,46 @@ export class FuseCaches {
   /** Paths opened read-only on the node, with the {@link openProof} of their attributes then. */
   private readonly proofs = new Map<string, string>();
 
+  /** Prefetched contents (held and served by the FUSE open; coherent with this cache). */
+  readonly contents: PrefetchCache;
+
   /**
    * @param router where misses are read from
    * @param ttl lifetime of every entry, ms
+   * @param contentBytes bound of the prefetched contents, bytes
    */
   constructor(
     private readonly router: Pick<WorkspaceRouter, 'getattr' | 'readdirAll'>,
     private readonly ttl: number,
-  ) {}
+    contentBytes = DEFAULT_PREFETCH_CACHE_BYTES,
+  ) {
+    this.contents = new PrefetchCache(contentBytes, ttl);
+  }
 
-  /** Drops every cached attribute, listing, negative lookup and open proof. */
+  /** Drops every cached attribute, listing, negative lookup, open proof and prefetched content. */
   forgetAll(): void {
     this.attrs.clear();
     this.missing.clear();
     this.dirs.clear();
     this.proofs.clear();
+    this.contents.forgetAll();
   }
 
-  /** Drops what is cached about `path` and its parent's listing. */
+  /** Drops what is cached about `path` (its prefetched content included) and its parent's listing. */
   forget(path: string): void {
     this.attrs.delete(path);
     this.missing.delete(path);
     this.dirs.delete(path);
     this.proofs.delete(path);
     this.dirs.delete(parentPath(path));
+    this.contents.forget(path);
   }
 
   /** Drops everything cached at or below `path` (a renamed or removed directory). */
   forgetTree(path: string): void {
     if (path === '/') return this.forgetAll();
     this.forget(path);
+    this.contents.forgetTree(path);
     const prefix = `${path}/`;
     for (const map of [this.attrs, this.missing, this.dirs, this.proofs] as Array<Map<string, unknown>>) {
       for (const p of map.keys()) if (p.startsWith(prefix)) map.delete(p);
@@ -102,10 +117,14 @@ export class FuseCaches {
     for (const p of this.missing.keys()) if (p.startsWith(prefix)) this.missing.delete(p);
   }
 
-  /** Caches the attributes of `path` (fresh from `now`, ms) and clears its negative lookup. */
+  /**
+   * Caches the attributes of `path` (fresh from `now`, ms) and clears its negative lookup; a
+   * prefetched content read with other attributes goes.
+   */
   remember(path: string, attr: Attr, now = Date.now()): void {
     cacheSet(this.attrs, path, { value: attr, expires: now + this.ttl });
     this.missing.delete(path);
+    this.contents.check(path, attr);
   }
 
   /** Records that `path` does not exist (this mount removed it). */

@@ -12,7 +12,12 @@
  * - lazy read-only opens: a file this mount opened for reading before, whose attributes have
  *   not changed since (same node id, ctime, mode and owner), is opened on the node only when a
  *   read actually reaches it; with the kernel's page cache kept across opens (`auto_cache`:
- *   kept while mtime and size are unchanged) a warm `grep -R` then needs no round trip at all.
+ *   kept while mtime and size are unchanged) a warm `grep -R` then needs no round trip at all;
+ * - small files in few round trips (issue 11, the FS extensions of docs/protocol.md): a
+ *   read-only open brings the file's first bytes along (`open_read`: a small file is one round
+ *   trip, no close), and a reader going through a directory's files gets the next small ones
+ *   in batches (`prefetch`, {@link PrefetchPolicy}), held coherent and bounded by
+ *   {@link PrefetchCache} and served to opens whose attributes match.
  *
  * These client-side caches live `cacheTtlMs` (default 60 s) and are invalidated by the node's
  * `acheron.e_fs_inval*` pushes (router `inval`/`inval_dir` events, sent for changes made on
@@ -23,7 +28,8 @@
  * `attr_timeout`/`entry_timeout`).
  *
  * This module composes the parts, each in its own module (issue 11 item 5): `./fuse-caches`
- * (attributes, negative lookups, listings, open proofs), `./fuse-handles` (open-file table,
+ * (attributes, negative lookups, listings, open proofs), `./prefetch-cache` (prefetched
+ * contents), `./prefetch-policy` (when to prefetch what), `./fuse-handles` (open-file table,
  * lazy opens), `./read-ahead`, `./write-behind`, `./fuse-poller` (answering, watchdog,
  * polling), `./fuse-ops` (the operations table), `./fuse-stat` (stats and errno for fuse-native).
  */
@@ -31,10 +37,11 @@ import { availableParallelism } from 'node:os';
 import { BINARY_HEADER_ROOM } from '@svc/protocol/wire';
 import { BufferPool } from '../buffer-pool';
 import type { FailoverEvent, TopologyChange, UnavailableEvent, WorkspaceRouter } from '../router/workspace-router';
-import { FuseCaches } from './fuse-caches';
+import { DEFAULT_PREFETCH_CACHE_BYTES, FuseCaches } from './fuse-caches';
 import { FuseHandles } from './fuse-handles';
 import { FuseOperations } from './fuse-ops';
 import { FusePoller } from './fuse-poller';
+import { PrefetchOptions, PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
 
@@ -62,6 +69,10 @@ export interface FuseFsOptions {
   pollUs?: number;
   /** An operation still unanswered after this long is answered ETIMEDOUT, ms (default 60000). */
   opTimeoutMs?: number;
+  /** Bound of the prefetched file contents held, bytes (default 32 MiB). */
+  prefetchCacheBytes?: number;
+  /** Prefetch tuning ({@link PrefetchPolicy}). */
+  prefetch?: PrefetchOptions;
 }
 
 /**
@@ -79,11 +90,12 @@ export class FuseFs {
     // Write-behind blocks: header room + one chunk.
     const blocks = new BufferPool(BINARY_HEADER_ROOM + chunk, 8);
     const pollMs = availableParallelism() > 1 ? (options.pollUs ?? 1000) / 1000 : 0;
-    const caches = (this.caches = new FuseCaches(router, ttl));
+    const caches = (this.caches = new FuseCaches(router, ttl, options.prefetchCacheBytes ?? DEFAULT_PREFETCH_CACHE_BYTES));
     this.operations = new FuseOperations({
       router,
       caches,
-      handles: new FuseHandles(router, caches),
+      handles: new FuseHandles(router, caches, chunk),
+      prefetch: new PrefetchPolicy(router, caches, caches.contents, options.prefetch),
       reads: new ReadAhead(router, chunk, readAhead),
       writes: new WriteBehind(router, blocks, chunk),
       poller: new FusePoller(pollMs, options.opTimeoutMs ?? 60_000),

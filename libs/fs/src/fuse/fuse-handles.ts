@@ -2,7 +2,10 @@
  * The open-file table of the FUSE layer (issue 4 item 4): FUSE file handles -> {@link OpenState}
  * (workspace path, router handle, read-ahead and write-behind state), and lazy read-only
  * opens: a file this mount opened for reading before, whose attributes still match that
- * open's {@link openProof}, is opened on the node only when a read reaches it.
+ * open's {@link openProof}, is opened on the node only when a read reaches it. A read-only
+ * open asks the router for the file's first bytes (the `open_read` extension): all of a file
+ * the attributes say is small, else one chunk. A file served from prefetched content
+ * ({@link OpenState.content}) is never opened on the node.
  */
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches, openProof } from './fuse-caches';
@@ -15,6 +18,10 @@ export class OpenState {
   fh: number | null = null;
   /** The node open in progress of a lazy reader. */
   opening: Promise<number> | null = null;
+  /** The whole file, from prefetched content: reads are answered from it, the node is never asked. */
+  content: Buffer | null = null;
+  /** A read of this handle has begun (the prefetch policy hears of the first one). */
+  readStarted = false;
   readonly reads = new ReadAheadState();
   readonly writes: WriteBehindState;
 
@@ -38,9 +45,13 @@ export class FuseHandles {
   private readonly files = new Map<number, OpenState>();
   private nextFh = 1;
 
+  /**
+   * @param openReadBytes most bytes a read-only open asks to bring along (one read-ahead chunk)
+   */
   constructor(
     private readonly router: Pick<WorkspaceRouter, 'open' | 'release'>,
     private readonly caches: FuseCaches,
+    private readonly openReadBytes = 1024 * 1024,
   ) {}
 
   /** A new, not yet registered, state for `path` (see {@link add}). */
@@ -88,7 +99,9 @@ export class FuseHandles {
     if (!state.opening) {
       const path = state.path;
       const before = state.writable ? undefined : this.caches.cachedAttr(path);
-      state.opening = this.router.open(path, state.flags).then(
+      // A file known to be small comes whole (one byte more than its size, so the node sees the end).
+      const readBytes = state.writable ? 0 : before ? Math.min(this.openReadBytes, before.sz + 1) : this.openReadBytes;
+      state.opening = this.router.open(path, state.flags, { readBytes }).then(
         ({ fh }) => {
           state.fh = fh;
           state.opening = null;
@@ -112,7 +125,7 @@ export class FuseHandles {
    * only a node handle taken before can give. Errors are left to the reads.
    */
   async pinOpenHandles(path: string): Promise<void> {
-    const lazy = [...this.files.values()].filter((s) => s.fh === null && s.path === path);
+    const lazy = [...this.files.values()].filter((s) => s.fh === null && s.content === null && s.path === path);
     await Promise.all(lazy.map((s) => this.nodeHandle(s).catch(() => undefined)));
   }
 

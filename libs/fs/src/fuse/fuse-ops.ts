@@ -3,12 +3,13 @@
  * router, the caches, the open-file table, read-ahead and write-behind, answered through the
  * poller. Mutations keep the caches coherent with what this mount did.
  */
-import { Errno, FsError, NodeKind, OpenFlags, StatFs } from '@svc/protocol/wire';
+import { Attr, Errno, FsError, NodeKind, OpenFlags, StatFs } from '@svc/protocol/wire';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches, openProof } from './fuse-caches';
 import { FuseHandles, OpenState } from './fuse-handles';
 import { Cb, FusePoller } from './fuse-poller';
 import { FuseStat, fuseErrno, toFuseStat } from './fuse-stat';
+import { PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
 
@@ -20,6 +21,8 @@ export interface FuseOperationsParts {
   reads: ReadAhead;
   writes: WriteBehind;
   poller: FusePoller;
+  /** Starts prefetch batches as readers go through a directory. */
+  prefetch: PrefetchPolicy;
   /** Refuse every mutation with EROFS. */
   readOnly: boolean;
 }
@@ -32,9 +35,11 @@ export class FuseOperations {
   private readonly reads: ReadAhead;
   private readonly writes: WriteBehind;
   private readonly poller: FusePoller;
+  private readonly prefetch: PrefetchPolicy;
   private readonly readOnly: boolean;
 
   constructor(parts: FuseOperationsParts) {
+    this.prefetch = parts.prefetch;
     this.router = parts.router;
     this.caches = parts.caches;
     this.handles = parts.handles;
@@ -51,9 +56,11 @@ export class FuseOperations {
 
   /**
    * FUSE open. Writers (and O_TRUNC) are opened on the node at once, so EROFS/EACCES/ENOENT
-   * come back here. A reader is opened lazily (no round trip) when this mount opened the same
-   * file for reading before and its cached attributes still match that open's
-   * {@link openProof}; otherwise at once, which records the proof.
+   * come back here. A reader is served from prefetched content (no round trip, never opened on
+   * the node) when the content was read with the identity of the file's cached attributes,
+   * waiting for a batch in flight that brings it; else opened lazily (no round trip) when this
+   * mount opened the same file for reading before and its cached attributes still match that
+   * open's {@link openProof}; otherwise at once, which records the proof.
    * @returns the FUSE file handle
    * @throws FsError EROFS (read-only mount), the router's open error
    */
@@ -64,21 +71,49 @@ export class FuseOperations {
     const state = this.handles.state(path, writable, flags & ~OpenFlags.O_CREAT);
     const attr = writable ? undefined : this.caches.cachedAttr(path);
     if (attr) state.reads.sizeHint = attr.sz;
-    if (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr)) await this.handles.nodeHandle(state);
+    if (attr?.k === NodeKind.FILE) state.content = await this.prefetched(path, attr);
+    if (!state.content && (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr))) await this.handles.nodeHandle(state);
     const fh = this.handles.add(state);
     if (writable) this.caches.forget(path);
     return fh;
   }
 
   /**
+   * The prefetched content of `path` for attributes `attr`, taken from the store (waiting for a
+   * batch in flight that brings it); records the open proof (the node read it). Null: none.
+   */
+  private async prefetched(path: string, attr: Attr): Promise<Buffer | null> {
+    const contents = this.caches.contents;
+    let data = contents.take(path, attr);
+    if (!data) {
+      const batch = contents.pending(path);
+      if (!batch) return null;
+      await batch.done;
+      // The attributes again: the batch may have been overtaken by a change.
+      const now = this.caches.cachedAttr(path);
+      data = now ? contents.take(path, now) : undefined;
+    }
+    if (!data) return null;
+    this.caches.recordProof(path, openProof(attr));
+    return data;
+  }
+
+  /**
    * FUSE read: `len` bytes at byte offset `pos` into `buf`, after sending this handle's
-   * pending writes, through read-ahead (opening the file on the node if that was deferred).
+   * pending writes: from the prefetched content of the handle, else through read-ahead
+   * (opening the file on the node if that was deferred). The first read of a read-only handle
+   * tells the prefetch policy.
    * @returns bytes copied (fewer than `len` only at the end of the file)
    * @throws FsError EBADF (unknown handle), a pending write's error, the router's error
    */
   private async read(fd: number, buf: Buffer, len: number, pos: number): Promise<number> {
     const state = this.handles.get(fd);
     if (!state) throw new FsError(Errno.EBADF);
+    if (!state.readStarted) {
+      state.readStarted = true;
+      if (!state.writable) void this.prefetch.onRead(state.path);
+    }
+    if (state.content) return pos >= state.content.length ? 0 : state.content.copy(buf, 0, pos, Math.min(state.content.length, pos + len));
     if (state.writes.dirty || state.writes.error) await this.writes.flush(state.writes);
     const fh = state.fh ?? (await this.handles.nodeHandle(state));
     return this.reads.read(state.reads, fh, buf, len, pos);
@@ -168,6 +203,8 @@ export class FuseOperations {
         P.run(cb, async () => {
           const s = H.get(fd);
           if (!s) throw new FsError(Errno.EBADF);
+          // Served from prefetched content: read-only, nothing to flush.
+          if (s.content) return;
           await f.writes.flush(s.writes);
           await R.fsync(s.fh ?? (await H.nodeHandle(s)));
         }),

@@ -55,6 +55,8 @@ export class EndpointSession {
 export interface EndpointPoolOptions {
   /** Ask for the binary data path (default true). */
   binary?: boolean;
+  /** FS extensions to ask for (default: FsClient's, i.e. `SVC_FS_CLIENT_FEATURES` or all). */
+  features?: readonly string[];
   /** Connect + hello time limit, ms. */
   connectTimeoutMs?: number;
   /** Per-request time limit, ms. */
@@ -94,6 +96,7 @@ export class EndpointPool extends EventEmitter {
         url,
         authToken,
         binary: this.options.binary ?? true,
+        features: this.options.features,
         connectTimeoutMs: this.options.connectTimeoutMs,
         requestTimeoutMs: this.options.requestTimeoutMs,
       })

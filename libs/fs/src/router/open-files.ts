@@ -2,12 +2,20 @@
  * The open-file table of the workspace router (issue 3 item 7): router file handles (`fh`) ->
  * mount, path, endpoint and remote handle; open/create, read/write/fsync/release on them, and
  * the transparent re-open of a read-only handle on the next candidate when its session died.
+ *
+ * With the `open_read` extension (docs/protocol.md "FS extensions") a read-only open brings the
+ * file's first bytes along: reads of them are answered from memory, and a file that came back
+ * whole is closed by the node at once (its handle here has no node handle, `closed`), so a small
+ * file costs one round trip and no close. A read at or past the end of what came back (the file
+ * may have grown) opens it on the node again. The node's `e_fs_inval` (`data`/`all`) for the
+ * file drops the bytes kept for its open handles.
  */
 import { FramedData } from '@svc/client';
 import { Errno, FsError } from '@svc/protocol/wire';
 import { readChunks, writeChunks } from './chunked-io';
 import type { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, OpenFlags } from './fs-types';
+import type { EndpointSession } from './endpoint-pool';
 import { retryStale, walk } from './path-walk';
 import { isEndpointFailure } from './router-errors';
 
@@ -24,9 +32,28 @@ export interface OpenFile {
   /** Opened read-only (no O_TRUNC/O_CREAT): may be re-opened elsewhere after a failover. */
   readOnly: boolean;
   active: ActiveEndpoint;
-  /** The node's handle on `active`. */
+  /** The node's handle on `active` (0 while `closed`). */
   h: number;
   reopening: Promise<void> | null;
+  /** Node id of the file on `active` (0 when unknown: created files). */
+  node: number;
+  /** The first bytes of the file, sent with the open (open_read); null when none or dropped. */
+  first: { data: Buffer; eof: boolean } | null;
+  /** The node closed its handle already (the whole file came with the open): reads past `first` re-open it. */
+  closed: boolean;
+}
+
+/** Default bytes a read-only open brings along with `open_read` (128 KiB: one kernel read-ahead). */
+export const DEFAULT_OPEN_READ_BYTES = 128 * 1024;
+
+/** What {@link OpenFiles.openOn} opened. */
+interface Opened {
+  active: ActiveEndpoint;
+  h: number;
+  node: number;
+  attr?: Attr;
+  first: OpenFile['first'];
+  closed: boolean;
 }
 
 /** Where a file is: workspace path, mount path and export-relative path. */
@@ -41,11 +68,26 @@ export class OpenFiles {
   private readonly files = new Map<number, OpenFile>();
   private nextFh = 1;
 
-  constructor(private readonly routes: Pick<MountRoutes, 'withMount' | 'endpointFailed' | 'route' | 'maxAttempts'>) {}
+  /**
+   * @param openReadBytes default bytes a read-only open brings along when the node granted
+   *   `open_read` (0: plain opens)
+   */
+  constructor(
+    private readonly routes: Pick<MountRoutes, 'withMount' | 'endpointFailed' | 'route' | 'maxAttempts'>,
+    private readonly openReadBytes = DEFAULT_OPEN_READ_BYTES,
+  ) {}
 
   /** Session keys of every open file's endpoint (to keep them in the pool). */
   sessionKeys(): string[] {
-    return [...this.files.values()].map((f) => f.active.session.key);
+    return [...this.files.values()].filter((f) => !f.closed).map((f) => f.active.session.key);
+  }
+
+  /**
+   * The node pushed that the content of node `node` (on session `s`) changed: the first bytes
+   * kept for its open handles are dropped, so reads go to the node again.
+   */
+  dataChanged(s: EndpointSession, node: number): void {
+    for (const f of this.files.values()) if (f.first && f.node === node && f.active.session === s) f.first = null;
   }
 
   /** Forgets every handle (the router closed). */
@@ -56,15 +98,19 @@ export class OpenFiles {
   /**
    * Opens `t` on its mount. Opening read-only is idempotent (retried on the next candidate);
    * with write flags the open is a mutation (EIO if the endpoint failed while it was in flight).
+   * A read-only open on a node that granted `open_read` asks for the first `readBytes` bytes
+   * (clamped by the node to max_read) and lets the node close a file that came back whole.
    * @param flags Linux O_* bits ({@link OpenFlags})
+   * @param readBytes bytes to bring along (default the constructor's `openReadBytes`; 0: none)
+   * @returns the router handle, and the file's attr when the node sent it (open_read)
    * @throws FsError ENOENT, EACCES, EROFS, EIO, MountUnavailableError
    */
-  async open(t: FileTarget, flags: number): Promise<{ fh: number }> {
+  async open(t: FileTarget, flags: number, readBytes = this.openReadBytes): Promise<{ fh: number; attr?: Attr }> {
     const readOnly = (flags & OpenFlags.O_ACCMODE) === OpenFlags.O_RDONLY && (flags & (OpenFlags.O_TRUNC | OpenFlags.O_CREAT)) === 0;
-    const { active, h } = await this.routes.withMount(t.mountPath, (a, ctx) => this.openOn(a, ctx, t.rel, flags, readOnly));
+    const o = await this.routes.withMount(t.mountPath, (a, ctx) => this.openOn(a, ctx, t.rel, flags, readOnly, readOnly ? readBytes : 0));
     const fh = this.nextFh++;
-    this.files.set(fh, { fh, path: t.path, mountPath: t.mountPath, rel: t.rel, flags, readOnly, active, h, reopening: null });
-    return { fh };
+    this.files.set(fh, { fh, path: t.path, mountPath: t.mountPath, rel: t.rel, flags, readOnly, active: o.active, h: o.h, reopening: null, node: o.node, first: o.first, closed: o.closed });
+    return { fh, attr: o.attr };
   }
 
   /**
@@ -85,7 +131,7 @@ export class OpenFiles {
       }),
     );
     const fh = this.nextFh++;
-    this.files.set(fh, { fh, path: t.path, mountPath: t.mountPath, rel: t.rel, flags, readOnly: false, active, h, reopening: null });
+    this.files.set(fh, { fh, path: t.path, mountPath: t.mountPath, rel: t.rel, flags, readOnly: false, active, h, reopening: null, node: attr.id, first: null, closed: false });
     return { fh, attr };
   }
 
@@ -97,6 +143,31 @@ export class OpenFiles {
    */
   async read(fh: number, off: number, len: number): Promise<{ data: Buffer; eof: boolean }> {
     const f = this.file(fh);
+    const first = f.first;
+    // Served from the bytes of the open: a read that starts inside them (or at 0 of a file that came back whole).
+    if (first && (off < first.data.length || (first.eof && off === 0))) {
+      const end = off + len;
+      const kept = first.data.subarray(off, Math.min(end, first.data.length));
+      if (end <= first.data.length || first.eof) return { data: kept, eof: first.eof && kept.length < len };
+      // The rest of the range lies past what came with the open.
+      const rest = await this.readNode(f, first.data.length, end - first.data.length);
+      return { data: Buffer.concat([kept, rest.data]), eof: rest.eof };
+    }
+    if (f.closed) {
+      try {
+        await this.ensureOpen(f);
+      } catch (e) {
+        // Removed since: the file as it was opened ended there.
+        if (first?.eof && off >= first.data.length && e instanceof FsError && e.errno === Errno.ENOENT) return { data: Buffer.alloc(0), eof: true };
+        throw e;
+      }
+    }
+    return this.readNode(f, off, len);
+  }
+
+  /** Reads from the node's handle of `f`, re-opening a read-only handle whose session died. */
+  private async readNode(f: OpenFile, off: number, len: number): Promise<{ data: Buffer; eof: boolean }> {
+    if (f.closed) await this.ensureOpen(f);
     for (let attempt = 0; ; attempt++) {
       const active = f.active;
       try {
@@ -136,6 +207,7 @@ export class OpenFiles {
    */
   async fsync(fh: number): Promise<void> {
     const f = this.file(fh);
+    if (f.closed) return;
     try {
       await f.active.session.client.request('fsync', { h: f.h });
     } catch (e) {
@@ -152,6 +224,7 @@ export class OpenFiles {
   async release(fh: number): Promise<void> {
     const f = this.file(fh);
     this.files.delete(fh);
+    if (f.closed) return;
     try {
       await f.active.session.client.request('close', { h: f.h });
     } catch (e) {
@@ -173,11 +246,22 @@ export class OpenFiles {
   /** Re-opens `f` (read-only) on the mount's next endpoint after `failed` failed; concurrent callers share one re-open. */
   private async reopen(f: OpenFile, failed: ActiveEndpoint): Promise<void> {
     if (f.active !== failed) return;
+    await this.ensureOpen(f, true);
+  }
+
+  /**
+   * Opens `f` (read-only) on the node again: after its session died (`force`), or when the
+   * node closed it at the end of the file (`closed`). Concurrent callers share one open.
+   */
+  private async ensureOpen(f: OpenFile, force = false): Promise<void> {
+    if (!force && !f.closed) return;
     if (!f.reopening) {
       f.reopening = (async () => {
-        const { active, h } = await this.routes.withMount(f.mountPath, (a, ctx) => this.openOn(a, ctx, f.rel, f.flags, true));
-        f.active = active;
-        f.h = h;
+        const o = await this.routes.withMount(f.mountPath, (a, ctx) => this.openOn(a, ctx, f.rel, f.flags, true, 0));
+        f.active = o.active;
+        f.h = o.h;
+        f.node = o.node;
+        f.closed = false;
       })().finally(() => {
         f.reopening = null;
       });
@@ -185,12 +269,21 @@ export class OpenFiles {
     await f.reopening;
   }
 
-  private openOn(a: ActiveEndpoint, ctx: OpContext, rel: string, flags: number, readOnly: boolean): Promise<{ active: ActiveEndpoint; h: number }> {
+  /**
+   * Opens `rel` on endpoint `a`: with `open_read` when `readBytes` > 0 and the node granted it
+   * (the node closes a file that came back whole), else a plain `open`.
+   */
+  private openOn(a: ActiveEndpoint, ctx: OpContext, rel: string, flags: number, readOnly: boolean, readBytes: number): Promise<Opened> {
     return retryStale(a, rel, async () => {
       const w = await walk(a, rel, true);
       if (!readOnly) ctx.committed = true;
+      if (readOnly && readBytes > 0 && a.session.client.has('open_read')) {
+        const { reply, data } = await a.session.client.openRead(w.id, flags, readBytes, true);
+        const first = reply.n === undefined ? null : { data, eof: reply.eof === true };
+        return { active: a, h: reply.h, node: w.id, attr: reply.attr, first, closed: reply.closed === true };
+      }
       const r = await a.session.client.request<{ h: number }>('open', { node: w.id }, { flags });
-      return { active: a, h: r.h };
+      return { active: a, h: r.h, node: w.id, first: null, closed: false };
     });
   }
 }

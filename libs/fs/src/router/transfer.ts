@@ -37,7 +37,8 @@ function drained(out: Writable): Promise<void> {
 }
 
 /**
- * Streams a file to `out` in order: one read first (small files cost one request), then up to
+ * Streams a file to `out` in order: one read first (small files cost one request, the open's
+ * when the node granted `open_read`), then up to
  * `inFlight` reads ahead. Waits for `drain` when `out` is full; stops quietly when `out` is
  * closed by its reader (EPIPE).
  * @returns bytes written to `out`
@@ -46,7 +47,8 @@ function drained(out: Writable): Promise<void> {
 export async function readFileTo(router: WorkspaceRouter, path: string, out: Writable, options: TransferOptions = {}): Promise<number> {
   const chunk = options.chunkBytes ?? DEFAULT_CHUNK;
   const inFlight = Math.max(1, options.inFlight ?? 8);
-  const { fh } = await router.open(path, OpenFlags.O_RDONLY);
+  // With open_read the first chunk comes with the open: a file up to one chunk is one round trip.
+  const { fh } = await router.open(path, OpenFlags.O_RDONLY, { readBytes: chunk });
   let broken = false;
   const onError = () => {
     broken = true;

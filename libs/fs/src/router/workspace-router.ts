@@ -34,7 +34,7 @@
  * no candidate of a mount can be used.
  */
 import { EventEmitter } from 'node:events';
-import type { FramedData } from '@svc/client';
+import type { FramedData, PrefetchedFile } from '@svc/client';
 import { Errno, FsError } from '@svc/protocol/wire';
 import { EndpointPool, EndpointPoolOptions, EndpointSession } from './endpoint-pool';
 import { ActiveEndpoint, MountRoutes, OpContext } from './failover';
@@ -43,7 +43,7 @@ import { InvalFanout } from './inval-fanout';
 import type { LookupCache } from './lookup-cache';
 import { DEFAULT_LOOKUP_CACHE_ENTRIES } from './lookup-cache';
 import { MountTable, Resolution } from './mount-table';
-import { OpenFiles } from './open-files';
+import { DEFAULT_OPEN_READ_BYTES, OpenFiles } from './open-files';
 import { isStale, retryStale, walk } from './path-walk';
 import { normalizePath, relJoin, relSplit, splitParent } from './paths';
 import type { MountUnavailableError } from './router-errors';
@@ -59,6 +59,16 @@ export type { CandidateStatus, MountStatus, ProbeResult } from './router-status'
 export interface WorkspaceRouterOptions {
   /** Ask nodes for the binary data path (default true; false forces JSON + base64). */
   binary?: boolean;
+  /**
+   * FS extensions to ask nodes for (docs/protocol.md "FS extensions"; default
+   * `SVC_FS_CLIENT_FEATURES`, else all). Empty: the base protocol.
+   */
+  features?: readonly string[];
+  /**
+   * Bytes a read-only {@link WorkspaceRouter.open} asks for with the `open_read` extension,
+   * unless the caller says (default 128 KiB; 0: plain opens).
+   */
+  openReadBytes?: number;
   /** Connect + hello limit per candidate (default 3000). */
   connectTimeoutMs?: number;
   /** Per-request limit; a timeout counts as an endpoint failure (default 15000). */
@@ -107,6 +117,7 @@ export class WorkspaceRouter extends EventEmitter {
     super();
     this.pool = new EndpointPool({
       binary: options.binary ?? true,
+      features: options.features,
       connectTimeoutMs: options.connectTimeoutMs ?? 3000,
       requestTimeoutMs: options.requestTimeoutMs ?? 15_000,
       connect: options.connect,
@@ -116,10 +127,13 @@ export class WorkspaceRouter extends EventEmitter {
       failureBackoffMs: options.failureBackoffMs ?? 2000,
       lookupCacheEntries: options.lookupCacheEntries ?? DEFAULT_LOOKUP_CACHE_ENTRIES,
     });
-    this.files = new OpenFiles(this.routes);
+    this.files = new OpenFiles(this.routes, options.openReadBytes ?? DEFAULT_OPEN_READ_BYTES);
     this.readdirMax = options.readdirMax ?? 512;
     const fanout = new InvalFanout(this.routes, emit);
-    this.pool.on('inval', (s: EndpointSession, ev: InvalEvent) => fanout.inval(s, ev));
+    this.pool.on('inval', (s: EndpointSession, ev: InvalEvent) => {
+      if (ev.what !== 'attr') this.files.dataChanged(s, ev.node);
+      fanout.inval(s, ev);
+    });
     this.pool.on('inval_dir', (s: EndpointSession, ev: InvalDirEvent) => fanout.invalDir(s, ev));
     this.pool.on('session_closed', (s: EndpointSession) => this.routes.sessionClosed(s));
   }
@@ -229,16 +243,44 @@ export class WorkspaceRouter extends EventEmitter {
 
   /**
    * Opens a file. Opening read-only is idempotent (retried on the next candidate); with write
-   * flags the open is a mutation (EIO if the endpoint failed while it was in flight).
+   * flags the open is a mutation (EIO if the endpoint failed while it was in flight). A
+   * read-only open on a node that granted `open_read` brings the file's first bytes along
+   * (reads of them need no round trip) and, for a file that came back whole, leaves no handle
+   * on the node (see {@link OpenFiles.open}).
    * @param flags Linux O_* bits ({@link OpenFlags})
-   * @returns a router file handle (`fh`) for read/write/fsync/close
+   * @param options.readBytes bytes to bring along with a read-only open (default `openReadBytes`; 0: none)
+   * @returns a router file handle (`fh`) for read/write/fsync/close, and the file's attr when
+   *   the node sent it (open_read)
    * @throws FsError ENOENT, EISDIR (synthetic directory), EACCES, EROFS, MountUnavailableError
    */
-  async open(path: string, flags: number = OpenFlags.O_RDONLY): Promise<{ fh: number }> {
+  async open(path: string, flags: number = OpenFlags.O_RDONLY, options: { readBytes?: number } = {}): Promise<{ fh: number; attr?: Attr }> {
     const r = this.resolve(path);
     if (r.kind === 'synthetic') throw new FsError(Errno.EISDIR, `${r.path}: is a directory`);
     if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
-    return this.files.open(r, flags);
+    return this.files.open(r, flags, options.readBytes);
+  }
+
+  /**
+   * Reads the small regular files `names` of directory `dir` in one request (the `prefetch`
+   * extension, docs/protocol.md "FS extensions"); the node opens each as `open` would (confined,
+   * never through a symlink) and bounds what it returns.
+   * @param maxFile bytes per file; @param maxTotal bytes of data in all (the node clamps both)
+   * @returns one entry per name (`data`, or `skip`/`errno`), or null when the node serving the
+   *   mount did not grant `prefetch` (or `dir` is not in a mount)
+   * @throws FsError for the directory (ENOENT, ENOTDIR, ENOTSUP, ...), MountUnavailableError
+   */
+  async prefetch(dir: string, names: readonly string[], maxFile: number, maxTotal: number): Promise<PrefetchedFile[] | null> {
+    const r = this.resolve(dir);
+    if (r.kind !== 'mount') return null;
+    return this.routes.withMount(r.mountPath, async (a) => {
+      if (!a.session.client.has('prefetch')) return null;
+      return retryStale(a, r.rel, async () => {
+        const w = await walk(a, r.rel, true);
+        const files = await a.session.client.prefetch(w.id, names, maxFile, maxTotal);
+        for (const f of files) if (f.attr) a.cache.set(relJoin(r.rel, f.name), f.attr.id);
+        return files;
+      });
+    });
   }
 
   /**
