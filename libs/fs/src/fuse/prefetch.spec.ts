@@ -1,0 +1,244 @@
+/**
+ * Unit tests of the FUSE layer's prefetching (issue 11 item 1): the store of prefetched
+ * contents (identity of attributes, one use, bounds, TTL, invalidation, batches in flight) and
+ * the policy (only reads trigger, two files of a directory, listing order, bounds per batch,
+ * one batch per directory, a node without the extension).
+ */
+import { Attr, DirEntry } from '@svc/protocol/wire';
+import type { PrefetchedFile } from '@svc/client';
+import { FuseCaches } from './fuse-caches';
+import { contentKey, PrefetchCache } from './prefetch-cache';
+import { PrefetchPolicy } from './prefetch-policy';
+
+function attr(id: number, sz: number, over: Partial<Attr> = {}): Attr {
+  return { id, k: 1, m: 0o100644, n: 1, u: 0, g: 0, sz, at: 1, mt: 1000 + id, ct: 1000 + id, gen: 1, ...over };
+}
+
+describe('PrefetchCache', () => {
+  afterEach(() => jest.useRealTimers());
+
+  function stored(cache: PrefetchCache, dir: string, files: Array<[string, Attr, string]>): void {
+    const b = cache.begin(
+      dir,
+      files.map(([n]) => n),
+    );
+    cache.complete(
+      b,
+      files.map(([name, a, text]) => ({ name, attr: a, data: Buffer.from(text) })),
+    );
+  }
+
+  it('serves a content once, only for attributes of the same identity', () => {
+    const c = new PrefetchCache(1 << 20, 60_000);
+    stored(c, '/w', [
+      ['a', attr(1, 3), 'AAA'],
+      ['b', attr(2, 3), 'BBB'],
+    ]);
+    expect(c.has('/w/a', attr(1, 3))).toBe(true);
+    expect(c.take('/w/a', attr(1, 3, { at: 99 }))?.toString()).toBe('AAA'); // atime is not identity
+    expect(c.take('/w/a', attr(1, 3))).toBeUndefined();
+    for (const other of [attr(1, 4), attr(1, 3, { mt: 5 }), attr(1, 3, { ct: 5 }), attr(1, 3, { gen: 2 }), attr(9, 3)]) {
+      stored(c, '/w', [['a', attr(1, 3), 'AAA']]);
+      expect(c.take('/w/a', other)).toBeUndefined();
+      // a mismatch drops it
+      expect(c.has('/w/a', attr(1, 3))).toBe(false);
+    }
+    expect(contentKey(attr(1, 3))).toBe('1:3:1001:1001:1');
+    expect(c.size).toBe(1);
+  });
+
+  it('drops a content when newer attributes differ, keeps it when they have the same identity', () => {
+    const c = new PrefetchCache(1 << 20, 60_000);
+    stored(c, '/w', [['a', attr(1, 3), 'AAA']]);
+    c.check('/w/a', attr(1, 3, { at: 7 }));
+    expect(c.has('/w/a', attr(1, 3))).toBe(true);
+    c.check('/w/a', attr(1, 3, { ct: 2000 }));
+    expect(c.has('/w/a', attr(1, 3))).toBe(false);
+    expect(c.bytes).toBe(0);
+  });
+
+  it('holds at most maxBytes, dropping the oldest first, and owns its bytes', () => {
+    const c = new PrefetchCache(10, 60_000);
+    const frame = Buffer.from('0123456789');
+    const b = c.begin('/d', ['a', 'b', 'c']);
+    c.complete(b, [
+      { name: 'a', attr: attr(1, 4), data: frame.subarray(0, 4) },
+      { name: 'b', attr: attr(2, 4), data: frame.subarray(4, 8) },
+      { name: 'c', attr: attr(3, 4), data: frame.subarray(6, 10) },
+    ]);
+    expect(c.bytes).toBeLessThanOrEqual(10);
+    expect(c.has('/d/a', attr(1, 4))).toBe(false);
+    expect(c.has('/d/c', attr(3, 4))).toBe(true);
+    frame.fill(0);
+    expect(c.take('/d/c', attr(3, 4))?.toString()).toBe('6789');
+    stored(c, '/d', [['big', attr(4, 11), '01234567890']]);
+    expect(c.has('/d/big', attr(4, 11))).toBe(false);
+  });
+
+  it('forgets an entry after its lifetime', () => {
+    jest.useFakeTimers({ now: 1_000_000 });
+    const c = new PrefetchCache(1 << 20, 500);
+    stored(c, '/w', [['a', attr(1, 1), 'A']]);
+    jest.setSystemTime(1_000_400);
+    expect(c.has('/w/a', attr(1, 1))).toBe(true);
+    jest.setSystemTime(1_000_600);
+    expect(c.has('/w/a', attr(1, 1))).toBe(false);
+    expect(c.take('/w/a', attr(1, 1))).toBeUndefined();
+  });
+
+  it('does not store what was forgotten while its batch was in flight', async () => {
+    const c = new PrefetchCache(1 << 20, 60_000);
+    const b = c.begin('/w/d', ['a', 'b', 'c']);
+    expect(c.pending('/w/d/b')).toBe(b);
+    expect(c.pending('/w/d/x')).toBeUndefined();
+    expect(c.pending('/w/b')).toBeUndefined();
+    c.forget('/w/d/b');
+    expect(c.pending('/w/d/b')).toBeUndefined();
+    let ended = false;
+    void b.done.then(() => (ended = true));
+    c.complete(b, [
+      { name: 'a', attr: attr(1, 1), data: Buffer.from('A') },
+      { name: 'b', attr: attr(2, 1), data: Buffer.from('B') },
+      { name: 'c', attr: attr(3, 1) },
+      { name: 'zz', attr: attr(4, 1), data: Buffer.from('Z') },
+    ]);
+    await Promise.resolve();
+    expect(ended).toBe(true);
+    expect(c.pending('/w/d/a')).toBeUndefined();
+    expect(c.has('/w/d/a', attr(1, 1))).toBe(true);
+    expect(c.has('/w/d/b', attr(2, 1))).toBe(false);
+    expect(c.has('/w/d/c', attr(3, 1))).toBe(false); // no data: not held
+    expect(c.has('/w/d/zz', attr(4, 1))).toBe(false); // not asked for
+
+    for (const drop of [(x: PrefetchCache) => x.forgetTree('/w'), (x: PrefetchCache) => x.forgetTree('/w/d'), (x: PrefetchCache) => x.forgetAll()]) {
+      const b2 = c.begin('/w/d', ['e']);
+      drop(c);
+      c.complete(b2, [{ name: 'e', attr: attr(5, 1), data: Buffer.from('E') }]);
+      expect(c.has('/w/d/e', attr(5, 1))).toBe(false);
+    }
+    expect(c.size).toBe(0);
+  });
+});
+
+/** A directory `/w/d` as the router lists it, and what the policy asked the router for. */
+class Dir {
+  readonly entries: DirEntry[] = [];
+  readonly asked: string[][] = [];
+  readonly listed: string[] = [];
+  granted = true;
+
+  constructor(files: Array<[string, Attr]>) {
+    for (const [name, a] of files) this.entries.push({ name, attr: a });
+  }
+
+  readonly router = {
+    getattr: async (): Promise<Attr> => {
+      throw new Error('no getattr expected');
+    },
+    readdirAll: async (path: string): Promise<DirEntry[]> => {
+      this.listed.push(path);
+      return path === '/w/d' ? this.entries : [];
+    },
+    prefetch: async (_dir: string, names: readonly string[]): Promise<PrefetchedFile[] | null> => {
+      this.asked.push([...names]);
+      if (!this.granted) return null;
+      await new Promise((r) => setImmediate(r));
+      return names.map((name) => {
+        const e = this.entries.find((x) => x.name === name)!;
+        return { name, attr: e.attr, data: Buffer.alloc(e.attr.sz, name) };
+      });
+    },
+  };
+}
+
+function policyOver(dir: Dir, options = {}) {
+  const caches = new FuseCaches(dir.router, 60_000);
+  const policy = new PrefetchPolicy(dir.router, caches, caches.contents, { maxFile: 1000, maxTotal: 5000, maxNames: 10, lookahead: 4, ...options });
+  return { caches, policy };
+}
+
+const name = (i: number) => `f${String(i).padStart(3, '0')}`;
+
+describe('PrefetchPolicy', () => {
+  afterEach(() => jest.useRealTimers());
+
+  it('starts after two distinct files of a directory are read, with the next small regular files in listing order', async () => {
+    const files: Array<[string, Attr]> = [];
+    for (let i = 0; i < 30; i++) files.push([name(i), attr(10 + i, 100)]);
+    files[4] = [name(4), attr(14, 5000)]; // too large
+    files[5] = [name(5), attr(15, 10, { k: 3, m: 0o120777 })]; // symlink
+    files[6] = [name(6), attr(16, 10, { k: 2, m: 0o40755 })]; // directory
+    files[7] = [name(7), attr(17, 10, { m: 0o10644 })]; // fifo
+    const dir = new Dir(files);
+    const { caches, policy } = policyOver(dir);
+    await policy.onRead('/w/d/f001');
+    await policy.onRead('/w/d/f001');
+    expect(dir.asked).toEqual([]);
+    expect(dir.listed).toEqual([]);
+    await policy.onRead('/w/d/f002');
+    expect(dir.listed).toEqual(['/w/d']);
+    expect(dir.asked).toEqual([[name(3), name(8), name(9), name(10), name(11), name(12), name(13), name(14), name(15), name(16)]]);
+    const a3 = caches.cachedAttr('/w/d/f003')!;
+    expect(caches.contents.take('/w/d/f003', a3)?.toString()).toBe('f003'.repeat(25));
+    // Reads inside the batch ask nothing while the next files are held; near its end the next batch starts.
+    await policy.onRead('/w/d/f003');
+    await policy.onRead('/w/d/f008');
+    expect(dir.asked.length).toBe(1);
+    await policy.onRead('/w/d/f013');
+    expect(dir.asked.length).toBe(2);
+    expect(dir.asked[1][0]).toBe(name(17));
+  });
+
+  it('never fetches for listings, lookups or a single file; bounds names and bytes per batch', async () => {
+    const files: Array<[string, Attr]> = [];
+    for (let i = 0; i < 50; i++) files.push([name(i), attr(10 + i, 900)]);
+    const dir = new Dir(files);
+    const { caches, policy } = policyOver(dir);
+    await caches.listing('/w/d');
+    for (let i = 0; i < 50; i++) caches.cachedAttr(`/w/d/${name(i)}`);
+    await policy.onRead('/w/d/f000');
+    expect(dir.asked).toEqual([]);
+    await policy.onRead('/w/d/f010');
+    // 5000 bytes at 900 bytes a file: 5 files, though 10 names are allowed
+    expect(dir.asked).toEqual([[name(11), name(12), name(13), name(14), name(15)]]);
+  });
+
+  it('counts only reads within the window', async () => {
+    jest.useFakeTimers({ now: 5_000_000, doNotFake: ['setImmediate', 'nextTick'] });
+    const dir = new Dir([0, 1, 2, 3, 4].map((i) => [name(i), attr(10 + i, 10)]));
+    const { policy } = policyOver(dir, { windowMs: 1000 });
+    await policy.onRead('/w/d/f000');
+    jest.setSystemTime(5_001_500);
+    await policy.onRead('/w/d/f001');
+    expect(dir.asked).toEqual([]);
+    jest.setSystemTime(5_001_900);
+    await policy.onRead('/w/d/f002');
+    expect(dir.asked).toEqual([[name(3), name(4)]]);
+  });
+
+  it('keeps one batch in flight per directory, and stops asking a node that did not grant prefetch', async () => {
+    const dir = new Dir(Array.from({ length: 40 }, (_, i) => [name(i), attr(10 + i, 10)] as [string, Attr]));
+    const { policy } = policyOver(dir, { maxNames: 2, lookahead: 10 });
+    await policy.onRead('/w/d/f000');
+    const p1 = policy.onRead('/w/d/f001');
+    const p2 = policy.onRead('/w/d/f020');
+    await Promise.all([p1, p2]);
+    expect(dir.asked.length).toBe(1);
+    dir.granted = false;
+    await policy.onRead('/w/d/f030');
+    await policy.onRead('/w/d/f033');
+    expect(dir.asked.length).toBe(2);
+  });
+
+  it('a failing batch stores nothing and throws nothing', async () => {
+    const dir = new Dir([0, 1, 2, 3].map((i) => [name(i), attr(10 + i, 10)]));
+    dir.router.prefetch = async () => {
+      throw new Error('node gone');
+    };
+    const { caches, policy } = policyOver(dir);
+    await policy.onRead('/w/d/f000');
+    await expect(policy.onRead('/w/d/f001')).resolves.toBeUndefined();
+    expect(caches.contents.size).toBe(0);
+    expect(caches.contents.pending('/w/d/f002')).toBeUndefined();
+  });
+});
