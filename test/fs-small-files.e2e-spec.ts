@@ -5,14 +5,24 @@
  * - The wire: `open_read` and `prefetch` granted or not (`--fs-features`), byte-exact on the
  *   JSON and binary data paths, bounded, confined, counted in `svc_fs_bytes_read_total`, and
  *   followed by the node's invalidation pushes.
+ * - Round trips: a cold `cat` of a small file is one FS request after lookup (FUSE and
+ *   `svc-fs-mount cat`); reading a directory of small files in order costs a few requests.
+ * - Coherence: a file changed, truncated, replaced by rename or deleted on the node's disk or
+ *   through another mount is seen with its new content through the mount within 2 s, a file
+ *   that was prefetched and never opened included; a prefetch never reads outside the export.
+ * - Bounded prefetch: `ls -la` and `find` of 5,000 small files read no file content; `cat` of
+ *   one of them reads at most one batch.
+ * - Extensions off on either side: the mount still works.
  */
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 import { FsPeer, startFsNode } from './helpers/fs-peer';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { runMount } from './helpers/fs-mount';
+import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
 
 const O = { RDONLY: 0, WRONLY: 1, RDWR: 2 };
 const E = { ENOENT: 2, EACCES: 13, EISDIR: 21, EINVAL: 22, ENOSYS: 38, ELOOP: 40, ENOTSUP: 95 };
@@ -35,8 +45,81 @@ async function counter(node: Running, name: string, labels: Record<string, strin
   return (family?.metrics ?? []).filter((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v)).reduce((s, m) => s + Number(m.value ?? 0), 0);
 }
 
+/** Requests answered by `node` for each FS op (`svc_fs_ops_total`, all results). */
+async function ops(node: Running): Promise<Record<string, number>> {
+  const text = await (await fetch(`${node.opsUrl}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const m of parsePrometheus(text).find((f) => f.name === 'svc_fs_ops_total')?.metrics ?? []) {
+    const op = m.labels?.op ?? '';
+    out[op] = (out[op] ?? 0) + Number(m.value ?? 0);
+  }
+  return out;
+}
+
+/** What changed between two {@link ops} readings (ops that did not move are left out). */
+function opsDelta(after: Record<string, number>, before: Record<string, number>): Record<string, number> {
+  const d: Record<string, number> = {};
+  for (const [op, n] of Object.entries(after)) if (n !== (before[op] ?? 0)) d[op] = n - (before[op] ?? 0);
+  return d;
+}
+
+function fuseUnavailable(): string | null {
+  if (!fs.existsSync('/dev/fuse')) return '/dev/fuse is missing';
+  try {
+    require('fuse-native');
+  } catch (e) {
+    return `fuse-native cannot load: ${(e as Error).message.split('\n')[0]}`;
+  }
+  try {
+    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
+  } catch {
+    return 'fusermount is missing (Debian: apt-get install fuse3)';
+  }
+  return null;
+}
+
+const reason = fuseUnavailable();
+if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
+const describeFuse = reason ? describe.skip : describe;
+
+interface Mount {
+  proc: ChildProcess;
+  /** Where the node's export `work` is seen. */
+  dir: string;
+  mnt: string;
+}
+const mounts: Mount[] = [];
+
+/** `svc-fs-mount --endpoint w=URL#work@/w [args] mount MNT`; the export is at `<mnt>/w`. */
+async function startMount(url: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<Mount> {
+  const mnt = join(tmpDir('svc-small-mnt-'), 'm');
+  fs.mkdirSync(mnt);
+  const proc = spawn(process.execPath, [BIN.fsMount, '--endpoint', `w=${url}#work@/w`, ...args, 'mount', mnt, '--attr-ttl-ms', '1000'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, SVC_LOG_LEVEL: 'warn', ...env },
+  });
+  let out = '';
+  let err = '';
+  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  const m = { proc, dir: join(mnt, 'w'), mnt };
+  mounts.push(m);
+  await waitFor(() => out.includes(`mounted on ${mnt}`), 20_000).catch((e) => {
+    throw new Error(`${(e as Error).message}\nstdout: ${out}\nstderr: ${err}`);
+  });
+  return m;
+}
+
 afterAll(async () => {
   for (const p of peers) p.close();
+  for (const m of mounts) {
+    if (m.proc.exitCode === null) m.proc.kill('SIGKILL');
+    try {
+      execFileSync('fusermount', ['-uz', m.mnt], { stdio: 'ignore' });
+    } catch {
+      /* not mounted */
+    }
+  }
   await killAll();
   cleanupTmp();
 });
@@ -180,5 +263,185 @@ describe('the extensions on the wire (svc-fs-node)', () => {
     fs.appendFileSync(join(work, 'many', 'f011'), 'more');
     const push = await p.waitPush('acheron.e_fs_inval', (e) => e.node === id, 2000, from);
     expect(push.payload.gen).toBeGreaterThan(r.files[1].attr.gen);
+  });
+});
+
+describeFuse('small files through the FUSE mount and svc-fs-mount cat', () => {
+  let work: string;
+  let outside: string;
+  let node: Running;
+  /** Extensions on (both sides). */
+  let m1: Mount;
+  /** Another mount of the same node (changes "through another mount"). */
+  let m2: Mount;
+  const text = (tag: string, n = 200) => `${tag}:`.padEnd(n, tag.slice(-1));
+  const cat = (path: string) => runMount(['--endpoint', `w=${node.url}#work@/w`, 'cat', path], { env: { SVC_FS_CLIENT_FEATURES: 'all' } });
+
+  beforeAll(async () => {
+    const base = tmpDir('svc-small-fuse-');
+    work = join(base, 'work');
+    outside = join(base, 'outside');
+    fs.mkdirSync(work);
+    fs.mkdirSync(outside);
+    node = await startFsNode([`work=${work}`], { env: ALL_FEATURES });
+    [m1, m2] = await Promise.all([startMount(node.url, [], { SVC_FS_CLIENT_FEATURES: 'all' }), startMount(node.url, [], { SVC_FS_CLIENT_FEATURES: 'all' })]);
+  }, 60_000);
+
+  it('a cold cat of a small file is one FS request after lookup: through FUSE and svc-fs-mount cat', async () => {
+    fs.mkdirSync(join(work, 'rt'));
+    fs.writeFileSync(join(work, 'rt', 'a.txt'), 'small file a\n');
+    fs.writeFileSync(join(work, 'rt', 'b.txt'), 'small file b\n');
+    fs.readdirSync(join(m1.dir, 'rt'));
+    let before = await ops(node);
+    expect(fs.readFileSync(join(m1.dir, 'rt', 'a.txt'), 'utf8')).toBe('small file a\n');
+    await sleep(300); // a close would be sent in the background
+    expect(opsDelta(await ops(node), before)).toEqual({ open: 1 });
+    before = await ops(node);
+    const r = await cat('/w/rt/b.txt');
+    expect({ code: r.code, out: r.stdout.toString() }).toEqual({ code: 0, out: 'small file b\n' });
+    const d = opsDelta(await ops(node), before);
+    expect({ open: d.open, read: d.read, close: d.close }).toEqual({ open: 1, read: undefined, close: undefined });
+  });
+
+  it('reading a directory of small files in order (grep -R) costs a few requests, each byte read once', async () => {
+    const dir = join(work, 'seq');
+    fs.mkdirSync(dir);
+    let total = 0;
+    for (let i = 0; i < 100; i++) {
+      const body = `${text(`seq ${i}`, 700 + ((i * 37) % 600))}\n`;
+      total += body.length;
+      fs.writeFileSync(join(dir, `f${String(i).padStart(3, '0')}.txt`), body);
+    }
+    const before = await ops(node);
+    const bytes = await counter(node, 'svc_fs_bytes_read_total');
+    const out = execFileSync('grep', ['-R', '-c', 'seq', join(m1.dir, 'seq')], { encoding: 'utf8' });
+    expect(out.trim().split('\n')).toHaveLength(100);
+    await sleep(300);
+    const d = opsDelta(await ops(node), before);
+    expect(d.read ?? 0).toBe(0);
+    expect(d.close ?? 0).toBe(0);
+    expect(d.open).toBeLessThanOrEqual(4);
+    expect(d.prefetch).toBeGreaterThanOrEqual(1);
+    expect(d.prefetch).toBeLessThanOrEqual(2);
+    expect((await counter(node, 'svc_fs_bytes_read_total')) - bytes).toBe(total);
+  });
+
+  describe.each([
+    ['on the node disk', 'disk'],
+    ['through another mount', 'mount'],
+  ])('coherence: a change %s is seen within 2 s', (_label, where) => {
+    it.each(['changed', 'truncated', 'replaced by rename', 'deleted'])('%s: an opened file and a prefetched, never opened one', async (kind) => {
+      const dirName = `coh-${where}-${kind.split(' ')[0]}`;
+      const names = Array.from({ length: 12 }, (_, i) => `f${String(i).padStart(2, '0')}`);
+      fs.mkdirSync(join(work, dirName));
+      for (const n of names) fs.writeFileSync(join(work, dirName, n), text(`${dirName}/${n} v1`));
+      const via = (n: string) => (where === 'disk' ? join(work, dirName, n) : join(m2.dir, dirName, n));
+      const seen = (n: string) => join(m1.dir, dirName, n);
+      fs.readdirSync(join(m2.dir, dirName));
+      const prefetches = (await ops(node)).prefetch ?? 0;
+      expect(fs.readFileSync(seen('f00'), 'utf8')).toBe(text(`${dirName}/f00 v1`));
+      expect(fs.readFileSync(seen('f01'), 'utf8')).toBe(text(`${dirName}/f01 v1`));
+      await waitFor(async () => ((await ops(node)).prefetch ?? 0) > prefetches, 5000);
+      const expected = new Map<string, string | null>();
+      for (const n of ['f01', 'f05']) {
+        const v2 = text(`${dirName}/${n} v2`);
+        if (kind === 'changed') {
+          fs.writeFileSync(via(n), v2);
+          expected.set(n, v2);
+        } else if (kind === 'truncated') {
+          fs.truncateSync(via(n), 0);
+          expected.set(n, '');
+        } else if (kind === 'replaced by rename') {
+          fs.writeFileSync(via(`${n}.new`), v2);
+          fs.renameSync(via(`${n}.new`), via(n));
+          expected.set(n, v2);
+        } else {
+          fs.unlinkSync(via(n));
+          expected.set(n, null);
+        }
+      }
+      const t0 = Date.now();
+      const current = (n: string): string | null => {
+        try {
+          return fs.readFileSync(seen(n), 'utf8');
+        } catch (e) {
+          if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
+          throw e;
+        }
+      };
+      for (const [n, want] of expected) {
+        await waitFor(() => current(n) === want, 4000, 25);
+        expect({ file: n, ms: Date.now() - t0 }).toEqual({ file: n, ms: expect.any(Number) });
+        expect(Date.now() - t0).toBeLessThanOrEqual(2000);
+      }
+      // and it stays so; a file next to them is untouched
+      for (const [n, want] of expected) expect(current(n)).toBe(want);
+      expect(current('f06')).toBe(text(`${dirName}/f06 v1`));
+      const r = await cat(`/w/${dirName}/f05`);
+      if (expected.get('f05') === null) expect(r.code).not.toBe(0);
+      else expect({ code: r.code, out: r.stdout.toString() }).toEqual({ code: 0, out: expected.get('f05') });
+    });
+  });
+
+  it('a prefetch never reads outside the export, a symlink, a fifo or a directory', async () => {
+    fs.writeFileSync(join(outside, 'secret.txt'), 'SECRET outside the export\n');
+    const dir = join(work, 'conf');
+    fs.mkdirSync(dir);
+    const files = ['a', 'b', 'c', 'd', 'e'];
+    for (const n of files) fs.writeFileSync(join(dir, n), text(`conf ${n}`, 100));
+    fs.symlinkSync(join(outside, 'secret.txt'), join(dir, 'd-out'));
+    execFileSync('mkfifo', [join(dir, 'd-fifo')]);
+    fs.mkdirSync(join(dir, 'd-sub'));
+    fs.writeFileSync(join(dir, 'd-sub', 'inner'), 'inner');
+    fs.readdirSync(join(m1.dir, 'conf'));
+    const bytes = await counter(node, 'svc_fs_bytes_read_total');
+    for (const n of ['a', 'b', 'c']) expect(fs.readFileSync(join(m1.dir, 'conf', n), 'utf8')).toBe(text(`conf ${n}`, 100));
+    await sleep(500);
+    // a, b opened; c, d and e prefetched; nothing else read
+    expect((await counter(node, 'svc_fs_bytes_read_total')) - bytes).toBe(500);
+    // (the kernel follows d-out itself, to the path on this host, and opens the fifo itself: the
+    // node reads neither)
+    expect(fs.readlinkSync(join(m1.dir, 'conf', 'd-out'))).toBe(join(outside, 'secret.txt'));
+    expect(fs.statSync(join(m1.dir, 'conf', 'd-fifo')).isFIFO()).toBe(true);
+    expect((await counter(node, 'svc_fs_bytes_read_total')) - bytes).toBe(500);
+  });
+
+  it('bounded: ls -la and find of 5,000 small files read no content; cat of one reads at most one batch', async () => {
+    const dir = join(work, 'big5k');
+    fs.mkdirSync(dir);
+    for (let i = 0; i < 5000; i++) fs.writeFileSync(join(dir, `f${String(i).padStart(4, '0')}`), text(`big ${i}`, 100));
+    const bytes = await counter(node, 'svc_fs_bytes_read_total');
+    const before = await ops(node);
+    const ls = execFileSync('ls', ['-la', join(m1.dir, 'big5k')], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    expect(ls.trim().split('\n').length).toBe(5001); // "total" and the files (no . and ..)
+    const found = execFileSync('find', [join(m1.dir, 'big5k'), '-type', 'f'], { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+    expect(found.trim().split('\n').length).toBe(5000);
+    expect((await counter(node, 'svc_fs_bytes_read_total')) - bytes).toBe(0);
+    expect(opsDelta(await ops(node), before).prefetch).toBeUndefined();
+    expect(fs.readFileSync(join(m1.dir, 'big5k', 'f2500'), 'utf8')).toBe(text('big 2500', 100));
+    expect(execFileSync('cat', [join(m1.dir, 'big5k', 'f2501')], { encoding: 'utf8' })).toBe(text('big 2501', 100));
+    const r = await cat('/w/big5k/f2502');
+    expect(r.stdout.toString()).toBe(text('big 2502', 100));
+    await sleep(500);
+    const read = (await counter(node, 'svc_fs_bytes_read_total')) - bytes;
+    expect(read).toBeGreaterThanOrEqual(300);
+    expect(read).toBeLessThanOrEqual(1024 * 1024);
+  });
+
+  it('works with the extensions off on either side', async () => {
+    const dir = join(work, 'off');
+    fs.mkdirSync(dir);
+    for (let i = 0; i < 20; i++) fs.writeFileSync(join(dir, `f${i}`), text(`off ${i}`));
+    const bare = await startFsNode([`work=${work}`], { args: ['--fs-features', 'none'], env: ALL_FEATURES });
+    const [clientOff, nodeOff] = await Promise.all([startMount(node.url, ['--fs-features', 'none']), startMount(bare.url, [], { SVC_FS_CLIENT_FEATURES: 'all' })]);
+    for (const m of [clientOff, nodeOff]) {
+      const out = execFileSync('grep', ['-R', '-h', 'off', join(m.dir, 'off')], { encoding: 'utf8' });
+      expect(out.split('\n').filter(Boolean).sort()).toEqual(Array.from({ length: 20 }, (_, i) => text(`off ${i}`)).sort());
+    }
+    const r = await runMount(['--endpoint', `w=${bare.url}#work@/w`, 'cat', '/w/off/f3'], { env: { SVC_FS_CLIENT_FEATURES: 'all' } });
+    expect(r.stdout.toString()).toBe(text('off 3'));
+    const bad = await runMount(['--endpoint', `w=${node.url}#work@/w`, '--fs-features', 'turbo', 'cat', '/w/off/f3']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/--fs-features: unknown FS extension "turbo"/);
   });
 });
