@@ -22,6 +22,7 @@ import { join } from 'node:path';
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 import { FsPeer, startFsNode } from './helpers/fs-peer';
 import { runMount } from './helpers/fs-mount';
+import { parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
 import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
 
 const O = { RDONLY: 0, WRONLY: 1, RDWR: 2 };
@@ -263,6 +264,88 @@ describe('the extensions on the wire (svc-fs-node)', () => {
     fs.appendFileSync(join(work, 'many', 'f011'), 'more');
     const push = await p.waitPush('acheron.e_fs_inval', (e) => e.node === id, 2000, from);
     expect(push.payload.gen).toBeGreaterThan(r.files[1].attr.gen);
+  });
+});
+
+describe('the router: read-only opens with open_read, prefetch', () => {
+  let work: string;
+  let node: Running;
+  let router: WorkspaceRouter;
+  const big = randomBytes(300 * 1024 + 7);
+
+  beforeAll(async () => {
+    work = join(tmpDir('svc-small-router-'), 'work');
+    fs.mkdirSync(work);
+    fs.writeFileSync(join(work, 'small.txt'), 'small file\n');
+    fs.writeFileSync(join(work, 'changes.txt'), 'version one\n');
+    fs.writeFileSync(join(work, 'big.bin'), big);
+    node = await startFsNode([`work=${work}`], { env: ALL_FEATURES });
+    router = new WorkspaceRouter(new StaticTopologySource([parseEndpointSpec(`w=${node.url}#work@/w`)]), { features: FEATURES });
+    await router.start();
+  });
+
+  afterAll(() => router?.close());
+
+  it('a small file comes with its open (attr and bytes), needs no read or close; a read past its end sees it grown', async () => {
+    await router.getattr('/w/small.txt');
+    let before = await ops(node);
+    const { fh, attr } = await router.open('/w/small.txt');
+    expect(attr).toMatchObject({ sz: 11, k: 1 });
+    expect(await router.read(fh, 0, 4096)).toEqual({ data: Buffer.from('small file\n'), eof: true });
+    expect((await router.read(fh, 6, 4)).data.toString()).toBe('file');
+    expect(opsDelta(await ops(node), before)).toEqual({ open: 1 });
+    fs.appendFileSync(join(work, 'small.txt'), 'more\n');
+    before = await ops(node);
+    expect(await router.read(fh, 11, 100)).toEqual({ data: Buffer.from('more\n'), eof: true });
+    await router.release(fh);
+    expect(opsDelta(await ops(node), before)).toEqual({ open: 1, read: 1, close: 1 });
+  });
+
+  it('a large file: the first block is served from the open, the rest read from the node, byte-exact', async () => {
+    await router.getattr('/w/big.bin');
+    const before = await ops(node);
+    const { fh, attr } = await router.open('/w/big.bin');
+    expect(attr?.sz).toBe(big.length);
+    expect((await router.read(fh, 1000, 2000)).data.equals(big.subarray(1000, 3000))).toBe(true);
+    const all = await router.read(fh, 0, 1024 * 1024);
+    expect(all.eof).toBe(true);
+    expect(all.data.equals(big)).toBe(true);
+    await router.release(fh);
+    expect(opsDelta(await ops(node), before)).toEqual({ open: 1, read: 1, close: 1 });
+  });
+
+  it('the node pushing a change drops the bytes kept for an open handle', async () => {
+    await router.readdir('/w');
+    const { fh } = await router.open('/w/changes.txt');
+    expect((await router.read(fh, 0, 100)).data.toString()).toBe('version one\n');
+    fs.writeFileSync(join(work, 'changes.txt'), 'version two\n');
+    const t0 = Date.now();
+    await waitFor(async () => (await router.read(fh, 0, 100)).data.toString() === 'version two\n', 3000, 25);
+    expect(Date.now() - t0).toBeLessThanOrEqual(2000);
+    await router.release(fh);
+  });
+
+  it('prefetch brings small files with their attrs; a router asking no extension gets plain opens and no prefetch', async () => {
+    const files = await router.prefetch('/w', ['small.txt', 'big.bin', 'nothing'], 64 * 1024, 1024 * 1024);
+    expect(files?.map((f) => [f.name, f.data?.toString(), f.skip, f.errno])).toEqual([
+      ['small.txt', 'small file\nmore\n', undefined, undefined],
+      ['big.bin', undefined, 'size', undefined],
+      ['nothing', undefined, undefined, 2],
+    ]);
+    const plain = new WorkspaceRouter(new StaticTopologySource([parseEndpointSpec(`w=${node.url}#work@/w`)]), { features: [] });
+    try {
+      await plain.start();
+      const before = await ops(node);
+      const { fh, attr } = await plain.open('/w/small.txt');
+      expect(attr).toBeUndefined();
+      expect((await plain.read(fh, 0, 100)).data.toString()).toBe('small file\nmore\n');
+      await plain.release(fh);
+      expect(await plain.prefetch('/w', ['small.txt'], 1000, 1000)).toBeNull();
+      const d = opsDelta(await ops(node), before);
+      expect({ open: d.open, read: d.read, close: d.close, prefetch: d.prefetch }).toEqual({ open: 1, read: 1, close: 1, prefetch: undefined });
+    } finally {
+      plain.close();
+    }
   });
 });
 
