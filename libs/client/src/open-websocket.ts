@@ -36,7 +36,7 @@ export function openWebSocket(url: string, options: OpenOptions): Promise<WebSoc
         reject(err);
       } else resolve(socket!);
     };
-    const timer = setTimeout(() => done(new ConnectionError(`timed out connecting to ${url}`, 'timeout')), options.timeoutMs);
+    const timer = setTimeout(() => done(new ConnectionError(`no answer from ${url} within ${options.timeoutMs} ms (connect)`, 'timeout')), options.timeoutMs);
     try {
       socket = new WebSocket(url, { headers: options.headers, handshakeTimeout: options.timeoutMs, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
     } catch (e) {
