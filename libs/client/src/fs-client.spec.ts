@@ -1,75 +1,13 @@
 /**
- * FsClient keepalive and deadlines (issue 11 item 3) against a tiny real `ws` server that
- * speaks just enough of PROTOCOL.md 8 (hello, then one reply per request) and can stop
- * answering altogether (no replies, no pongs: a SIGSTOPped node), answer late while still
- * answering pings (a busy node), or answer pushes without pongs.
+ * FsClient keepalive and deadlines (issue 11 item 3) against a tiny real `ws` node
+ * (test/helpers/stub-fs-node.ts) that can stop answering altogether (no replies, no pongs: a
+ * SIGSTOPped node), answer late while still answering pings (a busy node), or push without
+ * ponging.
  */
-import { AddressInfo } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import WebSocket, { WebSocketServer } from 'ws';
+import { StubMode as Mode, StubNode as Peer, startStubNode as startPeer } from '../../../test/helpers/stub-fs-node';
 import { ConnectionError } from './connection-error';
 import { FsClient } from './fs-client';
-
-type Mode = 'normal' | 'hung' | 'slow' | 'pushes' | 'mute-hello' | 'no-reply';
-
-interface Peer {
-  url: string;
-  mode: Mode;
-  /** Reply delay in `slow` mode, ms. */
-  slowMs: number;
-  pings: number;
-  requests: number;
-  close(): Promise<void>;
-}
-
-/** Starts the test node: answers pings itself unless `hung`, replies per `mode`. */
-async function startPeer(mode: Mode = 'normal'): Promise<Peer> {
-  const wss = new WebSocketServer({ port: 0, host: '127.0.0.1', autoPong: false });
-  await new Promise<void>((r) => wss.once('listening', () => r()));
-  const peer: Peer = {
-    url: `ws://127.0.0.1:${(wss.address() as AddressInfo).port}/v2/fs`,
-    mode,
-    slowMs: 0,
-    pings: 0,
-    requests: 0,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const c of wss.clients) c.terminate();
-        wss.close(() => r());
-      }),
-  };
-  wss.on('connection', (ws: WebSocket) => {
-    const timers: NodeJS.Timeout[] = [];
-    ws.on('close', () => timers.forEach((t) => clearTimeout(t)));
-    ws.on('ping', (data) => {
-      peer.pings++;
-      if (peer.mode !== 'hung') ws.pong(data);
-    });
-    ws.on('message', (raw) => {
-      const msg = JSON.parse(raw.toString()) as { type: string; tag: number };
-      const reply = (type: string, payload: object) => ws.send(JSON.stringify({ channel: 'acheron', type, tag: msg.tag, ok: true, payload }));
-      if (msg.type === 'acheron.t_fs_hello') {
-        if (peer.mode === 'mute-hello') return;
-        return reply('acheron.r_fs_hello', { protocol: 'acheron-fs', caps: { binary_data: false, max_read: 1 << 20, max_write: 1 << 20 } });
-      }
-      peer.requests++;
-      const op = msg.type.replace('acheron.t_fs_', '');
-      if (peer.mode === 'hung' || peer.mode === 'no-reply') return;
-      if (peer.mode === 'slow') {
-        timers.push(setTimeout(() => reply(`acheron.r_fs_${op}`, { late: true }), peer.slowMs));
-        return;
-      }
-      if (peer.mode === 'pushes') {
-        // never a pong, but a push every 150 ms, then the reply
-        for (let i = 1; i <= 8; i++) timers.push(setTimeout(() => ws.send(JSON.stringify({ channel: 'acheron', type: 'acheron.e_fs_inval', payload: { node: 1, what: 'attr', gen: i } })), i * 150));
-        timers.push(setTimeout(() => reply(`acheron.r_fs_${op}`, { after_pushes: true }), 9 * 150));
-        return;
-      }
-      reply(`acheron.r_fs_${op}`, { ok: op });
-    });
-  });
-  return peer;
-}
 
 const peers: Peer[] = [];
 const clients: FsClient[] = [];
@@ -185,6 +123,14 @@ describe('FsClient.connect', () => {
     expect(r.err).toBeInstanceOf(ConnectionError);
     expect(r.err).toMatchObject({ reason: 'timeout', message: `no answer from ${peer.url} within 800 ms (connect and hello)` });
     expect(r.ms).toBeGreaterThanOrEqual(750);
+    expect(r.ms).toBeLessThan(1500);
+  });
+
+  it('a node that accepts the connection but never answers the upgrade fails at connectTimeoutMs', async () => {
+    const peer = await startPeer('hung');
+    peers.push(peer);
+    const r = await timed(FsClient.connect({ url: peer.url, connectTimeoutMs: 600 }));
+    expect(r.err).toMatchObject({ reason: 'timeout', message: `no answer from ${peer.url} within 600 ms (connect)` });
     expect(r.ms).toBeLessThan(1500);
   });
 });
