@@ -32,6 +32,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import WebSocket from 'ws';
 import { ControlClient } from '../libs/client/src';
+import { prng } from './prng';
 
 const ROOT = resolve(__dirname, '..', '..');
 const ADMIN = 'soak-admin-token-0123456789abcdef';
@@ -54,17 +55,6 @@ const STALL_MS = 5000;
 
 // ---- small helpers ----------------------------------------------------------------------
 
-/** mulberry32: a seeded PRNG in [0, 1). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const seed = env('SOAK_SEED', Date.now() % 1e9);
 const rand = prng(seed);
 const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)];

@@ -1,15 +1,2 @@
-/**
- * mulberry32: a small seeded PRNG for the fuzz tests, so a failure can be replayed with the
- * seed it prints (`FUZZ_SEED`).
- * @returns a function giving numbers in [0, 1)
- */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The seeded PRNG of the fuzz tests; one home in `bench/prng.ts` (built with the benches). */
+export { prng } from '../../bench/prng';
