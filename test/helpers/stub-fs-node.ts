@@ -1,7 +1,8 @@
 /**
  * A tiny FS node for unit tests of the client side's fault handling (FsClient keepalive,
  * EndpointPool hung endpoints): a real `ws` server that speaks just enough of PROTOCOL.md 8
- * (hello; one reply per request, echoing the operation; `exports` with one export) and can
+ * (hello; `exports` with one export `work`; `lookup`/`getattr` with one file attribute whose
+ * size is the node's `size`; other requests answered by echoing the operation) and can
  * behave like a node that stopped (`hung`: no replies, no pongs, upgrades left unanswered, as
  * a SIGSTOPped process whose kernel still accepts connections), a busy node (`slow`: late
  * replies, pongs at once), a node that never pongs but pushes, one that never says hello, or
@@ -19,6 +20,8 @@ export interface StubNode {
   mode: StubMode;
   /** Reply delay in `slow` mode, ms. */
   slowMs: number;
+  /** The `sz` of every attribute it answers (`lookup`, `getattr`): tells nodes apart. */
+  size: number;
   /** Pings received, requests (other than hello) received, sessions opened. */
   pings: number;
   requests: number;
@@ -35,6 +38,7 @@ export async function startStubNode(mode: StubMode = 'normal'): Promise<StubNode
     url: '',
     mode,
     slowMs: 0,
+    size: 0,
     pings: 0,
     requests: 0,
     sessions: 0,
@@ -75,6 +79,9 @@ export async function startStubNode(mode: StubMode = 'normal'): Promise<StubNode
       const op = msg.type.replace('acheron.t_fs_', '');
       if (op === 'exports') return reply('acheron.r_fs_exports', { exports: [{ name: 'work', root: 1, ro: false }] });
       if (node.mode === 'no-reply') return;
+      if ((op === 'lookup' || op === 'getattr') && node.mode === 'normal') {
+        return reply(`acheron.r_fs_${op}`, { attr: { id: 2, k: 1, m: 0o100644, n: 1, u: 0, g: 0, sz: node.size, at: 0, mt: 0, ct: 0, gen: 1 } });
+      }
       if (node.mode === 'slow') {
         timers.push(setTimeout(() => reply(`acheron.r_fs_${op}`, { late: true }), node.slowMs));
         return;

@@ -38,7 +38,7 @@ async function timed(p: Promise<unknown>): Promise<{ err: unknown; ms: number; v
 describe('FsClient keepalive', () => {
   it('a node that stops answering (no reply, no pong) fails every pending request with `hung` at the keepalive limit', async () => {
     const { peer, client } = await setup({ keepaliveMs: 200, keepaliveTimeoutMs: 700, requestTimeoutMs: 30_000 });
-    expect(await client.request('getattr', { node: 1 })).toEqual({ ok: 'getattr' });
+    expect(await client.request('statfs', { node: 1 })).toEqual({ ok: 'statfs' });
     peer.mode = 'hung';
     const hung: ConnectionError[] = [];
     client.on('hung', (e: ConnectionError) => hung.push(e));

@@ -257,6 +257,11 @@ export class FsClient extends EventEmitter {
     return r.payload.n as number;
   }
 
+  /** performance.now() time, ms, of the last frame or pong received from the node (the hello reply at least). */
+  get lastHeardAt(): number {
+    return this.lastHeard;
+  }
+
   /** Requests waiting for their reply. */
   get pendingCount(): number {
     return this.pending.size;

@@ -81,7 +81,7 @@ export interface EndpointPoolOptions {
 }
 
 /** Default connect + hello limit of the pool, ms. */
-export const DEFAULT_CONNECT_TIMEOUT_MS = 2500;
+export const DEFAULT_CONNECT_TIMEOUT_MS = 2000;
 
 /** A hung endpoint (see module documentation). */
 interface HungEndpoint {
