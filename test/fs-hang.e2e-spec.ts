@@ -160,6 +160,30 @@ describe('svc-fs-mount cat with a hung node', () => {
   }, 30_000);
 });
 
+describe('deadline flags of svc-fs-mount', () => {
+  it('--connect-timeout-ms sets the limit a stopped node is given; contradictory or malformed values exit 2', async () => {
+    stop(nodeA);
+    try {
+      const st = await runMount([...onlyA(), '--connect-timeout-ms', '700', '--json', 'status']);
+      expect(st.code).toBe(1);
+      const probe = JSON.parse(st.stdout.toString()).mounts[0].candidates[0].probe;
+      expect(probe).toMatchObject({ ok: false, error: `no answer from ${nodeA.url} within 700 ms (connect)` });
+      expect(probe.ms).toBeGreaterThanOrEqual(650);
+      expect(probe.ms).toBeLessThan(2000);
+    } finally {
+      cont(nodeA);
+    }
+    const contradictory = await runMount([...onlyA(), '--keepalive-ms', '1000', '--keepalive-timeout-ms', '500', 'cat', '/s/who']);
+    expect(contradictory.code).toBe(2);
+    expect(contradictory.stderr).toContain('--keepalive-timeout-ms (500) must be larger than --keepalive-ms (1000)');
+    const malformed = await runMount([...onlyA(), '--op-deadline-ms', 'soon', 'cat', '/s/who']);
+    expect(malformed.code).toBe(2);
+    expect(malformed.stderr).toContain('--op-deadline-ms must be an integer from 1 to 3600000 (ms), got "soon"');
+    // keepalive off is allowed
+    expect((await runMount([...onlyA(), '--keepalive-ms', '0', 'cat', '/s/who'])).stdout.toString()).toBe('A\n');
+  }, 30_000);
+});
+
 describeFuse('FUSE mount with a hung node', () => {
   /** Mounts the workspace of `args` on a fresh directory; resolves once mounted. */
   async function mount(args: string[]): Promise<{ proc: ChildProcess; dir: string }> {
