@@ -6,13 +6,14 @@
  * behave like a node that stopped (`hung`: no replies, no pongs, upgrades left unanswered, as
  * a SIGSTOPped process whose kernel still accepts connections), a busy node (`slow`: late
  * replies, pongs at once), a node that never pongs but pushes, one that never says hello, or
- * one that never replies to requests while answering pings.
+ * one that never replies to requests while answering pings, or one that sends a large reply
+ * slowly (`trickle`: one frame in pieces over 2 s, nothing else meanwhile).
  */
 import { createServer, IncomingMessage, Server } from 'node:http';
 import { AddressInfo, Socket } from 'node:net';
 import WebSocket, { WebSocketServer } from 'ws';
 
-export type StubMode = 'normal' | 'hung' | 'slow' | 'pushes' | 'mute-hello' | 'no-reply';
+export type StubMode = 'normal' | 'hung' | 'slow' | 'pushes' | 'trickle' | 'mute-hello' | 'no-reply';
 
 export interface StubNode {
   url: string;
@@ -56,16 +57,16 @@ export async function startStubNode(mode: StubMode = 'normal'): Promise<StubNode
       socket.on('error', () => undefined);
       return;
     }
-    wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws));
+    wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws, socket));
   });
-  wss.on('connection', (ws: WebSocket) => {
+  wss.on('connection', (ws: WebSocket, socket: Socket) => {
     node.sessions++;
     const timers: NodeJS.Timeout[] = [];
     ws.on('close', () => timers.forEach((t) => clearTimeout(t)));
     ws.on('error', () => undefined);
     ws.on('ping', (data) => {
       node.pings++;
-      if (node.mode !== 'hung') ws.pong(data);
+      if (node.mode !== 'hung' && node.mode !== 'trickle') ws.pong(data);
     });
     ws.on('message', (raw) => {
       if (node.mode === 'hung') return;
@@ -84,6 +85,19 @@ export async function startStubNode(mode: StubMode = 'normal'): Promise<StubNode
       }
       if (node.mode === 'slow') {
         timers.push(setTimeout(() => reply(`acheron.r_fs_${op}`, { late: true }), node.slowMs));
+        return;
+      }
+      if (node.mode === 'trickle') {
+        // one large reply frame written by hand in 20 pieces over 2 s (no pong meanwhile:
+        // nothing may be sent inside a frame), as over a slow link
+        const body = Buffer.from(JSON.stringify({ channel: 'acheron', type: `acheron.r_fs_${op}`, tag: msg.tag, ok: true, payload: { pad: 'x'.repeat(200_000) } }));
+        const header = Buffer.alloc(10);
+        header[0] = 0x81; // FIN + text
+        header[1] = 127; // 64-bit length, unmasked
+        header.writeBigUInt64BE(BigInt(body.length), 2);
+        const frame = Buffer.concat([header, body]);
+        const piece = Math.ceil(frame.length / 20);
+        for (let i = 0; i < 20; i++) timers.push(setTimeout(() => socket.write(frame.subarray(i * piece, (i + 1) * piece)), i * 100));
         return;
       }
       if (node.mode === 'pushes') {

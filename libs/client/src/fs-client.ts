@@ -8,14 +8,15 @@
  * (`SIGSTOP`, a network partition) is found by keepalive pings. While at least one request
  * waits for its reply, a WebSocket ping (RFC 6455 control frame; the node's `ws` server
  * answers it itself) is sent after every `keepaliveMs` in which nothing arrived; when nothing
- * at all (reply, push, pong) has arrived for `keepaliveTimeoutMs` since the session started
- * waiting, the session is hung: it is dropped at once and every pending request fails with
+ * at all (no byte: reply, push, pong, or part of a large frame) has arrived for
+ * `keepaliveTimeoutMs` since the session started waiting, the session is hung: it is dropped at once and every pending request fails with
  * ConnectionError `hung` ("no answer from URL within N ms", `sent` true). An idle session
  * sends no pings, and a busy node keeps answering pongs from its event loop, so only an event
  * loop stalled for the whole limit looks hung. Each request also has its own limit
  * (`requestTimeoutMs`) for a node that answers pings but never this request.
  */
 import { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { base64Length, BINARY_HEADER_ROOM, completeBinaryFrame, decodeBase64Bytes, encodeBinaryFrame, FS_PROTO, FS_PROTOCOL, FsError, FsHelloReply, MAX_TAG, writeBase64 } from '@svc/protocol/wire';
@@ -144,6 +145,7 @@ export class FsClient extends EventEmitter {
     private readonly ws: WebSocket,
     readonly url: string,
     options: FsClientOptions,
+    raw: Socket | null,
   ) {
     super();
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
@@ -151,6 +153,9 @@ export class FsClient extends EventEmitter {
     this.keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
     this.lastHeard = performance.now();
     ws.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
+    // Bytes of a frame still arriving count as an answer too: a large reply on a slow link
+    // completes no frame (and lets no pong through) for a while, but the node is talking.
+    raw?.on('data', () => (this.lastHeard = performance.now()));
     ws.on('pong', () => (this.lastHeard = performance.now()));
     ws.on('ping', () => (this.lastHeard = performance.now()));
     ws.on('close', (code, reason) => {
@@ -172,8 +177,9 @@ export class FsClient extends EventEmitter {
   static async connect(options: FsClientOptions): Promise<FsClient> {
     const t0 = performance.now();
     const timeoutMs = options.connectTimeoutMs ?? 5000;
-    const ws = await openWebSocket(options.url, { timeoutMs, what: 'node' });
-    const client = new FsClient(ws, options.url, options);
+    let raw: Socket | null = null;
+    const ws = await openWebSocket(options.url, { timeoutMs, what: 'node', onSocket: (s) => (raw = s) });
+    const client = new FsClient(ws, options.url, options, raw);
     const payload: Record<string, unknown> = { protocol: FS_PROTOCOL, proto: FS_PROTO, binary: options.binary ?? true };
     if (options.authToken !== undefined) payload.auth_token = options.authToken;
     const left = Math.max(1, Math.round(timeoutMs - (performance.now() - t0)));
