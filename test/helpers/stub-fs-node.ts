@@ -2,7 +2,8 @@
  * A tiny FS node for unit tests of the client side's fault handling (FsClient keepalive,
  * EndpointPool hung endpoints): a real `ws` server that speaks just enough of PROTOCOL.md 8
  * (hello; `exports` with one export `work`; `lookup`/`getattr` with one file attribute whose
- * size is the node's `size`; other requests answered by echoing the operation) and can
+ * size is the node's `size`; `open` with handle 1; `read` with the text `size N`; other
+ * requests answered by echoing the operation) and can
  * behave like a node that stopped (`hung`: no replies, no pongs, upgrades left unanswered, as
  * a SIGSTOPped process whose kernel still accepts connections), a busy node (`slow`: late
  * replies, pongs at once), a node that never pongs but pushes, one that never says hello, or
@@ -80,6 +81,8 @@ export async function startStubNode(mode: StubMode = 'normal'): Promise<StubNode
       const op = msg.type.replace('acheron.t_fs_', '');
       if (op === 'exports') return reply('acheron.r_fs_exports', { exports: [{ name: 'work', root: 1, ro: false }] });
       if (node.mode === 'no-reply') return;
+      if (op === 'open' && node.mode === 'normal') return reply('acheron.r_fs_open', { h: 1 });
+      if (op === 'read' && node.mode === 'normal') return reply('acheron.r_fs_read', { data_b64: Buffer.from(`size ${node.size}`).toString('base64'), eof: true });
       if ((op === 'lookup' || op === 'getattr') && node.mode === 'normal') {
         return reply(`acheron.r_fs_${op}`, { attr: { id: 2, k: 1, m: 0o100644, n: 1, u: 0, g: 0, sz: node.size, at: 0, mt: 0, ct: 0, gen: 1 } });
       }

@@ -67,6 +67,18 @@ describe('failover with hung nodes', () => {
     expect(next.ms).toBeLessThan(200);
   });
 
+  it('a read on a read-only handle whose node stops answering continues on the standby within the keepalive limit', async () => {
+    const a = await node(1);
+    const b = await node(2);
+    const r = await router([`p=${a.url}@/s`, `q=${b.url}@/s`]);
+    const { fh } = await r.open('/s/f');
+    expect((await r.read(fh, 0, 100)).data.toString()).toBe('size 1');
+    a.mode = 'hung';
+    const t = await timed(r.read(fh, 0, 100));
+    expect(t.value?.data.toString()).toBe('size 2');
+    expect(t.ms).toBeLessThan(1500);
+  });
+
   it('the only node stops answering: EIO within the keepalive limit, then at once every time; it serves again by itself', async () => {
     const a = await node(7);
     const r = await router([`p=${a.url}@/s`]);

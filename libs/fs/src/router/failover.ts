@@ -222,16 +222,17 @@ export class MountRoutes {
 
   /**
    * `p`, or EIO once `deadline` passes first (`p` is then left to settle unobserved).
+   * @param what the path named in the error
    * @throws FsError EIO naming the deadline (and, when `ctx.committed`, that the mutation may
    *   or may not have been applied)
    */
-  private byDeadline<T>(p: Promise<T>, deadline: number, mountPath: string, ctx: OpContext): Promise<T> {
+  byDeadline<T>(p: Promise<T>, deadline: number, what: string, ctx: OpContext): Promise<T> {
     const left = deadline - performance.now();
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const maybe = ctx.committed ? '; the operation was in flight and may or may not have been applied' : '';
-        reject(new FsError(Errno.EIO, `${mountPath}: no answer within the operation deadline of ${this.options.opDeadlineMs} ms${maybe}`));
+        reject(new FsError(Errno.EIO, `${what}: no answer within the operation deadline of ${this.options.opDeadlineMs} ms${maybe}`));
       }, Math.max(0, left));
     });
     p.catch(() => undefined);

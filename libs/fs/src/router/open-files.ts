@@ -41,7 +41,7 @@ export class OpenFiles {
   private readonly files = new Map<number, OpenFile>();
   private nextFh = 1;
 
-  constructor(private readonly routes: Pick<MountRoutes, 'withMount' | 'endpointFailed' | 'route' | 'maxAttempts' | 'deadline' | 'extendDeadline'>) {}
+  constructor(private readonly routes: Pick<MountRoutes, 'withMount' | 'endpointFailed' | 'route' | 'maxAttempts' | 'deadline' | 'extendDeadline' | 'byDeadline'>) {}
 
   /** Session keys of every open file's endpoint (to keep them in the pool). */
   sessionKeys(): string[] {
@@ -102,7 +102,9 @@ export class OpenFiles {
     for (let attempt = 0; ; attempt++) {
       const active = f.active;
       try {
-        return await readChunks(active.session.client, f.h, off, len);
+        const read = readChunks(active.session.client, f.h, off, len);
+        // after a re-open elsewhere, the retry must be answered within the read's budget
+        return await (attempt === 0 ? read : this.routes.byDeadline(read, deadline, f.path, { committed: false }));
       } catch (e) {
         if (!isEndpointFailure(e)) throw e;
         this.routes.endpointFailed(this.routes.route(f.mountPath), active, e);
