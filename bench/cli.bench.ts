@@ -1,0 +1,221 @@
+/**
+ * `npm run bench:cli` (issue 11 build item 4 and its benchmark): wall time of whole CLI
+ * commands, each a fresh `node` process as a user runs it, next to plain `node -e 0`.
+ *
+ * Starts what the commands need itself, on loopback: `svc` (embedded store, temp state dir), one
+ * `svc-fs-node` in control daemon mode (paired by invite) exporting a temp directory that holds a
+ * 1-byte file, a project mounting that export at `/a`, and a standalone `svc-fs-node` (no FS
+ * auth) on the same directory for endpoint mode. Then runs, interleaved (one run of
+ * each command in turn, so a drift of the machine's speed hits all alike), after
+ * BENCH_CLI_WARMUP warm-up rounds, BENCH_CLI_RUNS counted rounds of:
+ *  - `node -e 0` (the yardstick: what starting node itself costs);
+ *  - `svc-control ping` (negotiates a control session, one request);
+ *  - `svc-fs-mount cat /a/one` of the 1-byte file, workspace mode (topology read from svc, then
+ *    the node's FS session) and endpoint mode (`--endpoint`: the node's FS session only);
+ *  - `svc-fs-mount --help` and `svc-control --help` (start-up and command tree, no I/O);
+ *  - `svc-fs-node --help`, and `svc-fs-node` standalone from spawn to its `listening on` line
+ *    (then SIGTERM).
+ * Every run's exit code (and cat's output) is checked: a failing command stops the bench.
+ * Prints, per command, the median and p90 wall time in ms and the median's ratio to `node -e 0`,
+ * and the issue's target (each CLI command under 150 ms). Prints figures; it asserts nothing.
+ *
+ * Environment: BENCH_CLI_RUNS (default 20), BENCH_CLI_WARMUP (default 2).
+ */
+import { ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { ControlClient } from '../libs/client/src';
+
+const ROOT = resolve(__dirname, '..', '..');
+const BIN = {
+  svc: join(ROOT, 'dist/src/main.js'),
+  control: join(ROOT, 'dist/apps/svc-control/src/main.js'),
+  fsNode: join(ROOT, 'dist/apps/svc-fs-node/src/main.js'),
+  fsMount: join(ROOT, 'dist/apps/svc-fs-mount/src/main.js'),
+};
+const RUNS = Number(process.env.BENCH_CLI_RUNS ?? 20);
+const WARMUP = Number(process.env.BENCH_CLI_WARMUP ?? 2);
+const ADMIN_TOKEN = 'bench-cli-admin-token-0123456789abcdef';
+/** The issue's target for each CLI command, ms of wall time. */
+const TARGET_MS = 150;
+
+/** An environment without the variables the CLIs read, so only the arguments given count. */
+const CLEAN_ENV: NodeJS.ProcessEnv = {
+  ...process.env,
+  SVC_AUTH_TOKEN: '',
+  SVC_FS_AUTH_TOKEN: '',
+  SVC_PROJECT_TOKEN: '',
+  SVC_URL: '',
+  SVC_FS_NODE_AUTH_TOKEN: '',
+  SVC_LOG_LEVEL: 'warn',
+};
+
+const started: ChildProcess[] = [];
+
+/**
+ * Spawns `node script ...args` and resolves with the URL of its `listening on <url>` line.
+ * @throws Error when it exits first or does not listen within 20 s
+ */
+function startListening(script: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; url: string }> {
+  const proc = spawn(process.execPath, [script, ...args], { env: { ...CLEAN_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  started.push(proc);
+  return new Promise((res, rej) => {
+    let out = '';
+    let err = '';
+    const timer = setTimeout(() => rej(new Error(`${script} did not listen within 20 s: ${err}`)), 20_000);
+    proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+    proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
+      out += d;
+      const m = /listening on (\S+)/.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        res({ proc, url: m[1] });
+      }
+    });
+    proc.once('exit', (c) => {
+      clearTimeout(timer);
+      rej(new Error(`${script} exited (${c}) before listening: ${err}`));
+    });
+  });
+}
+
+/** Polls `fn` every 100 ms until it returns a value, for at most 15 s. */
+async function waitFor<T>(fn: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + 15_000;
+  for (;;) {
+    const v = await fn();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error('condition not met within 15 s');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+interface Case {
+  name: string;
+  /** One run; resolves with its wall time in ms. */
+  run: () => Promise<number>;
+}
+
+/**
+ * A case that runs `argv` to completion with stdout collected.
+ * @param expectStdout when given, stdout must equal it
+ * @throws Error (from run) when the exit code is not 0 or stdout differs
+ */
+function processCase(name: string, argv: string[], expectStdout?: string): Case {
+  return {
+    name,
+    run: () =>
+      new Promise((res, rej) => {
+        const t0 = performance.now();
+        const p = spawn(argv[0], argv.slice(1), { env: CLEAN_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
+        let out = '';
+        let err = '';
+        p.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+        p.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+        p.once('close', (code) => {
+          const ms = performance.now() - t0;
+          if (code !== 0) rej(new Error(`${name}: exit ${code}: ${err}`));
+          else if (expectStdout !== undefined && out !== expectStdout) rej(new Error(`${name}: printed ${JSON.stringify(out)}, expected ${JSON.stringify(expectStdout)}`));
+          else res(ms);
+        });
+      }),
+  };
+}
+
+/** A case that times `svc-fs-node` from spawn to its `listening on` line, then stops it. */
+function listeningCase(name: string, args: string[]): Case {
+  return {
+    name,
+    run: async () => {
+      const t0 = performance.now();
+      const { proc } = await startListening(BIN.fsNode, args, {});
+      const ms = performance.now() - t0;
+      await new Promise<void>((r) => {
+        proc.once('exit', () => r());
+        proc.kill('SIGTERM');
+      });
+      return ms;
+    },
+  };
+}
+
+/** The q-quantile (0..1) of `xs` by nearest rank. */
+function quantile(xs: number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+}
+
+async function main(): Promise<void> {
+  const tmp = mkdtempSync(join(tmpdir(), 'bench-cli-'));
+  let admin: ControlClient | null = null;
+  try {
+    const stateDir = join(tmp, 'state');
+    const exportDir = join(tmp, 'export');
+    mkdirSync(stateDir);
+    mkdirSync(exportDir);
+    writeFileSync(join(exportDir, 'one'), 'x');
+
+    const svc = await startListening(BIN.svc, ['--port', '0', '--state-dir', stateDir], { SVC_ADMIN_TOKEN: ADMIN_TOKEN });
+    admin = await ControlClient.connect({ url: svc.url, token: ADMIN_TOKEN });
+    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+    await startListening(
+      BIN.fsNode,
+      ['--port', '0', '--control-url', svc.url, '--invite-token', invite_token, '--node-name', 'bench-node', '--state-file', join(tmp, 'node-state.json'), '--export', `work=${exportDir}`],
+      { SVC_AUTH_TOKEN: ADMIN_TOKEN },
+    );
+    const c = admin;
+    const nodeId = await waitFor(async () => {
+      const { nodes } = await c.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list');
+      const n = nodes.find((x) => x.node_name === 'bench-node');
+      if (!n) return undefined;
+      const { services } = await c.request<{ services: unknown[] }>('node_service_get', { node_id: n.node_id });
+      return services.length > 0 ? n.node_id : undefined;
+    });
+    const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'bench-cli' });
+    await admin.request('project_mount_set', { project_id: project.project_id, node_id: nodeId, export_name: 'work', mount_path: '/a' });
+    // Endpoint mode needs a node without FS session auth (a daemon node requires tokens).
+    const standalone = await startListening(BIN.fsNode, ['--port', '0', '--export', `work=${exportDir}`], {});
+    const workspace = ['--workspace-url', svc.url, '--auth-token', ADMIN_TOKEN, '--project-id', project.project_id, '--project-token', project.project_token];
+
+    const node0 = process.execPath;
+    const cases: Case[] = [
+      processCase('node -e 0', [node0, '-e', '0']),
+      processCase('svc-control ping', [node0, BIN.control, '--url', svc.url, '--auth-token', ADMIN_TOKEN, 'ping']),
+      processCase('svc-fs-mount cat (workspace mode, 1 byte)', [node0, BIN.fsMount, ...workspace, 'cat', '/a/one'], 'x'),
+      processCase('svc-fs-mount cat (--endpoint, 1 byte)', [node0, BIN.fsMount, '--endpoint', `a=${standalone.url}#work@/a`, 'cat', '/a/one'], 'x'),
+      processCase('svc-control --help', [node0, BIN.control, '--help']),
+      processCase('svc-fs-mount --help', [node0, BIN.fsMount, '--help']),
+      processCase('svc-fs-node --help', [node0, BIN.fsNode, '--help']),
+      listeningCase('svc-fs-node to listening', ['--port', '0', '--export', `work=${exportDir}`]),
+    ];
+    const times = new Map<string, number[]>(cases.map((k) => [k.name, []]));
+    for (let round = 0; round < WARMUP + RUNS; round++) {
+      for (const k of cases) {
+        const ms = await k.run();
+        if (round >= WARMUP) times.get(k.name)!.push(ms);
+      }
+    }
+
+    const base = quantile(times.get('node -e 0')!, 0.5);
+    const width = Math.max(...cases.map((k) => k.name.length));
+    console.log(`CLI wall time, ${RUNS} runs each after ${WARMUP} warm-up rounds, interleaved (node ${process.version}); target: each CLI command < ${TARGET_MS} ms`);
+    console.log(`${'command'.padEnd(width)}  median ms    p90 ms  median / node -e 0`);
+    for (const k of cases) {
+      const xs = times.get(k.name)!;
+      const med = quantile(xs, 0.5);
+      const mark = k.name === 'node -e 0' ? '' : med < TARGET_MS ? '  (< target)' : '  (over target)';
+      console.log(`${k.name.padEnd(width)}  ${med.toFixed(1).padStart(9)}  ${quantile(xs, 0.9).toFixed(1).padStart(8)}  ${(med / base).toFixed(2).padStart(18)}${mark}`);
+    }
+  } finally {
+    admin?.close();
+    for (const p of started) if (p.exitCode === null && p.signalCode === null) p.kill('SIGTERM');
+    rmSync(tmp, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => {
+  console.error(e);
+  for (const p of started) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+  process.exit(1);
+});
