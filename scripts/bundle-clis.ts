@@ -10,10 +10,11 @@
  * Left out of the bundles, so required from node_modules at run time as before if the program
  * ever asks for them: native addons (their loaders find the binary next to their own files),
  * packages that are not installed (the frameworks' optional integrations, which they require in
- * a try), and, for the command-line clients, what Nest loads only on request (its HTTP platform,
- * the validation packages). `inquirer` (nest-commander's prompts) and `cosmiconfig` (its plugin
- * files) are replaced by stand-ins that load the real package on first use: nest-commander
- * requires both at start-up, our commands use neither (together about 300 files).
+ * a try), and, for the command-line clients, what the frameworks load only on request (Nest's
+ * HTTP platform and validation packages, nest-commander's shell completion). `inquirer`
+ * (nest-commander's prompts) and `cosmiconfig` (its plugin files) are replaced by stand-ins that
+ * load the real package on first use: nest-commander requires both at start-up, our commands use
+ * neither (together about 300 files).
  *
  * Usage: `node dist/scripts/bundle-clis.js [app ...]` (default: every program below).
  */
@@ -48,8 +49,11 @@ interface Program {
  */
 const NOWHERE = 'ws://127.0.0.1:1';
 
-/** What Nest loads only when asked (an HTTP application, validation pipes): not the clients' case. */
-const ON_REQUEST = ['@nestjs/platform-express', 'class-validator', 'class-transformer'];
+/**
+ * What the frameworks load only when asked (Nest: an HTTP application, validation pipes;
+ * nest-commander: shell completion, which brings prettier): not the clients' case.
+ */
+const ON_REQUEST = ['@nestjs/platform-express', 'class-validator', 'class-transformer', '@fig/complete-commander'];
 
 /** Native addons: always left out of a bundle. */
 const NATIVE = ['bufferutil', 'utf-8-validate', 'fuse-native', 'better-sqlite3'];

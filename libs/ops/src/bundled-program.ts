@@ -11,15 +11,17 @@
  * (`module.enableCompileCache` came in 22). Reading one file and deserializing bytecode instead
  * of resolving, reading and compiling about 950 modules is most of the start-up time saved.
  *
- * Behaviour is the program's own either way: without a bundle (only `tsc` ran), `main.js` runs
- * `program.js` as before; without a cache for this bundle's id, or with one V8 rejects (another
- * node version or V8 flags), the bundle is compiled as usual. The id in the cache's name ties it
- * to the bundle's exact content (V8's own check only compares the source length).
+ * Behaviour is the program's own either way: without a bundle, or with one older than
+ * `program.js` or than tsc's last build (`dist/.tsbuildinfo`: `tsc` ran after the bundling step),
+ * `main.js` runs `program.js` as before; without a cache for this bundle's id, or with one V8
+ * rejects (another node version or V8 flags), the bundle is compiled as usual. The id in the
+ * cache's name ties it to the bundle's exact content (V8's own check only compares the source
+ * length).
  *
  * `SVC_BUNDLE_TRACE=1` prints one line on stderr saying what was loaded and whether the cache
  * was accepted (tests use it).
  */
-import { readdirSync, readFileSync, renameSync, unlinkSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, statSync, unlinkSync, writeFileSync } from 'node:fs';
 import Module from 'node:module';
 import { dirname, join } from 'node:path';
 import * as vm from 'node:vm';
@@ -51,9 +53,30 @@ export function bundleIdOf(source: string): string | null {
   return /^[0-9a-f]+$/.test(id) && id.length === BUNDLE_ID_LENGTH ? id : null;
 }
 
+/** Modification time of `file`, ms; null when it does not exist. */
+function mtimeMs(file: string): number | null {
+  return statSync(file, { throwIfNoEntry: false })?.mtimeMs ?? null;
+}
+
+/**
+ * The reason the bundle in `dir` is not to be run (missing, or older than what tsc last wrote);
+ * null when it is current.
+ */
+function staleness(dir: string, bundleFile: string): string | null {
+  const bundled = mtimeMs(bundleFile);
+  if (bundled === null) return `no ${bundleFile}`;
+  // dist/.tsbuildinfo: tsconfig.build.json's tsBuildInfoFile, three levels above dist/apps/<app>/src.
+  for (const built of [join(dir, 'program.js'), join(dir, '..', '..', '..', '.tsbuildinfo')]) {
+    const t = mtimeMs(built);
+    if (t !== null && t > bundled) return `${bundleFile} is older than ${built}`;
+  }
+  return null;
+}
+
 /**
  * Runs the program of the `main.js` in `dir`: its bundle `dir/program.bundle.js` with the bundle's
- * code cache when there is one, else `fallback()` (which requires `./program`).
+ * code cache when there is one, else (no bundle, or a stale one) `fallback()`, which requires
+ * `./program`.
  *
  * The bundle runs as a CommonJS module whose `require` resolves from the bundle's directory (so
  * the packages left out of the bundle, and native addons, load from `node_modules` as before) and
@@ -67,14 +90,13 @@ export function runBundled(dir: string, fallback: () => unknown): void {
   const trace = process.env[TRACE_ENV] === '1';
   const writeCache = process.env[WRITE_CODE_CACHE_ENV] === '1';
   delete process.env[WRITE_CODE_CACHE_ENV];
-  let source: string;
-  try {
-    source = readFileSync(file, 'utf8');
-  } catch {
-    if (trace) process.stderr.write(`svc-bundle: no ${file}; running ${join(dir, 'program.js')}\n`);
+  const stale = staleness(dir, file);
+  if (stale !== null) {
+    if (trace) process.stderr.write(`svc-bundle: ${stale}; running ${join(dir, 'program.js')}\n`);
     fallback();
     return;
   }
+  const source = readFileSync(file, 'utf8');
   const id = bundleIdOf(source);
   const cacheFile = id === null ? null : codeCacheFileOf(file, id);
   let cachedData: Buffer | undefined;
