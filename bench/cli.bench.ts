@@ -21,7 +21,9 @@
  * 150 ms wall). bash times each command (wall from fork to exit, CPU of the reaped child); the
  * server's CPU until listening is read from /proc. Prints figures; it asserts nothing.
  *
- * Environment: BENCH_CLI_RUNS (default 20), BENCH_CLI_WARMUP (default 2).
+ * Environment: BENCH_CLI_RUNS (default 20), BENCH_CLI_WARMUP (default 2), BENCH_CLI_BASELINE (the
+ * root of another built checkout, e.g. of the commit before a change: its CLIs are timed too, in
+ * the same rounds, rows marked `[baseline]`).
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -32,12 +34,12 @@ import { ControlClient } from '../libs/client/src';
 const ROOT = resolve(__dirname, '..', '..');
 const BIN = {
   svc: join(ROOT, 'dist/src/main.js'),
-  control: join(ROOT, 'dist/apps/svc-control/src/main.js'),
   fsNode: join(ROOT, 'dist/apps/svc-fs-node/src/main.js'),
-  fsMount: join(ROOT, 'dist/apps/svc-fs-mount/src/main.js'),
 };
 const RUNS = Number(process.env.BENCH_CLI_RUNS ?? 20);
 const WARMUP = Number(process.env.BENCH_CLI_WARMUP ?? 2);
+/** Another checkout (built) whose CLIs are timed too, interleaved, against the same servers. */
+const BASELINE = process.env.BENCH_CLI_BASELINE ? resolve(process.env.BENCH_CLI_BASELINE) : null;
 const ADMIN_TOKEN = 'bench-cli-admin-token-0123456789abcdef';
 /** The issue's target for each CLI command, ms of wall time. */
 const TARGET_MS = 150;
@@ -156,12 +158,12 @@ function cpuSoFarMs(pid: number): number {
 }
 
 /** A case that times `svc-fs-node` from spawn to its `listening on` line (wall and CPU), then stops it. */
-function listeningCase(name: string, args: string[]): Case {
+function listeningCase(name: string, script: string, args: string[]): Case {
   return {
     name,
     run: async () => {
       const t0 = performance.now();
-      const { proc } = await startListening(BIN.fsNode, args, {});
+      const { proc } = await startListening(script, args, {});
       const wall = performance.now() - t0;
       const cpu = cpuSoFarMs(proc.pid!);
       await new Promise<void>((r) => {
@@ -212,16 +214,19 @@ async function main(): Promise<void> {
     const workspace = ['--workspace-url', svc.url, '--auth-token', ADMIN_TOKEN, '--project-id', project.project_id, '--project-token', project.project_token];
 
     const node0 = process.execPath;
-    const cases: Case[] = [
-      processCase('node -e 0', [node0, '-e', '0']),
-      processCase('svc-control ping', [node0, BIN.control, '--url', svc.url, '--auth-token', ADMIN_TOKEN, 'ping']),
-      processCase('svc-fs-mount cat (workspace mode, 1 byte)', [node0, BIN.fsMount, ...workspace, 'cat', '/a/one'], 'x'),
-      processCase('svc-fs-mount cat (--endpoint, 1 byte)', [node0, BIN.fsMount, '--endpoint', `a=${standalone.url}#work@/a`, 'cat', '/a/one'], 'x'),
-      processCase('svc-control --help', [node0, BIN.control, '--help']),
-      processCase('svc-fs-mount --help', [node0, BIN.fsMount, '--help']),
-      processCase('svc-fs-node --help', [node0, BIN.fsNode, '--help']),
-      listeningCase('svc-fs-node to listening', ['--port', '0', '--export', `work=${exportDir}`]),
-    ];
+    const cases: Case[] = [processCase('node -e 0', [node0, '-e', '0'])];
+    for (const { root, label } of [{ root: ROOT, label: '' }, ...(BASELINE ? [{ root: BASELINE, label: ' [baseline]' }] : [])]) {
+      const bin = (app: string) => join(root, 'dist/apps', app, 'src/main.js');
+      cases.push(
+        processCase(`svc-control ping${label}`, [node0, bin('svc-control'), '--url', svc.url, '--auth-token', ADMIN_TOKEN, 'ping']),
+        processCase(`svc-fs-mount cat (workspace mode, 1 byte)${label}`, [node0, bin('svc-fs-mount'), ...workspace, 'cat', '/a/one'], 'x'),
+        processCase(`svc-fs-mount cat (--endpoint, 1 byte)${label}`, [node0, bin('svc-fs-mount'), '--endpoint', `a=${standalone.url}#work@/a`, 'cat', '/a/one'], 'x'),
+        processCase(`svc-control --help${label}`, [node0, bin('svc-control'), '--help']),
+        processCase(`svc-fs-mount --help${label}`, [node0, bin('svc-fs-mount'), '--help']),
+        processCase(`svc-fs-node --help${label}`, [node0, bin('svc-fs-node'), '--help']),
+        listeningCase(`svc-fs-node to listening${label}`, bin('svc-fs-node'), ['--port', '0', '--export', `work=${exportDir}`]),
+      );
+    }
     const samples = new Map<string, Sample[]>(cases.map((k) => [k.name, []]));
     for (let round = 0; round < WARMUP + RUNS; round++) {
       for (const k of cases) {
