@@ -5,6 +5,8 @@
  * loaded before that, so `--help` and configuration errors answer without loading Nest, the
  * validation libraries or the FS server (issue 11 item 4).
  */
+// First: V8 settings of the data path (see the module; main.ts has applied them already).
+import '../../../libs/ops/src/data-path-gc';
 import { ConfigError, FS_NODE_USAGE, FsNodeConfig, loadFsNodeConfig } from './config';
 import { die } from './die';
 
