@@ -36,6 +36,10 @@ export class ServerConfig {
   sweepIntervalMs: number;
   /** How long shutdown waits for requests in flight, ms (`SVC_SHUTDOWN_GRACE_MS`, default 5000). */
   shutdownGraceMs: number;
+  /** Audit entries are kept this long, days; fractions allowed (`SVC_AUDIT_RETENTION_DAYS`, default 30). */
+  auditRetentionDays: number;
+  /** At most this many audit entries are kept, the newest (`SVC_AUDIT_MAX_ENTRIES`, default 100000). */
+  auditMaxEntries: number;
   /** `--help` was given. */
   help: boolean;
 }
@@ -60,6 +64,8 @@ environment:
   SVC_ADMIN_TOKEN, SVC_USER_TOKEN  role tokens (generated into <state-dir>/auth_tokens.json if unset)
   SVC_MAX_MESSAGE_BYTES        largest frame in bytes (default 8 MiB)
   SVC_LOG_LEVEL                trace|debug|info|warn|error|fatal (default info)
+  SVC_AUDIT_RETENTION_DAYS     keep audit entries this many days (default 30)
+  SVC_AUDIT_MAX_ENTRIES        keep at most this many audit entries, the newest (default 100000)
 `;
 
 /**
@@ -72,6 +78,17 @@ export function parsePort(value: string, what: string): number {
 
 function parsePositiveInt(value: string | undefined, fallback: number, what: string, min = 1): number {
   return parseIntValue(value, fallback, what, min, ConfigError);
+}
+
+/**
+ * Parses `SVC_AUDIT_RETENTION_DAYS`: a positive number of days (fractions allowed, e.g. `0.5`).
+ * @throws ConfigError otherwise
+ */
+export function parseRetentionDays(value: string | undefined): number {
+  if (value === undefined || value === '') return 30;
+  const n = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 36_500) throw new ConfigError(`SVC_AUDIT_RETENTION_DAYS must be a number of days > 0 and <= 36500 (got "${value}")`);
+  return n;
 }
 
 /**
@@ -136,5 +153,7 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   config.logLevel = parseLogLevel(env.SVC_LOG_LEVEL, ConfigError);
   config.sweepIntervalMs = parsePositiveInt(env.SVC_SWEEP_INTERVAL_MS, 1000, 'SVC_SWEEP_INTERVAL_MS', 50);
   config.shutdownGraceMs = parsePositiveInt(env.SVC_SHUTDOWN_GRACE_MS, 5000, 'SVC_SHUTDOWN_GRACE_MS', 0);
+  config.auditRetentionDays = parseRetentionDays(env.SVC_AUDIT_RETENTION_DAYS);
+  config.auditMaxEntries = parsePositiveInt(env.SVC_AUDIT_MAX_ENTRIES, 100_000, 'SVC_AUDIT_MAX_ENTRIES', 1);
   return config;
 }
