@@ -114,7 +114,8 @@ export function parseWorkspaceFile(text: string, file: string): WorkspaceFile {
     return null;
   };
   const bad = (field: string | null, detail: string): never => {
-    throw new WorkspaceFileError(file, field === null ? lineAt(doc.contents?.range?.[0]) ?? 1 : lineOf(field), field, detail);
+    // a field not written (a required one missing) is reported at the start of the document
+    throw new WorkspaceFileError(file, (field === null ? null : lineOf(field)) ?? lineAt(doc.contents?.range?.[0]) ?? 1, field, detail);
   };
 
   let value: unknown;
