@@ -40,6 +40,7 @@ import { Clock } from '../common/clock';
 import { ServerConfig } from '../config';
 import { AuditScope } from '../persistence/audit-log';
 import { StateLoadError, StoreUnavailableError } from '../persistence/state-store.port';
+import { StateView } from '../persistence/state.model';
 import { StateService } from '../persistence/state.service';
 import { DEFAULT_REFUSAL_LIMITS, RefusalLimiter } from './rate-limit';
 
@@ -159,11 +160,18 @@ export class AuditService implements OnModuleInit, OnModuleDestroy {
     if (scope.recorded) return;
     if (code === null ? !scope.audited : !scope.audited && !AUTH_REFUSAL_CODES.includes(code)) return;
     scope.recorded = true;
-    const state = this.store.state;
-    const known = (field: 'project_id' | 'node_id' | 'request_id', id: string) =>
-      field === 'project_id' ? state.projects.has(id) : field === 'node_id' ? state.nodes.has(id) : state.joinRequests.has(id);
-    const target = targetOf(scope.payload, code === null ? result : null, code === null ? null : known);
-    await this.write(this.entryOf(scope.actor, scope.type, target, code ?? 'ok'), scope.actor.sessionId);
+    const { actor, type, payload } = scope;
+    if (code === null) {
+      await this.write(this.entryOf(actor, type, targetOf(payload, result, null), 'ok'), actor.sessionId);
+      return;
+    }
+    // which payload ids exist is decided on the state the entry commits over (on a shared
+    // store, current with the other replicas' commits)
+    await this.write((state) => {
+      const known = (field: 'project_id' | 'node_id' | 'request_id', id: string) =>
+        field === 'project_id' ? state.projects.has(id) : field === 'node_id' ? state.nodes.has(id) : state.joinRequests.has(id);
+      return this.entryOf(actor, type, targetOf(payload, null, known), code);
+    }, actor.sessionId, code);
   }
 
   /**
@@ -174,7 +182,7 @@ export class AuditService implements OnModuleInit, OnModuleDestroy {
    * @returns whether the entry was written
    */
   async record(input: AuditInput, source: string | null = null): Promise<boolean> {
-    return this.write({ ts_ms: input.ts_ms ?? this.clock.now(), role: input.role, agent_id: input.agent_id, type: input.type, target: { ...input.target }, result: input.result }, source);
+    return this.write({ ts_ms: input.ts_ms ?? this.clock.now(), role: input.role, agent_id: input.agent_id, type: input.type, target: { ...input.target }, result: input.result }, source, input.result);
   }
 
   /**
@@ -226,17 +234,21 @@ export class AuditService implements OnModuleInit, OnModuleDestroy {
     return { ts_ms: this.clock.now(), role: actor.role, agent_id: actor.agentId, type, target, result };
   }
 
-  private async write(entry: AuditEntry, source: string | null): Promise<boolean> {
-    if (entry.result !== 'ok' && !this.limiter.allow(source, this.clock.now())) {
+  /**
+   * Writes one entry by itself (made from the state it commits over when a function);
+   * rate limited unless its result is `"ok"`.
+   */
+  private async write(entry: AuditEntry | ((state: StateView) => AuditEntry), source: string | null, result = 'ok'): Promise<boolean> {
+    if (result !== 'ok' && !this.limiter.allow(source, this.clock.now())) {
       this.drop('rate_limited');
       return false;
     }
     try {
-      await this.store.appendAudit([entry]);
+      await this.store.appendAudit(typeof entry === 'function' ? (state) => [entry(state)] : [entry]);
       return true;
     } catch (e) {
       this.drop('store_error');
-      this.logger.warn({ msg: 'an audit entry could not be written', type: entry.type, result: entry.result, error: (e as Error).message });
+      this.logger.warn({ msg: 'an audit entry could not be written', result, error: (e as Error).message });
       return false;
     }
   }

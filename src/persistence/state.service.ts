@@ -16,7 +16,7 @@ import { Histogram } from 'prom-client';
 import { getOrCreate } from '@svc/ops';
 import { ProtocolError } from '@svc/protocol';
 import { AuditEntry, AuditPage, AuditQuery, AuditRetention, AuditScope, auditScope } from './audit-log';
-import { ChangeSet, ControlState } from './state.model';
+import { ChangeSet, ControlState, StateView } from './state.model';
 import { StateDraft } from './state.draft';
 import { STATE_STORE, StateStore, StoreUnavailableError } from './state-store.port';
 
@@ -155,12 +155,13 @@ export class StateService {
   /**
    * Appends audit entries by themselves (a refusal or a failed request: no mutation to ride
    * with), durably, through the same serialised write path.
+   * @param entries the entries, or a function making them from the state they commit over
+   *   (current with every replica's commits; e.g. to tell which ids exist)
    * @throws ProtocolError `internal_error` / `unavailable` when they could not be written
    */
-  async appendAudit(entries: AuditEntry[]): Promise<void> {
-    if (entries.length === 0) return;
+  async appendAudit(entries: AuditEntry[] | ((state: StateView) => AuditEntry[])): Promise<void> {
     await this.enqueue((d) => {
-      for (const e of entries) d.appendAudit(e);
+      for (const e of typeof entries === 'function' ? entries(d) : entries) d.appendAudit(e);
     }, undefined);
   }
 
