@@ -69,6 +69,9 @@ export class AuditInterceptor implements NestInterceptor {
 
   intercept(ctx: ExecutionContext, next: CallHandler): Observable<unknown> {
     const scope = scopeOf(ctx.switchToWs().getData<RequestContext>(), this.audit);
+    // only an audited request has an entry to commit with its mutation (reads and heartbeats
+    // skip this)
+    if (!scope.audited) return next.handle();
     // `handle()` binds the handler to the async context it is called in: this record's.
     return auditScope.run(scope, () => next.handle()).pipe(
       tap((result) => {
