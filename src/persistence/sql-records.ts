@@ -97,6 +97,9 @@ export const MIGRATIONS: Record<string, Migration> = {
 };
 
 
+/** Largest number of audit rows one retention statement deletes. */
+const PRUNE_CHUNK = 2000;
+
 /** Largest number of rows per INSERT statement (SQLite allows 32,766 bound values). */
 const ROWS_PER_INSERT = 200;
 
@@ -365,18 +368,23 @@ export class SqlRecords {
   }
 
   /**
-   * Deletes the audit entries older than `minTsMs` and all but the newest `maxEntries`.
+   * Deletes the audit entries older than `minTsMs` and all but the newest `maxEntries`, in
+   * statements of at most {@link PRUNE_CHUNK} rows with a pause between them, so that a large
+   * backlog (a lowered limit, a long downtime) never holds the database, or the embedded
+   * store's event loop, for long.
    * @returns how many were deleted
    */
   async pruneAudit(retention: AuditRetention): Promise<number> {
     let n = 0;
-    const byAge = await this.db.deleteFrom(AUDIT_TABLE).where('ts_ms', '<', retention.minTsMs).executeTakeFirst();
-    n += Number(byAge.numDeletedRows ?? 0);
+    const chunk = async (column: 'ts_ms' | 'seq', op: '<' | '<=', value: number): Promise<number> => {
+      const sub = this.db.selectFrom(AUDIT_TABLE).select('seq').where(column, op, value).orderBy('seq').limit(PRUNE_CHUNK);
+      const r = await this.db.deleteFrom(AUDIT_TABLE).where('seq', 'in', sub).executeTakeFirst();
+      await new Promise((resolve) => setImmediate(resolve));
+      return Number(r.numDeletedRows ?? 0);
+    };
+    for (let d = PRUNE_CHUNK; d === PRUNE_CHUNK; n += d) d = await chunk('ts_ms', '<', retention.minTsMs);
     const cut = await this.db.selectFrom(AUDIT_TABLE).select('seq').orderBy('seq', 'desc').limit(1).offset(retention.maxEntries).executeTakeFirst();
-    if (cut) {
-      const byCount = await this.db.deleteFrom(AUDIT_TABLE).where('seq', '<=', Number(cut.seq)).executeTakeFirst();
-      n += Number(byCount.numDeletedRows ?? 0);
-    }
+    if (cut) for (let d = PRUNE_CHUNK; d === PRUNE_CHUNK; n += d) d = await chunk('seq', '<=', Number(cut.seq));
     return n;
   }
 
