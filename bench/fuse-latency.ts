@@ -1,9 +1,9 @@
 /**
  * `npm run bench:fuse-latency` (issue 11, build item 2): where the time of one small-file
  * operation through the FUSE mount goes. It starts the built `svc-fs-node` on a temporary export
- * holding a tree of BENCH_TREE_FILES (10,000) files of about 1 KiB and mounts it with
+ * holding a tree of BENCH_TREE_FILES (10,000) files of about 1 KiB (and a git repository) and mounts it with
  * `svc-fs-mount ... mount`, both with `bench/latency-probe` preloaded (and, unless
- * BENCH_CPU_PROF=0, `--cpu-prof`), then runs three phases, each on a freshly started node and
+ * BENCH_CPU_PROF=0, `--cpu-prof`), then runs four phases, each on a freshly started node and
  * mount with the page cache dropped first (when permitted):
  *  1. `hand-off`: lists every directory (the mount caches every entry's attributes), waits for
  *     the kernel's 1 s attribute and entry cache to expire, then `stat`s every file: each stat is
@@ -11,7 +11,10 @@
  *     thread and its hand-off to the event loop and back, and nothing else;
  *  2. `files`: reads every file as `grep` does (open, read until 0, close), timing each system
  *     call in this process;
- *  3. `grep`: a cold `grep -R -c needle` over the tree (wall time), for the CPU profiles.
+ *  3. `grep`: a cold `grep -R -c needle` over the tree (wall time), for the CPU profiles;
+ *  4. `git`: a cold `git status --porcelain` in a repository of BENCH_REPO_FILES (2,000) committed
+ *     files (the index refreshed through the mount first, then the mount restarted: only that
+ *     second mount is probed and profiled).
  * It prints, per phase, the medians and 90th percentiles (µs) of: the system calls seen by the
  * caller; each fuse-native operation's time in the mount's JS (operation called -> answered);
  * each FS request's round trip as the mount sees it (sent -> reply received); each request's
@@ -19,9 +22,9 @@
  * operation; wire = round trip - node. Then, per phase and process, the functions with the most
  * CPU time (self time) from the CPU profiles, with the share of busy (non-idle) time.
  *
- * Environment: BENCH_TREE_FILES (10000), BENCH_DIR (default the OS temp dir), BENCH_MOUNT_ARGS
+ * Environment: BENCH_TREE_FILES (10000), BENCH_REPO_FILES (2000), BENCH_DIR (default the OS temp dir), BENCH_MOUNT_ARGS
  * (extra `svc-fs-mount mount` arguments), BENCH_CPU_PROF=0 (no CPU profiles), BENCH_PHASES
- * (comma-separated subset of `handoff,files,grep`), BENCH_TOP (profile rows per process, 15),
+ * (comma-separated subset of `handoff,files,grep,git`), BENCH_TOP (profile rows per process, 15),
  * BENCH_KEEP=1 (keep the temporary directory with the profiles and probe files).
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
@@ -34,9 +37,10 @@ const NODE = join(ROOT, 'dist/apps/svc-fs-node/src/main.js');
 const MOUNT = join(ROOT, 'dist/apps/svc-fs-mount/src/main.js');
 const PROBE = join(__dirname, 'latency-probe.js');
 const TREE_FILES = Number(process.env.BENCH_TREE_FILES ?? 10_000);
+const REPO_FILES = Number(process.env.BENCH_REPO_FILES ?? 2000);
 const MOUNT_ARGS = (process.env.BENCH_MOUNT_ARGS ?? '').split(/\s+/).filter(Boolean);
 const CPU_PROF = process.env.BENCH_CPU_PROF !== '0';
-const PHASES = new Set((process.env.BENCH_PHASES ?? 'handoff,files,grep').split(',').map((s) => s.trim()));
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'handoff,files,grep,git').split(',').map((s) => s.trim()));
 const TOP = Number(process.env.BENCH_TOP ?? 15);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -157,26 +161,47 @@ interface Phase {
   profiles: Array<{ role: string; file: string }>;
 }
 
-async function runPhase(name: string, base: string, exp: string, work: (root: string) => Promise<{ calls: Series; wall: number }>): Promise<Phase> {
+async function runPhase(
+  name: string,
+  base: string,
+  exp: string,
+  work: (root: string, remount: () => Promise<void>) => Promise<{ calls: Series; wall: number }>,
+): Promise<Phase> {
   const dir = join(base, `phase-${name}`);
   const mnt = join(base, `mnt-${name}`);
   mkdirSync(dir);
   mkdirSync(mnt);
   const flags = ['-r', PROBE, ...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [])];
   const env = { SVC_LOG_LEVEL: 'warn', LATENCY_PROBE_DIR: dir };
-  const procs: ChildProcess[] = [];
+  let node: ChildProcess | null = null;
+  let mount: ChildProcess | null = null;
+  const stopMount = async () => {
+    if (mount) await stopProc(mount);
+    mount = null;
+    if (mounted(mnt)) execFileSync('fusermount', ['-uz', mnt], { stdio: 'ignore' });
+  };
   try {
-    const node = await startUntil([...flags, NODE, '--port', '0', '--export', `work=${exp}`], /listening on (\S+)/, { ...env, SVC_FS_NODE_AUTH_TOKEN: '' });
-    procs.push(node.proc);
-    const mount = await startUntil([...flags, MOUNT, '--endpoint', `w=${node.match[1]}`, 'mount', mnt, ...MOUNT_ARGS], /mounted on /, env);
-    procs.push(mount.proc);
-    if (!dropCaches()) log('  (the page cache cannot be dropped here)');
+    const started = await startUntil([...flags, NODE, '--port', '0', '--export', `work=${exp}`], /listening on (\S+)/, { ...env, SVC_FS_NODE_AUTH_TOKEN: '' });
+    node = started.proc;
+    const url = started.match[1];
+    const startMount = async () => {
+      // Only the mount that does the measured work is probed and profiled.
+      mount = (await startUntil([...flags, MOUNT, '--endpoint', `w=${url}`, 'mount', mnt, ...MOUNT_ARGS], /mounted on /, env)).proc;
+      if (!dropCaches()) log('  (the page cache cannot be dropped here)');
+    };
+    const remount = async () => {
+      await stopMount();
+      for (const f of readdirSync(dir)) if (f.startsWith('probe-') || f.endsWith('.cpuprofile')) rmSync(join(dir, f));
+      node?.kill('SIGUSR2'); // the node's probe forgets the warm-up (its CPU profile covers the whole phase)
+      await startMount();
+    };
+    await startMount();
     log(`phase ${name}`);
-    const r = await work(join(mnt, 'w'));
+    const r = await work(join(mnt, 'w'), remount);
     return { name, ...r, probes: [], profiles: [] };
   } finally {
-    for (const p of [...procs].reverse()) await stopProc(p);
-    if (mounted(mnt)) execFileSync('fusermount', ['-uz', mnt], { stdio: 'ignore' });
+    await stopMount();
+    if (node) await stopProc(node);
   }
 }
 
@@ -255,6 +280,13 @@ async function main(): Promise<void> {
   try {
     log(`preparing a ${TREE_FILES}-file tree in ${exp}`);
     textTree(join(exp, 'tree'), TREE_FILES);
+    if (PHASES.has('git')) {
+      textTree(join(exp, 'repo'), REPO_FILES);
+      const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=bench@example.com', '-c', 'user.name=bench', ...args], { cwd: join(exp, 'repo'), stdio: 'ignore' });
+      git('init', '-q');
+      git('add', '-A');
+      git('commit', '-qm', 'bench');
+    }
     const dirs = readdirSync(join(exp, 'tree')).sort();
     const files = dirs.flatMap((d) => readdirSync(join(exp, 'tree', d)).sort().map((f) => `tree/${d}/${f}`));
 
@@ -300,6 +332,19 @@ async function main(): Promise<void> {
           } catch (e) {
             if ((e as { status?: number }).status !== 1) throw e;
           }
+          return { calls: {}, wall: (performance.now() - t0) / 1000 };
+        }),
+      );
+    }
+    if (PHASES.has('git')) {
+      phases.push(
+        await runPhase('git', base, exp, async (root, remount) => {
+          const status = () => execFileSync('git', ['-c', 'safe.directory=*', 'status', '--porcelain'], { cwd: join(root, 'repo'), stdio: 'ignore' });
+          // The index learns this mount's inode numbers and times first (as in bench:fuse), then all is cold.
+          status();
+          await remount();
+          const t0 = performance.now();
+          status();
           return { calls: {}, wall: (performance.now() - t0) / 1000 };
         }),
       );

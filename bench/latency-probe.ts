@@ -9,8 +9,8 @@
  *  - every fuse-native operation, from the moment the JS operation is called (after the FUSE
  *    thread's hand-off to the event loop) to its answer (`fuse` times, per operation name).
  * On exit the process writes `{pid, role, fuse, rtt, node}` (each a map of name -> durations,
- * microseconds) as JSON to `$LATENCY_PROBE_DIR/probe-<pid>.json`. Without LATENCY_PROBE_DIR it does
- * nothing. Costs about a microsecond per frame (a regular expression on the first 200 bytes).
+ * microseconds) as JSON to `$LATENCY_PROBE_DIR/probe-<pid>.json`; SIGUSR2 forgets what was
+ * recorded so far. Without LATENCY_PROBE_DIR it does nothing. Costs about a microsecond per frame (a regular expression on the first 200 bytes).
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -121,6 +121,13 @@ if (DIR) {
   } catch {
     /* not a mount process, or FUSE unavailable */
   }
+
+  // SIGUSR2 forgets what was recorded so far (a phase that warms up first).
+  process.on('SIGUSR2', () => {
+    for (const series of [fuse, rtt, node]) for (const k of Object.keys(series)) delete series[k];
+    sent.clear();
+    received.clear();
+  });
 
   process.on('exit', () => {
     const role = process.argv.some((a) => a.includes('svc-fs-node')) ? 'node' : 'mount';
