@@ -28,6 +28,9 @@
  *    and warm. Before each cold run the repository's index is refreshed through the mount about
  *    to be timed (an untimed `git status`): the index keeps inode numbers and times, which differ
  *    between the two mounts and the local disk, and a stale index would make git hash every file.
+ *    A mount whose inode numbers change when it is mounted again (libfuse numbers inodes in the
+ *    order they are looked up unless `use_ino`) still makes git read every file in the cold run:
+ *    that is part of what the figure measures.
  * Cold: before every cold run BOTH mounts are unmounted and mounted again (the svc mount process
  * is restarted; sshfs reconnects), and the page cache is dropped (`sync; echo 3 >
  * /proc/sys/vm/drop_caches`). Where dropping is not permitted (a container) the output says so
@@ -377,7 +380,12 @@ class SshfsPeer implements Peer {
     sshd.stderr!.setEncoding('utf8').on('data', (d: string) => (sshdErr += d));
     await waitForPort(port, 10_000, sshd, 'sshd', () => sshdErr);
     const peer = new SshfsPeer(sshd, port, dir, exp, mnt, createdRunSshd, version);
-    await peer.remount();
+    try {
+      await peer.remount();
+    } catch (e) {
+      await peer.stop();
+      throw e;
+    }
     return peer;
   }
 
@@ -396,7 +404,10 @@ class SshfsPeer implements Peer {
     const deadline = Date.now() + 10_000;
     while (!mounted(this.mnt)) {
       if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`sshfs exited ${proc.exitCode ?? proc.signalCode}: ${this.sshfsErr.trim()}`);
-      if (Date.now() > deadline) throw new Error(`sshfs did not mount ${this.mnt} within 10 s: ${this.sshfsErr.trim()}`);
+      if (Date.now() > deadline) {
+        await this.unmount();
+        throw new Error(`sshfs did not mount ${this.mnt} within 10 s: ${this.sshfsErr.trim()}`);
+      }
       await sleep(20);
     }
   }
