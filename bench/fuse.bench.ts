@@ -541,10 +541,11 @@ async function main(): Promise<void> {
       const why = dropCaches();
       if (dropNote === undefined) {
         dropNote = why;
+        const mounts = peers.length > 1 ? 'both mounts' : 'the mount';
         notes.push(
           why === null
-            ? 'cold runs: both mounts remounted and the page cache dropped before each'
-            : `cold runs: both mounts remounted before each; the page cache could NOT be dropped (/proc/sys/vm/drop_caches: ${why}), so the node's and sshd's reads of the export hit the host's page cache`,
+            ? `cold runs: ${mounts} remounted and the page cache dropped before each`
+            : `cold runs: ${mounts} remounted before each; the page cache could NOT be dropped (/proc/sys/vm/drop_caches: ${why}), so the node's (and sshd's) reads of the export hit the host's page cache`,
         );
         if (why !== null) log(`note: cannot drop the page cache (${why}); relying on remounts`);
       }
