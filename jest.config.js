@@ -5,7 +5,7 @@
  * off (docs/protocol.md "FS extensions"), through the environment the spawned programs and the
  * in-process clients inherit: `fs-ext-off-client` (clients ask for none, nodes offer all) and
  * `fs-ext-off-node` (clients ask for all, nodes grant none). For a quick run of one file:
- * `npx jest --selectProjects default test/fuse.e2e-spec.ts`.
+ * `npx jest test/fuse.e2e-spec.ts --selectProjects=default`.
  */
 const base = {
   testEnvironment: 'node',

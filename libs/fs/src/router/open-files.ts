@@ -73,7 +73,7 @@ export class OpenFiles {
    *   `open_read` (0: plain opens)
    */
   constructor(
-    private readonly routes: Pick<MountRoutes, 'withMount' | 'endpointFailed' | 'route' | 'maxAttempts'>,
+    private readonly routes: Pick<MountRoutes, 'withMount' | 'endpointFailed' | 'route' | 'maxAttempts' | 'deadline' | 'extendDeadline' | 'byDeadline'>,
     private readonly openReadBytes = DEFAULT_OPEN_READ_BYTES,
   ) {}
 
@@ -167,17 +167,22 @@ export class OpenFiles {
 
   /** Reads from the node's handle of `f`, re-opening a read-only handle whose session died. */
   private async readNode(f: OpenFile, off: number, len: number): Promise<{ data: Buffer; eof: boolean }> {
-    if (f.closed) await this.ensureOpen(f);
+    // One budget for the read, its re-open elsewhere and the retry (MountRoutes.withMount).
+    let deadline = this.routes.deadline();
+    if (f.closed) await this.ensureOpen(f, false, deadline);
     for (let attempt = 0; ; attempt++) {
       const active = f.active;
       try {
-        return await readChunks(active.session.client, f.h, off, len);
+        const read = readChunks(active.session.client, f.h, off, len);
+        // after a re-open elsewhere, the retry must be answered within the read's budget
+        return await (attempt === 0 ? read : this.routes.byDeadline(read, deadline, f.path, { committed: false }));
       } catch (e) {
         if (!isEndpointFailure(e)) throw e;
         this.routes.endpointFailed(this.routes.route(f.mountPath), active, e);
+        deadline = this.routes.extendDeadline(deadline, active);
         if (!f.readOnly) throw new FsError(Errno.EIO, `${f.path}: the session to ${active.session.url} was lost; the file must be opened again`);
         if (attempt >= this.routes.maxAttempts(f.mountPath)) throw new FsError(Errno.EIO, `${f.path}: ${e.message}`);
-        await this.reopen(f, active);
+        await this.reopen(f, active, deadline);
       }
     }
   }
@@ -244,20 +249,21 @@ export class OpenFiles {
   }
 
   /** Re-opens `f` (read-only) on the mount's next endpoint after `failed` failed; concurrent callers share one re-open. */
-  private async reopen(f: OpenFile, failed: ActiveEndpoint): Promise<void> {
+  private async reopen(f: OpenFile, failed: ActiveEndpoint, deadline: number): Promise<void> {
     if (f.active !== failed) return;
-    await this.ensureOpen(f, true);
+    await this.ensureOpen(f, true, deadline);
   }
 
   /**
    * Opens `f` (read-only) on the node again: after its session died (`force`), or when the
    * node closed it at the end of the file (`closed`). Concurrent callers share one open.
+   * @param deadline performance.now() time, ms, by which the re-open must end (the operation's budget)
    */
-  private async ensureOpen(f: OpenFile, force = false): Promise<void> {
+  private async ensureOpen(f: OpenFile, force = false, deadline = this.routes.deadline()): Promise<void> {
     if (!force && !f.closed) return;
     if (!f.reopening) {
       f.reopening = (async () => {
-        const o = await this.routes.withMount(f.mountPath, (a, ctx) => this.openOn(a, ctx, f.rel, f.flags, true, 0));
+        const o = await this.routes.withMount(f.mountPath, (a, ctx) => this.openOn(a, ctx, f.rel, f.flags, true, 0), deadline);
         f.active = o.active;
         f.h = o.h;
         f.node = o.node;
