@@ -5,15 +5,15 @@
  * Only reads trigger it, never getattr, readdir or lookup: listing a tree (`ls -la`, `find`)
  * fetches no content. Once a caller has read `minFiles` (2) distinct files of one directory
  * within `windowMs` (2 s), each further read of a file there looks at the next `lookahead`
- * entries of the directory's listing (in listing order, after the file read): when one of the
- * small regular files among them is neither held nor on its way, one batch is requested,
- * starting there: the next small regular files (attributes say size <= `maxFile`) not held yet,
- * up to `maxNames` names and `maxTotal` bytes. A directory has at most one batch in flight, the
- * mount `maxInFlight`. The listing comes from the FUSE listing cache (read once when the
- * directory was not listed: metadata only). A node that did not grant `prefetch` is not asked
- * again for a minute; a failed batch is not retried for a second. What a batch brings is held
- * by the {@link PrefetchCache} (bounded, coherent); the reads themselves never wait for a batch
- * they did not ask for... except an open of a file whose batch is already in flight.
+ * entries of the directory's listing after the file read last there (in listing order): when
+ * one of the small regular files among them is neither held nor on its way, one batch is
+ * requested, starting there: the next small regular files (attributes say size <= `maxFile`)
+ * not held yet, up to `maxNames` names and `maxTotal` bytes. A directory has at most one batch
+ * in flight, the mount `maxInFlight`. The listing comes from the FUSE listing cache (read once
+ * when the directory was not listed: metadata only). A node that did not grant `prefetch` is
+ * not asked again for a minute; a failed batch is not retried for a second. What a batch
+ * brings is held by the {@link PrefetchCache} (bounded, coherent). No read waits for a batch;
+ * an open of a file whose batch is in flight does.
  */
 import { Attr, NodeKind } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
@@ -52,6 +52,8 @@ const FAILURE_BACKOFF_MS = 1000;
 interface DirState {
   /** Name -> time of its latest read (ms), oldest first. */
   recent: Map<string, number>;
+  /** The file read last: a batch starts after it (the reader may have gone on while the listing was read). */
+  last: string;
   /** A batch (or the listing it needs) is on its way. */
   busy: boolean;
   /** No batch before this time (ms). */
@@ -110,6 +112,7 @@ export class PrefetchPolicy {
     const st = this.state(dir);
     st.recent.delete(name);
     st.recent.set(name, now);
+    st.last = name;
     for (const [n, t] of st.recent) {
       if (t > now - this.windowMs && st.recent.size <= 4 * this.minFiles) break;
       st.recent.delete(n);
@@ -118,7 +121,7 @@ export class PrefetchPolicy {
     st.busy = true;
     this.inFlight++;
     try {
-      const names = await this.plan(dir, name, st);
+      const names = await this.plan(dir, st);
       if (names.length === 0) return;
       const batch = this.contents.begin(dir, names);
       try {
@@ -139,14 +142,15 @@ export class PrefetchPolicy {
   }
 
   /**
-   * The names of the next batch of `dir` for a reader at `name`: empty when the next small files
-   * after it are held or on their way already.
+   * The names of the next batch of `dir` for the reader there (after the file it read last,
+   * once the listing is at hand): empty when the next small files after it are held or on
+   * their way already.
    * @throws the listing's error
    */
-  private async plan(dir: string, name: string, st: DirState): Promise<string[]> {
+  private async plan(dir: string, st: DirState): Promise<string[]> {
     const listing = await this.caches.listing(dir);
     if (st.index?.listing !== listing) st.index = { listing, at: new Map(listing.names.map((n, i) => [n, i])) };
-    const i = st.index.at.get(name);
+    const i = st.index.at.get(st.last);
     if (i === undefined) return [];
     const names = listing.names;
     let start = -1;
@@ -177,7 +181,7 @@ export class PrefetchPolicy {
     if (st) {
       this.dirs.delete(dir);
     } else {
-      st = { recent: new Map(), busy: false, quietUntil: 0, index: null };
+      st = { recent: new Map(), last: '', busy: false, quietUntil: 0, index: null };
       if (this.dirs.size >= MAX_DIRS) {
         for (const [d, s] of this.dirs) {
           if (s.busy) continue;

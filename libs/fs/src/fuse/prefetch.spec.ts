@@ -230,6 +230,24 @@ describe('PrefetchPolicy', () => {
     expect(dir.asked.length).toBe(2);
   });
 
+  it('starts after the file read last: the reader may go on while the listing is read', async () => {
+    const dir = new Dir(Array.from({ length: 30 }, (_, i) => [name(i), attr(10 + i, 10)] as [string, Attr]));
+    let release!: () => void;
+    const listed = new Promise<void>((r) => (release = r));
+    const readdirAll = dir.router.readdirAll;
+    dir.router.readdirAll = async (path: string) => {
+      await listed;
+      return readdirAll(path);
+    };
+    const { policy } = policyOver(dir, { lookahead: 4 });
+    await policy.onRead('/w/d/f000');
+    const first = policy.onRead('/w/d/f001');
+    for (const i of [2, 3, 4, 5]) await policy.onRead(`/w/d/${name(i)}`);
+    release();
+    await first;
+    expect(dir.asked).toEqual([[name(6), name(7), name(8), name(9), name(10), name(11), name(12), name(13), name(14), name(15)]]);
+  });
+
   it('a failing batch stores nothing and throws nothing', async () => {
     const dir = new Dir([0, 1, 2, 3].map((i) => [name(i), attr(10 + i, 10)]));
     dir.router.prefetch = async () => {
