@@ -12,29 +12,15 @@
  * Stopped processes are always continued (finally, afterAll) before being killed. FUSE cases
  * are skipped, with the reason printed, where /dev/fuse or fuse-native is missing.
  */
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { runMount, startFsNode } from './helpers/fs-mount';
+import { fuseUnavailable, killMount, runMount, startFsNode } from './helpers/fs-mount';
 import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './helpers/processes';
 
 /** The bound the issue states for a whole user operation, ms. */
 const BOUND_MS = 5000;
 
-function fuseUnavailable(): string | null {
-  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
-  try {
-    require('fuse-native');
-  } catch (e) {
-    return `fuse-native cannot load: ${(e as Error).message.split('\n')[0]}`;
-  }
-  try {
-    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
-  } catch {
-    return 'fusermount is missing (Debian: apt-get install fuse3)';
-  }
-  return null;
-}
 
 const fuseReason = fuseUnavailable();
 if (fuseReason) process.stdout.write(`FUSE cases of fs-hang skipped: ${fuseReason}\n`);
@@ -112,14 +98,7 @@ afterEach(() => {
 
 afterAll(async () => {
   for (const n of [...stopped]) cont(n);
-  for (const m of mounts) {
-    if (m.proc.exitCode === null) m.proc.kill('SIGKILL');
-    try {
-      execFileSync('fusermount', ['-uz', m.dir], { stdio: 'ignore' });
-    } catch {
-      /* not mounted */
-    }
-  }
+  for (const m of mounts) killMount(m.proc, m.dir);
   await killAll();
   cleanupTmp();
 });

@@ -21,7 +21,7 @@ import { join } from 'node:path';
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 import { FsPeer, startFsNode } from './helpers/fs-peer';
-import { runMount } from './helpers/fs-mount';
+import { fuseUnavailable, killMount, runMount } from './helpers/fs-mount';
 import { parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
 import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
 
@@ -64,20 +64,6 @@ function opsDelta(after: Record<string, number>, before: Record<string, number>)
   return d;
 }
 
-function fuseUnavailable(): string | null {
-  if (!fs.existsSync('/dev/fuse')) return '/dev/fuse is missing';
-  try {
-    require('fuse-native');
-  } catch (e) {
-    return `fuse-native cannot load: ${(e as Error).message.split('\n')[0]}`;
-  }
-  try {
-    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
-  } catch {
-    return 'fusermount is missing (Debian: apt-get install fuse3)';
-  }
-  return null;
-}
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
@@ -113,14 +99,7 @@ async function startMount(url: string, args: string[] = [], env: NodeJS.ProcessE
 
 afterAll(async () => {
   for (const p of peers) p.close();
-  for (const m of mounts) {
-    if (m.proc.exitCode === null) m.proc.kill('SIGKILL');
-    try {
-      execFileSync('fusermount', ['-uz', m.mnt], { stdio: 'ignore' });
-    } catch {
-      /* not mounted */
-    }
-  }
+  for (const m of mounts) killMount(m.proc, m.mnt);
   await killAll();
   cleanupTmp();
 });

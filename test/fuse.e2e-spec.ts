@@ -10,21 +10,8 @@ import { existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSyn
 import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, ROOT, sleep, tmpDir, waitFor } from './helpers/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
+import { fuseUnavailable, killMount } from './helpers/fs-mount';
 
-function fuseUnavailable(): string | null {
-  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
-  try {
-    require('fuse-native');
-  } catch (e) {
-    return `fuse-native cannot load: ${(e as Error).message.split('\n')[0]}`;
-  }
-  try {
-    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
-  } catch {
-    return 'fusermount is missing (Debian: apt-get install fuse3)';
-  }
-  return null;
-}
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
@@ -54,12 +41,7 @@ describeFuse('FUSE mount', () => {
   }, 60_000);
 
   afterAll(async () => {
-    if (mount && mount.exitCode === null) mount.kill('SIGKILL');
-    try {
-      execFileSync('fusermount', ['-uz', mnt], { stdio: 'ignore' });
-    } catch {
-      /* not mounted */
-    }
+    killMount(mount, mnt);
     ws?.close();
     await killAll();
     cleanupTmp();

@@ -2,9 +2,9 @@
  * Helpers for e2e tests of `svc-fs-mount` and the workspace router: start `svc-fs-node` on
  * real directories, run the built `svc-fs-mount` with binary-safe standard input and output.
  */
-import { spawn } from 'node:child_process';
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { BIN, Running, startProcess } from './processes';
 
 /**
@@ -91,4 +91,33 @@ export function runMount(
 /** SHA-256 (hex) of bytes. */
 export function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
+}
+
+/**
+ * Why FUSE mounts cannot be tested here (no /dev/fuse, fuse-native does not load, no
+ * fusermount), or null when they can.
+ */
+export function fuseUnavailable(): string | null {
+  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
+  try {
+    require('fuse-native');
+  } catch (e) {
+    return `fuse-native cannot load: ${(e as Error).message.split('\n')[0]}`;
+  }
+  try {
+    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
+  } catch {
+    return 'fusermount is missing (Debian: apt-get install fuse3)';
+  }
+  return null;
+}
+
+/** Ends a `svc-fs-mount mount` process a test started (SIGKILL) and lazily unmounts its mount point. */
+export function killMount(proc: ChildProcess | undefined, mountpoint: string): void {
+  if (proc && proc.exitCode === null) proc.kill('SIGKILL');
+  try {
+    execFileSync('fusermount', ['-uz', mountpoint], { stdio: 'ignore' });
+  } catch {
+    /* not mounted */
+  }
 }

@@ -77,6 +77,12 @@ async function lookupId(n: Node, dir: number, name: string): Promise<number> {
   return (await n.service.lookup(n.session, dir, name)).attr.id;
 }
 
+/** A fresh node and the node id of its directory `d`. */
+async function nodeAndDir(): Promise<{ n: Node; dir: number }> {
+  const n = await startNode();
+  return { n, dir: await lookupId(n, n.rootOf('work'), 'd') };
+}
+
 beforeAll(() => {
   register.clear();
   base = mkdtempSync(join(tmpdir(), 'svc-fs-ext-'));
@@ -133,10 +139,7 @@ describe('hello: extensions granted', () => {
 describe('open with read (open_read)', () => {
   let n: Node;
   let dir: number;
-  beforeAll(async () => {
-    n = await startNode();
-    dir = await lookupId(n, n.rootOf('work'), 'd');
-  });
+  beforeAll(async () => ({ n, dir } = await nodeAndDir()));
 
   it('returns a small file whole with its attr and closes it when asked (h 0, no handle left)', async () => {
     const id = await lookupId(n, dir, 'f03.txt');
@@ -185,10 +188,7 @@ describe('open with read (open_read)', () => {
 describe('prefetch', () => {
   let n: Node;
   let dir: number;
-  beforeAll(async () => {
-    n = await startNode();
-    dir = await lookupId(n, n.rootOf('work'), 'd');
-  });
+  beforeAll(async () => ({ n, dir } = await nodeAndDir()));
 
   it('returns the files in request order with their attrs and data', async () => {
     const before = await bytesRead(n);
