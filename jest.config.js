@@ -21,7 +21,7 @@ const base = {
 };
 
 /** The FS e2e files (real nodes, mounts and routers), run again with the extensions off. */
-const FS_E2E = ['fs-node', 'fs-mount', 'fuse', 'workspace-router', 'router-cache', 'fs-confinement'].map((n) => `<rootDir>/test/${n}.e2e-spec.ts`);
+const FS_E2E = ['fs-node', 'fs-mount', 'fuse', 'workspace-router', 'router-cache', 'fs-confinement', 'fs-hang'].map((n) => `<rootDir>/test/${n}.e2e-spec.ts`);
 
 module.exports = {
   projects: [
