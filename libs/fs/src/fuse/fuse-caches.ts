@@ -5,7 +5,14 @@
  * open on the node proved, for lazy opens) and prefetched contents ({@link PrefetchCache},
  * issue 11). Entries live `ttl` ms and are bounded; the forget* methods drop them on
  * invalidation pushes, failovers and this mount's own mutations, and newer attributes of a path
- * drop its prefetched content unless it was read with the same identity.
+ * drop its prefetched content unless it was read with the same identity. A listing read while
+ * one of those drops it is not kept.
+ *
+ * Attributes in bulk (issue 11): once {@link LIST_AFTER_MISSES} distinct names of one directory missed
+ * the attribute cache within {@link LIST_WINDOW_MS} (`git status`, `make` and editors stat every
+ * file of a tree one by one), the directory is listed once (metadata only: `readdirp` carries
+ * every entry's attributes) and the following misses there are answered from it, rather than
+ * costing a lookup each; directories larger than {@link LIST_MAX_DIR_BYTES} are not.
  */
 import { Attr, Errno, FsError } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
@@ -15,6 +22,16 @@ import { PrefetchCache } from './prefetch-cache';
 
 /** Default bound of the prefetched contents of a mount, bytes. */
 export const DEFAULT_PREFETCH_CACHE_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Attribute misses in one directory within {@link LIST_WINDOW_MS} after which the directory is
+ * listed (one `readdirp` brings every entry's attributes) instead of looking each name up.
+ */
+export const LIST_AFTER_MISSES = 3;
+/** ms */
+export const LIST_WINDOW_MS = 1000;
+/** Only directories at most this large (their attribute size, bytes) are listed that way. */
+export const LIST_MAX_DIR_BYTES = 256 * 1024;
 
 /** Most entries each client cache holds; past it the oldest tenth is dropped. */
 const MAX_CACHE_ENTRIES = 200_000;
@@ -65,6 +82,10 @@ export class FuseCaches {
 
   /** Prefetched contents (held and served by the FUSE open; coherent with this cache). */
   readonly contents: PrefetchCache;
+  /** Listings being read, shared by their callers; `stale` once a forget touched the directory. */
+  private readonly listingsInFlight = new Map<string, { p: Promise<Listing>; stale: boolean }>();
+  /** Attribute misses per directory: the distinct names that missed since `since` (ms). */
+  private readonly dirMisses = new Map<string, { names: Set<string>; since: number }>();
 
   /**
    * @param router where misses are read from
@@ -86,6 +107,13 @@ export class FuseCaches {
     this.dirs.clear();
     this.proofs.clear();
     this.contents.forgetAll();
+    for (const l of this.listingsInFlight.values()) l.stale = true;
+  }
+
+  /** A listing of `dir` being read is not kept (something in it changed meanwhile). */
+  private staleListing(dir: string): void {
+    const l = this.listingsInFlight.get(dir);
+    if (l) l.stale = true;
   }
 
   /** Drops what is cached about `path` (its prefetched content included) and its parent's listing. */
@@ -96,6 +124,8 @@ export class FuseCaches {
     this.proofs.delete(path);
     this.dirs.delete(parentPath(path));
     this.contents.forget(path);
+    this.staleListing(path);
+    this.staleListing(parentPath(path));
   }
 
   /** Drops everything cached at or below `path` (a renamed or removed directory). */
@@ -103,6 +133,7 @@ export class FuseCaches {
     if (path === '/') return this.forgetAll();
     this.forget(path);
     this.contents.forgetTree(path);
+    for (const [dir, l] of this.listingsInFlight) if (dir.startsWith(`${path}/`)) l.stale = true;
     const prefix = `${path}/`;
     for (const map of [this.attrs, this.missing, this.dirs, this.proofs] as Array<Map<string, unknown>>) {
       for (const p of map.keys()) if (p.startsWith(prefix)) map.delete(p);
@@ -111,6 +142,7 @@ export class FuseCaches {
 
   /** Drops the listing and attributes of `dir` and the negative lookups below it. */
   forgetDir(dir: string): void {
+    this.staleListing(dir);
     this.dirs.delete(dir);
     this.attrs.delete(dir);
     const prefix = dir === '/' ? '/' : `${dir}/`;
@@ -139,9 +171,10 @@ export class FuseCaches {
   }
 
   /**
-   * The attributes of `path`: cached while fresh, else `getattr` on the router (cached). A
-   * fresh negative lookup, or a fresh listing of the parent without the name, is ENOENT
-   * without a round trip.
+   * The attributes of `path`: cached while fresh, else from a listing of its directory (after
+   * several misses there, see the module documentation), else `getattr` on the router
+   * (cached). A fresh negative lookup, or a fresh listing of the parent without the name, is
+   * ENOENT without a round trip.
    * @throws FsError ENOENT (cached as a negative lookup), or the router's error
    */
   async attrOf(path: string): Promise<Attr> {
@@ -151,9 +184,24 @@ export class FuseCaches {
     const miss = this.missing.get(path);
     if (miss !== undefined && miss > now) throw new FsError(Errno.ENOENT);
     // A fresh listing of the parent that lacks the name is as good as a failed lookup.
-    const parent = this.dirs.get(parentPath(path));
+    const dir = parentPath(path);
+    const parent = this.dirs.get(dir);
     if (parent && parent.expires > now && path !== '/' && !parent.value.has.has(baseName(path))) {
       throw new FsError(Errno.ENOENT);
+    }
+    if (path !== '/' && (this.listingsInFlight.has(dir) || this.listWanted(dir, baseName(path), now))) {
+      let listed: Listing | null = null;
+      try {
+        listed = await this.listing(dir);
+      } catch {
+        // getattr below answers
+      }
+      const a = this.cachedAttr(path);
+      if (a) return a;
+      if (listed && !listed.has.has(baseName(path)) && this.dirs.get(dir)?.value === listed) {
+        cacheSet(this.missing, path, Date.now() + this.ttl);
+        throw new FsError(Errno.ENOENT);
+      }
     }
     try {
       const attr = await this.router.getattr(path);
@@ -174,13 +222,43 @@ export class FuseCaches {
     const now = Date.now();
     const hit = this.dirs.get(path);
     if (hit && hit.expires > now) return hit.value;
-    const entries = await this.router.readdirAll(path);
-    const done = Date.now();
-    const names = entries.map((e) => e.name);
-    for (const e of entries) this.remember(joinPath(path, e.name), e.attr, done);
-    const value: Listing = { names, has: new Set(names), stats: entries.map((e) => toFuseStat(e.attr)) };
-    cacheSet(this.dirs, path, { value, expires: done + this.ttl });
-    return value;
+    const pending = this.listingsInFlight.get(path);
+    if (pending) return pending.p;
+    const entry = { p: null as unknown as Promise<Listing>, stale: false };
+    entry.p = (async () => {
+      try {
+        const entries = await this.router.readdirAll(path);
+        const done = Date.now();
+        const names = entries.map((e) => e.name);
+        const value: Listing = { names, has: new Set(names), stats: entries.map((e) => toFuseStat(e.attr)) };
+        if (!entry.stale) {
+          for (const e of entries) this.remember(joinPath(path, e.name), e.attr, done);
+          cacheSet(this.dirs, path, { value, expires: done + this.ttl });
+        }
+        return value;
+      } finally {
+        if (this.listingsInFlight.get(path) === entry) this.listingsInFlight.delete(path);
+      }
+    })();
+    this.listingsInFlight.set(path, entry);
+    return entry.p;
+  }
+
+  /**
+   * Counts an attribute miss of `name` in directory `dir` at `now` (ms); true when the
+   * directory should be listed: {@link LIST_AFTER_MISSES} distinct names missed within
+   * {@link LIST_WINDOW_MS}, and it is not known to be larger than {@link LIST_MAX_DIR_BYTES}.
+   */
+  private listWanted(dir: string, name: string, now: number): boolean {
+    let m = this.dirMisses.get(dir);
+    if (!m || now - m.since > LIST_WINDOW_MS) {
+      m = { names: new Set(), since: now };
+      cacheSet(this.dirMisses, dir, m);
+    }
+    if (m.names.size < LIST_AFTER_MISSES) m.names.add(name);
+    if (m.names.size < LIST_AFTER_MISSES) return false;
+    const size = this.cachedAttr(dir)?.sz;
+    return size === undefined || size <= LIST_MAX_DIR_BYTES;
   }
 
   /** The {@link openProof} recorded for `path`, if any. */

@@ -260,3 +260,67 @@ describe('PrefetchPolicy', () => {
     expect(caches.contents.pending('/w/d/f002')).toBeUndefined();
   });
 });
+
+describe('FuseCaches: attributes in bulk', () => {
+  /** A router over directory `/w/d` of `n` files, counting its requests. */
+  function routerOf(n: number, dirSize = 4096) {
+    const entries: DirEntry[] = Array.from({ length: n }, (_, i) => ({ name: name(i), attr: attr(10 + i, 5) }));
+    const calls = { getattr: [] as string[], readdirAll: 0 };
+    let gate: Promise<void> = Promise.resolve();
+    const router = {
+      getattr: async (path: string): Promise<Attr> => {
+        calls.getattr.push(path);
+        if (path === '/w/d') return attr(2, dirSize, { k: 2, m: 0o40755 });
+        const e = entries.find((x) => `/w/d/${x.name}` === path);
+        if (!e) throw Object.assign(new Error('ENOENT'), { errno: 2 });
+        return e.attr;
+      },
+      readdirAll: async (): Promise<DirEntry[]> => {
+        calls.readdirAll++;
+        await gate;
+        return entries;
+      },
+    };
+    return { router, calls, hold: (p: Promise<void>) => (gate = p) };
+  }
+
+  it('lists a directory once after three misses there; later names come from the listing, missing ones are ENOENT', async () => {
+    const { router, calls } = routerOf(50);
+    const caches = new FuseCaches(router, 60_000);
+    await caches.attrOf('/w/d');
+    for (const i of [0, 1]) await caches.attrOf(`/w/d/${name(i)}`);
+    expect(calls.readdirAll).toBe(0);
+    expect((await caches.attrOf(`/w/d/${name(2)}`)).id).toBe(12);
+    expect(calls.readdirAll).toBe(1);
+    for (let i = 3; i < 50; i++) expect((await caches.attrOf(`/w/d/${name(i)}`)).id).toBe(10 + i);
+    await expect(caches.attrOf('/w/d/nothing')).rejects.toMatchObject({ errno: 2 });
+    expect(calls.readdirAll).toBe(1);
+    expect(calls.getattr).toEqual(['/w/d', `/w/d/${name(0)}`, `/w/d/${name(1)}`]);
+  });
+
+  it('shares one listing among concurrent misses, and keeps none that a push made stale meanwhile', async () => {
+    const { router, calls, hold } = routerOf(20);
+    const caches = new FuseCaches(router, 60_000);
+    await caches.attrOf('/w/d');
+    for (const i of [0, 1]) await caches.attrOf(`/w/d/${name(i)}`);
+    let release!: () => void;
+    hold(new Promise((r) => (release = r)));
+    const waiting = [2, 3, 4, 5].map((i) => caches.attrOf(`/w/d/${name(i)}`));
+    caches.forgetDir('/w/d');
+    release();
+    expect((await Promise.all(waiting)).map((a) => a.id)).toEqual([12, 13, 14, 15]);
+    expect(calls.readdirAll).toBe(1);
+    // the stale listing answered those four through getattr and is not kept
+    expect(calls.getattr.length).toBe(3 + 4);
+    expect(caches.cachedAttr(`/w/d/${name(9)}`)).toBeUndefined();
+  });
+
+  it('does not list a directory larger than the bound', async () => {
+    const { router, calls } = routerOf(10, 10 * 1024 * 1024);
+    const caches = new FuseCaches(router, 60_000);
+    await caches.attrOf('/w/d');
+    for (let i = 0; i < 10; i++) await caches.attrOf(`/w/d/${name(i)}`);
+    expect(calls.readdirAll).toBe(0);
+    expect(calls.getattr.length).toBe(11);
+  });
+});
