@@ -5,8 +5,8 @@
  * open on the node proved, for lazy opens) and prefetched contents ({@link PrefetchCache},
  * issue 11). Entries live `ttl` ms and are bounded; the forget* methods drop them on
  * invalidation pushes, failovers and this mount's own mutations, and newer attributes of a path
- * drop its prefetched content unless it was read with the same identity. A listing read while
- * one of those drops it is not kept.
+ * drop its prefetched content unless it was read with the same identity. A listing that one
+ * of those made stale while it was read is read again once, and not kept if that one is stale too.
  *
  * Attributes in bulk (issue 11): once {@link LIST_AFTER_MISSES} distinct names of one directory missed
  * the attribute cache within {@link LIST_WINDOW_MS} (`git status`, `make` and editors stat every
@@ -227,7 +227,12 @@ export class FuseCaches {
     const entry = { p: null as unknown as Promise<Listing>, stale: false };
     entry.p = (async () => {
       try {
-        const entries = await this.router.readdirAll(path);
+        let entries = await this.router.readdirAll(path);
+        // Made stale while read (e.g. the push for a directory just created): read once more.
+        if (entry.stale) {
+          entry.stale = false;
+          entries = await this.router.readdirAll(path);
+        }
         const done = Date.now();
         const names = entries.map((e) => e.name);
         const value: Listing = { names, has: new Set(names), stats: entries.map((e) => toFuseStat(e.attr)) };

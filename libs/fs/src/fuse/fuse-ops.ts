@@ -71,6 +71,7 @@ export class FuseOperations {
     const state = this.handles.state(path, writable, flags & ~OpenFlags.O_CREAT);
     const attr = writable ? undefined : this.caches.cachedAttr(path);
     if (attr) state.reads.sizeHint = attr.sz;
+    if (!writable) this.prefetch.opened(path);
     if (attr?.k === NodeKind.FILE) state.content = await this.prefetched(path, attr);
     if (!state.content && (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr))) await this.handles.nodeHandle(state);
     const fh = this.handles.add(state);

@@ -5,7 +5,7 @@
  * Only reads trigger it, never getattr, readdir or lookup: listing a tree (`ls -la`, `find`)
  * fetches no content. Once a caller has read `minFiles` (2) distinct files of one directory
  * within `windowMs` (2 s), each further read of a file there looks at the next `lookahead`
- * entries of the directory's listing after the file read last there (in listing order): when
+ * entries of the directory's listing after the file read (or opened) last there: when
  * one of the small regular files among them is neither held nor on its way, one batch is
  * requested, starting there: the next small regular files (attributes say size <= `maxFile`)
  * not held yet, up to `maxNames` names and `maxTotal` bytes. A directory has at most one batch
@@ -97,6 +97,16 @@ export class PrefetchPolicy {
   /** True when the content of `path` (attributes `a`) is held or on its way. */
   private covered(path: string, a: Attr): boolean {
     return this.contents.has(path, a) || this.contents.pending(path) !== undefined;
+  }
+
+  /**
+   * File `path` is being opened for reading (before its first read): a batch planned for its
+   * directory from now on starts after it, so the file is not fetched twice.
+   */
+  opened(path: string): void {
+    if (path === '/') return;
+    const st = this.dirs.get(parentPath(path));
+    if (st) st.last = baseName(path);
   }
 
   /**

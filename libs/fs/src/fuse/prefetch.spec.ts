@@ -242,7 +242,9 @@ describe('PrefetchPolicy', () => {
     const { policy } = policyOver(dir, { lookahead: 4 });
     await policy.onRead('/w/d/f000');
     const first = policy.onRead('/w/d/f001');
-    for (const i of [2, 3, 4, 5]) await policy.onRead(`/w/d/${name(i)}`);
+    for (const i of [2, 3, 4]) await policy.onRead(`/w/d/${name(i)}`);
+    // opened, not read yet: a batch starts after it too
+    policy.opened('/w/d/f005');
     release();
     await first;
     expect(dir.asked).toEqual([[name(6), name(7), name(8), name(9), name(10), name(11), name(12), name(13), name(14), name(15)]]);
@@ -298,7 +300,7 @@ describe('FuseCaches: attributes in bulk', () => {
     expect(calls.getattr).toEqual(['/w/d', `/w/d/${name(0)}`, `/w/d/${name(1)}`]);
   });
 
-  it('shares one listing among concurrent misses, and keeps none that a push made stale meanwhile', async () => {
+  it('shares one listing among concurrent misses; one a push made stale is read again, then not kept', async () => {
     const { router, calls, hold } = routerOf(20);
     const caches = new FuseCaches(router, 60_000);
     await caches.attrOf('/w/d');
@@ -309,10 +311,26 @@ describe('FuseCaches: attributes in bulk', () => {
     caches.forgetDir('/w/d');
     release();
     expect((await Promise.all(waiting)).map((a) => a.id)).toEqual([12, 13, 14, 15]);
-    expect(calls.readdirAll).toBe(1);
-    // the stale listing answered those four through getattr and is not kept
-    expect(calls.getattr.length).toBe(3 + 4);
-    expect(caches.cachedAttr(`/w/d/${name(9)}`)).toBeUndefined();
+    // the listing made stale was read again, and that one answered all four
+    expect(calls.readdirAll).toBe(2);
+    expect(calls.getattr.length).toBe(3);
+    expect(caches.cachedAttr(`/w/d/${name(9)}`)?.id).toBe(19);
+    // stale twice: not kept, the names go to getattr
+    caches.forgetDir('/w/d');
+    for (const k of [...Array(20).keys()]) caches.forget(`/w/d/${name(k)}`);
+    hold(new Promise((r) => (release = r)));
+    const again = [6, 7, 8].map((i) => caches.attrOf(`/w/d/${name(i)}`));
+    await new Promise((r) => setImmediate(r));
+    caches.forgetDir('/w/d');
+    const releaseFirst = release;
+    hold(new Promise((r) => (release = r)));
+    releaseFirst();
+    await new Promise((r) => setImmediate(r));
+    caches.forgetDir('/w/d');
+    release();
+    expect((await Promise.all(again)).map((a) => a.id)).toEqual([16, 17, 18]);
+    expect(calls.readdirAll).toBe(4);
+    expect(caches.cachedAttr(`/w/d/${name(12)}`)).toBeUndefined();
   });
 
   it('does not list a directory larger than the bound', async () => {
