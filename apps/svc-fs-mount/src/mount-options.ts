@@ -2,7 +2,7 @@
  * Global options of `svc-fs-mount` (issue 3 item 8) and how they become a router configuration:
  * workspace mode (a control plane gives the topology) or endpoint mode (`--endpoint` list).
  */
-import { resolveAuthToken } from '@svc/client';
+import { clientTlsFrom, resolveAuthToken, TlsCaError } from '@svc/client';
 import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
 import { DEFAULT_WORKSPACE_SYNC_INTERVAL_MS, EndpointSpec, parseEndpointSpec, RouterConfig } from '../../../libs/fs/src/router';
 
@@ -21,6 +21,8 @@ export interface GlobalOptions {
   /** false with `--no-binary`. */
   binary?: boolean;
   json?: boolean;
+  /** Extra CA file for `wss://` URLs (`--tls-ca`, else `SVC_TLS_CA`). */
+  tlsCa?: string;
 }
 
 /** Default control-plane URL in workspace mode (`$SVC_URL` overrides). */
@@ -33,10 +35,20 @@ export const DEFAULT_WORKSPACE_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
  * - workspace mode otherwise: `--workspace-url` (else `$SVC_URL`, else ws://127.0.0.1:18790/),
  *   `--auth-token` is the role token, resolved like svc-control does (`$SVC_AUTH_TOKEN`, then
  *   `${SVC_STATE_DIR:-./.svc}/auth_tokens.json`); `--project-token` defaults to `$SVC_PROJECT_TOKEN`.
- * @throws UsageError for contradictory or malformed options, or when no role token is found
+ * In both, `wss://` URLs (the control plane's, and the nodes' from the topology or `--endpoint`)
+ * are verified against the system CAs plus `--tls-ca` (else `$SVC_TLS_CA`; PROTOCOL.md 1).
+ * @throws UsageError for contradictory or malformed options, an unusable CA file, or when no
+ *   role token is found
  */
 export function routerConfigOf(o: GlobalOptions, env: NodeJS.ProcessEnv = process.env): RouterConfig {
-  const common = { binary: o.binary !== false };
+  let tls;
+  try {
+    tls = clientTlsFrom(o.tlsCa, env);
+  } catch (e) {
+    if (e instanceof TlsCaError) throw new UsageError(e.message);
+    throw e;
+  }
+  const common = { binary: o.binary !== false, tls };
   if (o.endpoint && o.endpoint.length > 0) {
     if (o.workspaceUrl || o.projectId || o.projectToken) {
       throw new UsageError('--endpoint (endpoint mode) cannot be combined with --workspace-url, --project-id or --project-token (workspace mode)');

@@ -5,13 +5,15 @@
  * control daemon with `--control-url` (pairing, lease, catalog), and graceful shutdown
  * (PROTOCOL.md 1, 8; issue 4 item 2).
  *
- * Prints exactly one stdout line, `listening on ws://HOST:PORT/v2/fs`, once it accepts
- * sessions; logs are JSON lines on stderr. On SIGTERM/SIGINT in control daemon mode the node
- * first releases its lease (`control.node_lease_release`, PROTOCOL.md 5; at most 2 s, a failure
- * only logged), then drains FS requests. Exit codes: 0 after a clean shutdown (SIGTERM,
- * SIGINT); 2 for an invalid configuration (malformed --export or --label, an export path that
- * does not exist or is not a directory, an invalid service manifest, a bad port) or a port that
- * cannot be bound; 3 when the control daemon cannot go on (join request denied, invite used up
+ * Prints exactly one stdout line, `listening on ws://HOST:PORT/v2/fs` (`wss://` with
+ * `--tls-cert`/`--tls-key`), once it accepts sessions; logs are JSON lines on stderr. On
+ * SIGTERM/SIGINT in control daemon mode the node first releases its lease
+ * (`control.node_lease_release`, PROTOCOL.md 5; at most 2 s, a failure only logged), then
+ * drains FS requests. Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT); 2 for an invalid
+ * configuration (malformed --export or --label, an export path that does not exist or is not a
+ * directory, an invalid service manifest, a bad port, a TLS certificate, key or CA file that
+ * cannot be used, a `--bind` beyond loopback without TLS or `--insecure-transport`) or a port
+ * that cannot be bound; 3 when the control daemon cannot go on (join request denied, invite used up
  * after the node was deleted, role token refused).
  */
 // First: V8 settings of the data path (see the module).
@@ -24,7 +26,7 @@ import { join } from 'node:path';
 import { ExportDefinition, FsEndpointProfile, FsMetrics, FsNodeOptions, LocalDirBackend, TerminalBackend } from '@svc/fs';
 import { AppLogger, ReadinessService } from '@svc/ops';
 import { CloseCode } from '@svc/protocol/wire';
-import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
+import { EnvelopeWsAdapter, insecureTransportWarning, SessionRegistry } from '@svc/transport';
 import { ConfigError, FS_NODE_USAGE, FsNodeConfig, isLoopbackBind, loadFsNodeConfig } from './config';
 import { FsNodeAppModule } from './fs-node.module';
 import { builtInServiceIds, ManifestError, loadManifests } from './daemon/catalog-record';
@@ -50,7 +52,7 @@ function version(): string {
  */
 function advertisedUrl(url: string, bind: string): string {
   if (bind !== '0.0.0.0' && bind !== '::') return url;
-  return url.replace(/^ws:\/\/(\[::\]|0\.0\.0\.0)/, `ws://${hostname()}`);
+  return url.replace(/^(wss?):\/\/(\[::\]|0\.0\.0\.0)/, `$1://${hostname()}`);
 }
 
 async function main(): Promise<void> {
@@ -111,6 +113,7 @@ async function main(): Promise<void> {
     profile: app.get(FsEndpointProfile),
     sessions: app.get(SessionRegistry),
     observer: app.get(FsMetrics).requests,
+    tls: config.tls,
   });
   app.useWebSocketAdapter(adapter);
 
@@ -160,10 +163,15 @@ async function main(): Promise<void> {
       exports: exports.map((e) => ({ name: e.name, ro: e.ro, root: (e.backend as LocalDirBackend).root })),
       fs_auth: config.authToken !== null || config.daemon !== null,
       control_url: config.daemon?.controlUrl ?? null,
+      tls: config.tls ? { fingerprint256: config.tls.current.fingerprint256, not_after: config.tls.current.validTo.toISOString() } : null,
     },
     'Bootstrap',
   );
   process.stdout.write(`listening on ${url}\n`);
+  if (config.insecureTransport) {
+    logger.warn({ msg: insecureTransportWarning(url) }, 'Bootstrap');
+    process.stderr.write(`svc-fs-node: warning: ${insecureTransportWarning(url)}\n`);
+  }
   if (config.authToken === null && config.daemon === null && !isLoopbackBind(config.bind)) {
     const warning = `FS session auth is off and ${url} is reachable from other hosts: anyone who reaches it can ${exports.some((e) => !e.ro) ? 'read and write' : 'read'} the exports; give --auth-token T (or SVC_FS_NODE_AUTH_TOKEN)`;
     logger.warn({ msg: warning }, 'Bootstrap');

@@ -5,3 +5,5 @@ export * from './envelope-ws.adapter';
 export * from './exception.filter';
 export * from './decorators';
 export * from './encoded-json';
+export * from './tls-config';
+export * from './tls-listener';

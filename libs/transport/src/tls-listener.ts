@@ -1,0 +1,315 @@
+/**
+ * The TLS side of a WebSocket listener (PROTOCOL.md 1 "TLS (wss://)"): the certificate and key
+ * files of `--tls-cert`/`--tls-key`, checked at start, served by a Node `https.Server` under
+ * the `ws` server, and re-read without a restart when they change.
+ *
+ * - At start ({@link ServerTls.load}) a missing or unreadable file, a file that is not PEM, a
+ *   key encrypted with a passphrase, a key that does not belong to the certificate, or a
+ *   certificate outside its validity period is a {@link TlsFileError} naming the file and the
+ *   reason (the programs exit 2 with it).
+ * - While listening ({@link ServerTls.attach}) the files are re-read when they change on disk,
+ *   written in place or replaced by a rename (as cert-manager, with its `..data` symlink swap,
+ *   and ACME clients do): `fs.watch` on their directories reacts within a fraction of a second,
+ *   and a stat of both files every {@link DEFAULT_TLS_CHECK_INTERVAL_MS} catches what a watch
+ *   misses (network file systems, a replaced directory), so a change is served within 10 s.
+ *   `SIGHUP` re-reads at once. The new certificate goes to `server.setSecureContext()`: new
+ *   connections get it, open sessions keep theirs.
+ * - A replacement that does not load (garbage, a half-written pair, an expired certificate)
+ *   changes nothing: the previous certificate keeps serving and the error is logged once per
+ *   version of the files.
+ */
+import { Logger } from '@nestjs/common';
+import { createPrivateKey, KeyObject, X509Certificate } from 'node:crypto';
+import { FSWatcher, readFileSync, statSync, watch } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { createServer as createHttpsServer, Server as HttpsServer } from 'node:https';
+import { dirname, resolve } from 'node:path';
+import { createSecureContext, SecureContextOptions, TLSSocket } from 'node:tls';
+import type { ServerTlsFiles } from './tls-config';
+
+/** Period of the stat check of the certificate and key files, ms. */
+export const DEFAULT_TLS_CHECK_INTERVAL_MS = 5000;
+/** Changes seen by `fs.watch` are coalesced over this long before the files are read, ms. */
+const WATCH_DEBOUNCE_MS = 200;
+/** At most one log line per TLS handshake failure kind in this long, ms. */
+const HANDSHAKE_LOG_WINDOW_MS = 10_000;
+
+/** A certificate or key file that cannot be served; `message` names the file and the reason. */
+export class TlsFileError extends Error {
+  constructor(
+    /** The file at fault (as configured). */
+    readonly file: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'TlsFileError';
+  }
+}
+
+/** A loaded, checked certificate and key. */
+export interface CertificateMaterial {
+  /** The certificate file's bytes (PEM chain). */
+  cert: Buffer;
+  /** The key file's bytes (PEM). */
+  key: Buffer;
+  /** SHA-256 fingerprint of the server certificate, `AB:CD:...`. */
+  fingerprint256: string;
+  /** Subject, e.g. `CN=node-a.example`. */
+  subject: string;
+  /** Subject alternative names, e.g. `DNS:node-a.example, IP Address:10.0.0.5`; null when none. */
+  subjectAltName: string | null;
+  validFrom: Date;
+  validTo: Date;
+}
+
+function readPem(file: string, what: string): Buffer {
+  try {
+    return readFileSync(file);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const reason =
+      code === 'ENOENT' ? 'the file does not exist' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : `cannot be read (${code ?? (e as Error).message})`;
+    throw new TlsFileError(file, `${what} ${file}: ${reason}`);
+  }
+}
+
+/**
+ * Reads and checks a certificate and its key (PROTOCOL.md 1).
+ * @param files the PEM files
+ * @param now the time the certificate must be valid at, ms since the epoch
+ * @returns the material to serve
+ * @throws TlsFileError naming the file and the reason: missing or unreadable, not PEM, an
+ *   encrypted key, a key that is not the certificate's, a certificate expired or not yet valid
+ */
+export function loadCertificateMaterial(files: ServerTlsFiles, now = Date.now()): CertificateMaterial {
+  const cert = readPem(files.certFile, 'TLS certificate');
+  const key = readPem(files.keyFile, 'TLS key');
+  let x509: X509Certificate;
+  try {
+    x509 = new X509Certificate(cert);
+  } catch (e) {
+    throw new TlsFileError(files.certFile, `TLS certificate ${files.certFile}: not a PEM certificate (${(e as Error).message})`);
+  }
+  let keyObject: KeyObject;
+  try {
+    keyObject = createPrivateKey(key);
+  } catch (e) {
+    const text = key.toString('latin1');
+    const code = (e as NodeJS.ErrnoException).code;
+    const reason = /ENCRYPTED/.test(text) || code === 'ERR_MISSING_PASSPHRASE' || code === 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED'
+      ? 'the key is encrypted with a passphrase; give it unencrypted (openssl pkey -in KEY -out KEY.plain), readable by this user only'
+      : /-----BEGIN CERTIFICATE-----/.test(text) && !/PRIVATE KEY-----/.test(text)
+        ? 'it holds a certificate, not a private key'
+        : `not a PEM private key (${(e as Error).message})`;
+    throw new TlsFileError(files.keyFile, `TLS key ${files.keyFile}: ${reason}`);
+  }
+  if (!x509.checkPrivateKey(keyObject)) {
+    throw new TlsFileError(files.keyFile, `TLS key ${files.keyFile} does not match the certificate ${files.certFile} (${x509.subject.replace(/\n/g, ', ')}): give the key the certificate was issued for`);
+  }
+  const validFrom = new Date(x509.validFrom);
+  const validTo = new Date(x509.validTo);
+  if (validTo.getTime() <= now) {
+    throw new TlsFileError(files.certFile, `TLS certificate ${files.certFile} expired on ${validTo.toISOString()}: renew it`);
+  }
+  if (validFrom.getTime() > now) {
+    throw new TlsFileError(files.certFile, `TLS certificate ${files.certFile} is not valid before ${validFrom.toISOString()} (check this machine's clock)`);
+  }
+  try {
+    createSecureContext({ cert, key });
+  } catch (e) {
+    throw new TlsFileError(files.certFile, `TLS certificate ${files.certFile} with key ${files.keyFile} cannot be served: ${(e as Error).message}`);
+  }
+  return {
+    cert,
+    key,
+    fingerprint256: x509.fingerprint256,
+    subject: x509.subject.replace(/\n/g, ', '),
+    subjectAltName: x509.subjectAltName ?? null,
+    validFrom,
+    validTo,
+  };
+}
+
+/** What the listener serves with: TLS 1.2 or newer, the loaded certificate chain and key. */
+function contextOptions(m: CertificateMaterial): SecureContextOptions {
+  return { cert: m.cert, key: m.key, minVersion: 'TLSv1.2' };
+}
+
+/** Options of {@link ServerTls}. */
+export interface ServerTlsOptions {
+  /** Stat check period, ms (default {@link DEFAULT_TLS_CHECK_INTERVAL_MS}). */
+  checkIntervalMs?: number;
+}
+
+/** One line per file: inode, size, times; or the error code when it cannot be stat'ed. */
+function signatureOf(files: ServerTlsFiles): string {
+  return [files.certFile, files.keyFile]
+    .map((f) => {
+      try {
+        const s = statSync(f);
+        return `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
+      } catch (e) {
+        return `!${(e as NodeJS.ErrnoException).code ?? 'error'}`;
+      }
+    })
+    .join('|');
+}
+
+/** @see module documentation */
+export class ServerTls {
+  private readonly log = new Logger('TLS');
+  private material: CertificateMaterial;
+  /** Files' signature of the material served. */
+  private loadedSignature: string;
+  /** Files' signature of the last failed reload (its error was logged). */
+  private failedSignature: string | null = null;
+  private server: HttpsServer | null = null;
+  private watchers: FSWatcher[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private debounce: NodeJS.Timeout | null = null;
+  private readonly handshakeLog = new Map<string, { at: number; suppressed: number }>();
+  private readonly onHangup = () => this.reload('SIGHUP', true);
+
+  private constructor(
+    readonly files: ServerTlsFiles,
+    private readonly options: ServerTlsOptions,
+  ) {}
+
+  /**
+   * Loads and checks the files ({@link loadCertificateMaterial}).
+   * @throws TlsFileError naming the file and the reason
+   */
+  static load(files: ServerTlsFiles, options: ServerTlsOptions = {}): ServerTls {
+    const abs = { certFile: resolve(files.certFile), keyFile: resolve(files.keyFile) };
+    const tls = new ServerTls(files, options);
+    tls.loadedSignature = signatureOf(abs);
+    tls.material = loadCertificateMaterial(files);
+    return tls;
+  }
+
+  /** The certificate served to new connections. */
+  get current(): Readonly<CertificateMaterial> {
+    return this.material;
+  }
+
+  /** An `https.Server` serving the current certificate; `handler` answers plain HTTPS requests. */
+  createServer(handler: (req: IncomingMessage, res: ServerResponse) => void): HttpsServer {
+    return createHttpsServer(contextOptions(this.material), handler);
+  }
+
+  /**
+   * Starts following the files for `server` (made by {@link createServer}): directory watches,
+   * the periodic stat check and `SIGHUP`; logs handshake failures (never any payload).
+   */
+  attach(server: HttpsServer): void {
+    if (this.server) return;
+    this.server = server;
+    server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => this.onHandshakeError(err, socket));
+    for (const dir of new Set([dirname(resolve(this.files.certFile)), dirname(resolve(this.files.keyFile))])) {
+      try {
+        const w = watch(dir, { persistent: false }, () => this.schedule());
+        w.on('error', (e) => {
+          this.log.warn({ msg: `stopped watching ${dir} for certificate changes (${e.message}); the periodic check goes on`, dir });
+          w.close();
+        });
+        this.watchers.push(w);
+      } catch (e) {
+        this.log.warn({ msg: `cannot watch ${dir} for certificate changes (${(e as Error).message}); relying on the periodic check`, dir });
+      }
+    }
+    this.timer = setInterval(() => this.check('periodic check'), this.options.checkIntervalMs ?? DEFAULT_TLS_CHECK_INTERVAL_MS);
+    this.timer.unref();
+    process.on('SIGHUP', this.onHangup);
+  }
+
+  /** Stops following the files. */
+  close(): void {
+    for (const w of this.watchers.splice(0)) w.close();
+    if (this.timer) clearInterval(this.timer);
+    if (this.debounce) clearTimeout(this.debounce);
+    this.timer = this.debounce = null;
+    process.off('SIGHUP', this.onHangup);
+  }
+
+  /**
+   * Re-reads the files and serves them to new connections when they load; otherwise keeps the
+   * current certificate and logs the error (once per version of the files unless `force`).
+   * @param trigger what caused the reload, for the log (`file change`, `SIGHUP`, ...)
+   * @param force re-read even when the files look unchanged (SIGHUP)
+   * @returns true when a new certificate is served
+   */
+  reload(trigger: string, force = false): boolean {
+    const signature = signatureOf({ certFile: resolve(this.files.certFile), keyFile: resolve(this.files.keyFile) });
+    if (!force && (signature === this.loadedSignature || signature === this.failedSignature)) return false;
+    let next: CertificateMaterial;
+    try {
+      next = loadCertificateMaterial(this.files);
+    } catch (e) {
+      this.failedSignature = signature;
+      this.log.error({
+        msg: `TLS certificate reload failed (${trigger}); still serving the previous certificate: ${(e as Error).message}`,
+        file: e instanceof TlsFileError ? e.file : null,
+        fingerprint256: this.material.fingerprint256,
+      });
+      return false;
+    }
+    this.failedSignature = null;
+    this.loadedSignature = signature;
+    if (next.fingerprint256 === this.material.fingerprint256 && next.key.equals(this.material.key)) {
+      if (force) this.log.log({ msg: `TLS certificate unchanged (${trigger})`, fingerprint256: next.fingerprint256 });
+      return false;
+    }
+    this.server?.setSecureContext(contextOptions(next));
+    const previous = this.material.fingerprint256;
+    this.material = next;
+    this.log.log({
+      msg: `TLS certificate reloaded (${trigger}): new connections get it, open sessions keep theirs`,
+      fingerprint256: next.fingerprint256,
+      previous_fingerprint256: previous,
+      subject: next.subject,
+      not_after: next.validTo.toISOString(),
+    });
+    return true;
+  }
+
+  private schedule(): void {
+    if (this.debounce) clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => {
+      this.debounce = null;
+      this.check('file change');
+    }, WATCH_DEBOUNCE_MS);
+    this.debounce.unref();
+  }
+
+  private check(trigger: string): void {
+    try {
+      this.reload(trigger);
+    } catch (e) {
+      this.log.error({ msg: `TLS certificate check failed: ${(e as Error).message}` });
+    }
+  }
+
+  /**
+   * A connection that did not complete the TLS handshake: a plain `ws://` client, a client that
+   * refused the certificate, a port scanner. Peers that just went away are logged at debug;
+   * others at warn, at most once per kind in 10 s. Only the error code, OpenSSL's reason and
+   * the remote address are logged: never bytes the client sent.
+   */
+  private onHandshakeError(err: NodeJS.ErrnoException, socket: TLSSocket): void {
+    const code = err.code ?? 'unknown';
+    const remote = socket?.remoteAddress ?? 'unknown';
+    const reason = code === 'ERR_SSL_HTTP_REQUEST' ? 'a plain HTTP/ws:// request on the TLS port (the client must use wss://)' : ((err as { reason?: string }).reason ?? code);
+    if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ETIMEDOUT' || code === 'ERR_SSL_SSL_HANDSHAKE_TIMEOUT') {
+      this.log.debug?.({ msg: `TLS handshake not completed: ${reason}`, code, remote });
+      return;
+    }
+    const now = Date.now();
+    const seen = this.handshakeLog.get(code);
+    if (seen && now - seen.at < HANDSHAKE_LOG_WINDOW_MS) {
+      seen.suppressed++;
+      return;
+    }
+    this.handshakeLog.set(code, { at: now, suppressed: 0 });
+    this.log.warn({ msg: `TLS handshake failed: ${reason}`, code, remote, suppressed_since_last: seen?.suppressed ?? 0 });
+  }
+}
