@@ -156,3 +156,38 @@ export function recordingProxy(targetPort: number): Promise<RecordingProxy> {
     }),
   );
 }
+
+/**
+ * The payloads of the client-to-server WebSocket frames in a plain `ws://` capture, unmasked
+ * (RFC 6455 5.3: a client masks every frame, so a token in a frame is not found by a byte
+ * search of the raw capture). Starts after the HTTP upgrade request; stops at an incomplete
+ * frame.
+ */
+export function unmaskedClientPayloads(capture: Buffer): Buffer {
+  const start = capture.indexOf('\r\n\r\n');
+  if (start < 0) return Buffer.alloc(0);
+  const out: Buffer[] = [];
+  let i = start + 4;
+  while (i + 2 <= capture.length) {
+    const masked = (capture[i + 1] & 0x80) !== 0;
+    let len = capture[i + 1] & 0x7f;
+    let p = i + 2;
+    if (len === 126) {
+      if (p + 2 > capture.length) break;
+      len = capture.readUInt16BE(p);
+      p += 2;
+    } else if (len === 127) {
+      if (p + 8 > capture.length) break;
+      len = Number(capture.readBigUInt64BE(p));
+      p += 8;
+    }
+    const key = masked ? capture.subarray(p, p + 4) : null;
+    if (masked) p += 4;
+    if (p + len > capture.length) break;
+    const payload = Buffer.from(capture.subarray(p, p + len));
+    if (key) for (let j = 0; j < payload.length; j++) payload[j] ^= key[j & 3];
+    out.push(payload);
+    i = p + len;
+  }
+  return Buffer.concat(out);
+}
