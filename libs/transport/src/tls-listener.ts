@@ -164,6 +164,7 @@ export class ServerTls {
   /** Files' signature of the last failed reload (its error was logged). */
   private failedSignature: string | null = null;
   private server: HttpsServer | null = null;
+  private following = false;
   private watchers: FSWatcher[] = [];
   private timer: NodeJS.Timeout | null = null;
   private debounce: NodeJS.Timeout | null = null;
@@ -202,9 +203,12 @@ export class ServerTls {
    * the periodic stat check and `SIGHUP`; logs handshake failures (never any payload).
    */
   attach(server: HttpsServer): void {
-    if (this.server) return;
-    this.server = server;
-    server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => this.onHandshakeError(err, socket));
+    if (this.following) return;
+    if (this.server !== server) {
+      this.server = server;
+      server.on('tlsClientError', (err: NodeJS.ErrnoException, socket: TLSSocket) => this.onHandshakeError(err, socket));
+    }
+    this.following = true;
     for (const dir of new Set([dirname(resolve(this.files.certFile)), dirname(resolve(this.files.keyFile))])) {
       try {
         const w = watch(dir, { persistent: false }, () => this.schedule());
@@ -222,8 +226,9 @@ export class ServerTls {
     process.on('SIGHUP', this.onHangup);
   }
 
-  /** Stops following the files. */
+  /** Stops following the files (the server keeps the certificate it has). */
   close(): void {
+    this.following = false;
     for (const w of this.watchers.splice(0)) w.close();
     if (this.timer) clearInterval(this.timer);
     if (this.debounce) clearTimeout(this.debounce);
