@@ -1,5 +1,6 @@
 /** The workspace router (issue 3 item 7): path API over a project's mounts, with failover. */
 export * from './fs-types';
+export * from './paths';
 export * from './mount-table';
 export * from './lookup-cache';
 export * from './topology';

@@ -6,14 +6,10 @@
  * subtrees; failover or a topology change drops everything (node ids belong to one node
  * process).
  */
+import { relParent } from './paths';
 
 /** Largest number of paths kept per mount before the oldest are dropped. */
 export const DEFAULT_LOOKUP_CACHE_ENTRIES = 65_536;
-
-function parentOf(rel: string): string {
-  const i = rel.lastIndexOf('/');
-  return i < 0 ? '' : rel.slice(0, i);
-}
 
 /**
  * Keys are paths relative to the export root (`''` = root, `a/b` = below it). Bounded: the
@@ -55,7 +51,7 @@ export class LookupCache {
     } else {
       if (this.byPath.size >= this.maxEntries) this.remove(this.byPath.keys().next().value as string);
       if (rel !== '') {
-        const parent = parentOf(rel);
+        const parent = relParent(rel);
         let set = this.children.get(parent);
         if (!set) this.children.set(parent, (set = new Set()));
         set.add(rel);
@@ -159,7 +155,7 @@ export class LookupCache {
     this.unverified.delete(rel);
     this.unindexId(rel, id);
     if (rel !== '') {
-      const parent = parentOf(rel);
+      const parent = relParent(rel);
       const set = this.children.get(parent);
       if (set) {
         set.delete(rel);

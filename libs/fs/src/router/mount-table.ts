@@ -1,42 +1,9 @@
 /**
- * Workspace paths and the mount table: which mount serves a path (longest `mount_path`
+ * The mount table: which mount serves a path (longest `mount_path`
  * prefix) and the synthetic read-only directories above the mount paths (issue 3 item 7).
+ * Path helpers live in `./paths`.
  */
-import { Errno, FsError } from '@svc/protocol/wire';
-
-/**
- * Normalises an absolute workspace path: repeated and trailing `/` removed, `.` segments
- * dropped. `..` segments, NUL and relative paths are refused.
- * @param path e.g. `//docs/./a/` -> `/docs/a`; `/` stays `/`
- * @throws FsError EINVAL for a relative path, a `..` segment or a NUL character
- */
-export function normalizePath(path: string): string {
-  if (typeof path !== 'string' || !path.startsWith('/')) throw new FsError(Errno.EINVAL, `workspace paths are absolute: ${JSON.stringify(path)}`);
-  if (path.includes('\0')) throw new FsError(Errno.EINVAL, 'workspace paths cannot contain NUL');
-  const parts: string[] = [];
-  for (const seg of path.split('/')) {
-    if (seg === '' || seg === '.') continue;
-    if (seg === '..') throw new FsError(Errno.EINVAL, `workspace paths cannot contain "..": ${path}`);
-    parts.push(seg);
-  }
-  return `/${parts.join('/')}`;
-}
-
-/** The segments of a normalised path (`/` has none). */
-export function segmentsOf(path: string): string[] {
-  return path === '/' ? [] : path.slice(1).split('/');
-}
-
-/** Parent path and last name of a normalised path other than `/`. */
-export function splitParent(path: string): { parent: string; name: string } {
-  const i = path.lastIndexOf('/');
-  return { parent: i === 0 ? '/' : path.slice(0, i), name: path.slice(i + 1) };
-}
-
-/** Joins a normalised directory path and a name. */
-export function joinPath(dir: string, name: string): string {
-  return dir === '/' ? `/${name}` : `${dir}/${name}`;
-}
+import { segmentsOf } from './paths';
 
 /** Where a workspace path leads. */
 export type Resolution =

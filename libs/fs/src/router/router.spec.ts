@@ -5,7 +5,8 @@
  */
 import { Errno, FsError, MountView, WorkspaceStatus } from '@svc/protocol';
 import { LookupCache } from './lookup-cache';
-import { MountTable, normalizePath } from './mount-table';
+import { MountTable } from './mount-table';
+import { normalizePath } from './paths';
 import { parseEndpointSpec, topologyFromEndpoints, topologyFromStatus } from './topology';
 
 function errnoOf(fn: () => unknown): number | undefined {

@@ -4,7 +4,7 @@
  * static `--endpoint` list.
  */
 import { Errno, FsError, MountState, MountView, rankMounts, TopologyDelta, WorkspaceStatus } from '@svc/protocol/wire';
-import { normalizePath } from './mount-table';
+import { normalizePath } from './paths';
 
 /** One place a mount path can be served from: an FS endpoint and one of its exports. */
 export interface MountCandidate {

@@ -1,0 +1,257 @@
+/**
+ * The fuse-native operations table of the FUSE layer (issue 4 item 4): each operation over the
+ * router, the caches, the open-file table, read-ahead and write-behind, answered through the
+ * poller. Mutations keep the caches coherent with what this mount did.
+ */
+import { Errno, FsError, NodeKind, OpenFlags, StatFs } from '@svc/protocol/wire';
+import type { WorkspaceRouter } from '../router/workspace-router';
+import { FuseCaches, openProof } from './fuse-caches';
+import { FuseHandles, OpenState } from './fuse-handles';
+import { Cb, FusePoller } from './fuse-poller';
+import { FuseStat, fuseErrno, toFuseStat } from './fuse-stat';
+import { ReadAhead } from './read-ahead';
+import { WriteBehind } from './write-behind';
+
+/** The parts {@link FuseOperations} works with. */
+export interface FuseOperationsParts {
+  router: WorkspaceRouter;
+  caches: FuseCaches;
+  handles: FuseHandles;
+  reads: ReadAhead;
+  writes: WriteBehind;
+  poller: FusePoller;
+  /** Refuse every mutation with EROFS. */
+  readOnly: boolean;
+}
+
+/** The FUSE operations of one mount; {@link table} is what fuse-native is given. */
+export class FuseOperations {
+  private readonly router: WorkspaceRouter;
+  private readonly caches: FuseCaches;
+  private readonly handles: FuseHandles;
+  private readonly reads: ReadAhead;
+  private readonly writes: WriteBehind;
+  private readonly poller: FusePoller;
+  private readonly readOnly: boolean;
+
+  constructor(parts: FuseOperationsParts) {
+    this.router = parts.router;
+    this.caches = parts.caches;
+    this.handles = parts.handles;
+    this.reads = parts.reads;
+    this.writes = parts.writes;
+    this.poller = parts.poller;
+    this.readOnly = parts.readOnly;
+  }
+
+  /** @throws FsError EROFS on a read-only mount */
+  private refuseWrite(): void {
+    if (this.readOnly) throw new FsError(Errno.EROFS);
+  }
+
+  /**
+   * FUSE open. Writers (and O_TRUNC) are opened on the node at once, so EROFS/EACCES/ENOENT
+   * come back here. A reader is opened lazily (no round trip) when this mount opened the same
+   * file for reading before and its cached attributes still match that open's
+   * {@link openProof}; otherwise at once, which records the proof.
+   * @returns the FUSE file handle
+   * @throws FsError EROFS (read-only mount), the router's open error
+   */
+  private async open(path: string, flags: number): Promise<number> {
+    const writable = (flags & OpenFlags.O_ACCMODE) !== OpenFlags.O_RDONLY || (flags & OpenFlags.O_TRUNC) !== 0;
+    if (writable) this.refuseWrite();
+    if (flags & OpenFlags.O_TRUNC) await this.flushPath(path);
+    const state = this.handles.state(path, writable, flags & ~OpenFlags.O_CREAT);
+    const attr = writable ? undefined : this.caches.cachedAttr(path);
+    if (attr) state.reads.sizeHint = attr.sz;
+    if (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr)) await this.handles.nodeHandle(state);
+    const fh = this.handles.add(state);
+    if (writable) this.caches.forget(path);
+    return fh;
+  }
+
+  /**
+   * FUSE read: `len` bytes at byte offset `pos` into `buf`, after sending this handle's
+   * pending writes, through read-ahead (opening the file on the node if that was deferred).
+   * @returns bytes copied (fewer than `len` only at the end of the file)
+   * @throws FsError EBADF (unknown handle), a pending write's error, the router's error
+   */
+  private async read(fd: number, buf: Buffer, len: number, pos: number): Promise<number> {
+    const state = this.handles.get(fd);
+    if (!state) throw new FsError(Errno.EBADF);
+    if (state.writes.dirty || state.writes.error) await this.writes.flush(state.writes);
+    const fh = state.fh ?? (await this.handles.nodeHandle(state));
+    return this.reads.read(state.reads, fh, buf, len, pos);
+  }
+
+  /**
+   * FUSE write: `data` at byte offset `pos`, through write-behind. Errors of the background
+   * writes are reported by the next write, flush, fsync or release.
+   * @returns bytes taken (all of `data`)
+   * @throws FsError EROFS, EBADF, a background write's error
+   */
+  private async write(fd: number, data: Buffer, pos: number): Promise<number> {
+    this.refuseWrite();
+    const state = this.handles.get(fd);
+    if (!state) throw new FsError(Errno.EBADF);
+    const e = state.writes.takeError();
+    if (e) throw e;
+    state.reads.reset(true);
+    await this.writes.write(state.writes, data, pos);
+    this.caches.forget(state.path);
+    return data.length;
+  }
+
+  /** Sends the pending writes of every handle of `path` (before its size or name is used). */
+  private async flushPath(path: string): Promise<void> {
+    for (const s of this.handles.values()) if (s.path === path && s.writes.dirty) await this.writes.flush(s.writes);
+  }
+
+  /** A file created through this mount: registered writable with its router handle. */
+  private created(path: string, routerFh: number): number {
+    const state: OpenState = this.handles.state(path, true, OpenFlags.O_RDWR);
+    state.fh = routerFh;
+    return this.handles.add(state);
+  }
+
+  /** The operations object for fuse-native (`new Fuse(mountpoint, ops, options)`). */
+  table(): Record<string, (...args: never[]) => void> {
+    const f = this;
+    const R = this.router;
+    const C = this.caches;
+    const H = this.handles;
+    const P = this.poller;
+    return {
+      init: (cb: Cb) => cb(0),
+      statfs: (path: string, cb: Cb<StatFs>) =>
+        P.run(cb, async () => {
+          const s = await R.statfs(path);
+          return { ...s, favail: s.ffree, fsid: 0, flag: 0, namemax: s.namemax } as StatFs;
+        }),
+      // Written data still in the write-behind buffer must count in the size a reader sees.
+      getattr: (path: string, cb: Cb<FuseStat>) =>
+        P.run(cb, async () => {
+          await f.flushPath(path);
+          return toFuseStat(await C.attrOf(path));
+        }),
+      fgetattr: (path: string, _fd: number, cb: Cb<FuseStat>) =>
+        P.run(cb, async () => {
+          await f.flushPath(path);
+          return toFuseStat(await C.attrOf(path));
+        }),
+      access: (path: string, _mode: number, cb: Cb) => P.run(cb, async () => void (await C.attrOf(path))),
+      readdir: (path: string, done: (err: number, names?: string[], stats?: FuseStat[]) => void) => {
+        const cb = P.guard(done, [-Errno.ETIMEDOUT]);
+        C.listing(path).then(
+          (l) => cb(0, l.names, l.stats),
+          (e) => cb(fuseErrno(e)),
+        );
+      },
+      open: (path: string, flags: number, cb: Cb<number>) => P.run(cb, () => f.open(path, flags)),
+      create: (path: string, mode: number, cb: Cb<number>) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          const { fh: routerFh, attr } = await R.create(path, mode & 0o7777, OpenFlags.O_RDWR | OpenFlags.O_CREAT);
+          const fh = f.created(path, routerFh);
+          C.forget(path);
+          C.remember(path, attr);
+          return fh;
+        }),
+      read: (_path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) => P.runCount(cb, () => f.read(fd, buf, len, pos)),
+      write: (_path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) => P.runCount(cb, () => f.write(fd, buf.subarray(0, len), pos)),
+      flush: (_path: string, fd: number, cb: Cb) =>
+        P.run(cb, async () => {
+          const s = H.get(fd);
+          if (s?.writes.dirty || s?.writes.error) await f.writes.flush(s.writes);
+        }),
+      fsync: (_path: string, _datasync: boolean, fd: number, cb: Cb) =>
+        P.run(cb, async () => {
+          const s = H.get(fd);
+          if (!s) throw new FsError(Errno.EBADF);
+          await f.writes.flush(s.writes);
+          await R.fsync(s.fh ?? (await H.nodeHandle(s)));
+        }),
+      release: (path: string, fd: number, cb: Cb) =>
+        P.run(cb, async () => {
+          const s = H.get(fd);
+          if (!s) return;
+          try {
+            await f.writes.flush(s.writes);
+          } finally {
+            H.delete(fd);
+            await H.closeNode(s);
+            if (s.writable) C.forget(path);
+          }
+        }),
+      truncate: (path: string, size: number, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          await f.flushPath(path);
+          C.remember(path, await R.truncate(path, size));
+        }),
+      ftruncate: (path: string, _fd: number, size: number, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          await f.flushPath(path);
+          C.remember(path, await R.truncate(path, size));
+        }),
+      chmod: (path: string, mode: number, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          C.dropProof(path);
+          C.remember(path, await R.setattr(path, { mode: mode & 0o7777 }));
+        }),
+      chown: (path: string, uid: number, gid: number, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          C.dropProof(path);
+          C.remember(path, await R.setattr(path, { uid, gid }));
+        }),
+      utimens: (path: string, atime: number, mtime: number, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          await f.flushPath(path);
+          C.remember(path, await R.setattr(path, { at: Math.round(atime * 1e6), mt: Math.round(mtime * 1e6) }));
+        }),
+      readlink: (path: string, cb: Cb<string>) => P.run(cb, () => R.readlink(path)),
+      unlink: (path: string, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          await H.pinOpenHandles(path);
+          await R.unlink(path);
+          C.forget(path);
+          C.markMissing(path);
+        }),
+      mkdir: (path: string, mode: number, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          const attr = await R.mkdir(path, mode & 0o7777);
+          C.forget(path);
+          C.remember(path, attr);
+        }),
+      rmdir: (path: string, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          await R.rmdir(path);
+          C.forgetTree(path);
+        }),
+      rename: (src: string, dest: string, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          await f.flushPath(src);
+          await H.pinOpenHandles(dest);
+          await R.rename(src, dest);
+          C.forgetTree(src);
+          C.forgetTree(dest);
+          H.renamed(src, dest);
+        }),
+      symlink: (target: string, path: string, cb: Cb) =>
+        P.run(cb, async () => {
+          f.refuseWrite();
+          const attr = await R.symlink(path, target);
+          C.forget(path);
+          C.remember(path, attr);
+        }),
+    };
+  }
+}

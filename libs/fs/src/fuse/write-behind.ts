@@ -1,0 +1,113 @@
+/**
+ * Write-behind of the FUSE layer (issue 4 item 4): sequential writes to an open file are
+ * gathered into chunks (1 MiB by default) sent in the background, 4 in flight, without copying
+ * them again (the frame header is completed in room left in front of each block); flushed on
+ * flush/fsync/release, where the errors of background writes are reported.
+ */
+import { BINARY_HEADER_ROOM, Errno, FsError } from '@svc/protocol/wire';
+import type { BufferPool } from '../buffer-pool';
+import type { WorkspaceRouter } from '../router/workspace-router';
+
+/** Background writes allowed in flight per open file. */
+const MAX_INFLIGHT = 4;
+
+/** Write-behind state of one open file (one FUSE file handle). */
+export class WriteBehindState {
+  /**
+   * Write-behind data not sent yet: `pendingLen` bytes for byte offset `pendingOff`, gathered
+   * in `block` after {@link BINARY_HEADER_ROOM} free bytes (the request frame is completed there).
+   */
+  block: Buffer | null = null;
+  pendingOff = 0;
+  pendingLen = 0;
+  /** Background writes not yet acknowledged. */
+  readonly inflight = new Set<Promise<void>>();
+  /** First error of a background write, reported at the next write/flush/release. */
+  error: unknown = null;
+
+  /**
+   * @param handle the router handle of the file: a number once open, else a promise that opens
+   *   it on the node (lazy opens)
+   */
+  constructor(readonly handle: () => number | Promise<number>) {}
+
+  /** True while written data has not reached the node. */
+  get dirty(): boolean {
+    return this.pendingLen > 0 || this.inflight.size > 0;
+  }
+
+  /** The error of a background write not reported yet, cleared (null when none). */
+  takeError(): unknown {
+    if (!this.error) return null;
+    const e = this.error;
+    this.error = null;
+    return e;
+  }
+}
+
+/** Writes through router file handles with write-behind. */
+export class WriteBehind {
+  /**
+   * @param blocks pool of blocks of {@link BINARY_HEADER_ROOM} + `chunk` bytes
+   * @param chunk bytes per request
+   */
+  constructor(
+    private readonly router: Pick<WorkspaceRouter, 'write'>,
+    private readonly blocks: BufferPool,
+    private readonly chunk: number,
+  ) {}
+
+  /**
+   * Takes `data` for byte offset `pos`: copied into the pending chunk (fuse-native reuses
+   * `data`'s memory after the callback), each full chunk sent in the background; a write that
+   * does not continue the pending chunk sends it (and waits for every background write)
+   * first. Waits while 4 writes are in flight.
+   * @returns when `data` is taken; errors of the background writes come from {@link flush}
+   * @throws the first background write error when it shows up here (via a flush)
+   */
+  async write(state: WriteBehindState, data: Buffer, pos: number): Promise<void> {
+    if (state.pendingLen > 0 && pos !== state.pendingOff + state.pendingLen) await this.flush(state);
+    for (let taken = 0; taken < data.length; ) {
+      if (state.pendingLen === 0) state.pendingOff = pos + taken;
+      state.block ??= this.blocks.acquire();
+      const n = data.copy(state.block, BINARY_HEADER_ROOM + state.pendingLen, taken, taken + Math.min(data.length - taken, this.chunk - state.pendingLen));
+      state.pendingLen += n;
+      taken += n;
+      if (state.pendingLen >= this.chunk) this.sendPending(state);
+    }
+    while (state.inflight.size >= MAX_INFLIGHT) await Promise.race(state.inflight);
+  }
+
+  /**
+   * Sends pending data and waits for all background writes.
+   * @throws the first error of a background write (then cleared), e.g. FsError EIO (short write), ENOSPC
+   */
+  async flush(state: WriteBehindState): Promise<void> {
+    this.sendPending(state);
+    while (state.inflight.size > 0) await Promise.all(state.inflight);
+    const e = state.takeError();
+    if (e) throw e;
+  }
+
+  /** Sends the pending chunk in the background; its block goes back to the pool once the node answered. */
+  private sendPending(state: WriteBehindState): void {
+    const block = state.block;
+    if (!block || state.pendingLen === 0) return;
+    const len = state.pendingLen;
+    const off = state.pendingOff;
+    state.block = null;
+    state.pendingLen = 0;
+    const p = (async () => {
+      const h = state.handle();
+      const fh = typeof h === 'number' ? h : await h;
+      const n = await this.router.write(fh, off, { buf: block, len });
+      if (n !== len) throw new FsError(Errno.EIO, 'short write');
+    })()
+      .catch((e) => {
+        state.error ??= e;
+      })
+      .finally(() => this.blocks.release(block));
+    state.inflight.add(p);
+    void p.finally(() => state.inflight.delete(p));
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * Invalidation fan-out of the workspace router (PROTOCOL.md 8 `acheron.e_fs_inval*`): a node's
+ * push on one FS session becomes, for every mount that session serves, a `inval` /
+ * `inval_dir` event naming the workspace paths the mount's {@link LookupCache} knows for the
+ * node (marking them unverified on the way).
+ */
+import type { EndpointSession } from './endpoint-pool';
+import type { MountRoutes } from './failover';
+import { InvalDirEvent, InvalEvent } from './fs-types';
+import { workspacePath } from './paths';
+import { RouterEmit } from './router-events';
+
+/** Turns node invalidation pushes into router `inval` / `inval_dir` events. */
+export class InvalFanout {
+  constructor(
+    private readonly routes: Pick<MountRoutes, 'values'>,
+    private readonly emit: RouterEmit,
+  ) {}
+
+  /**
+   * `acheron.e_fs_inval` on session `s`: one `inval` event per mount served by `s`. `what`
+   * `all` (the node may have changed kind or existence) marks its cached paths unverified.
+   */
+  inval(s: EndpointSession, ev: InvalEvent): void {
+    for (const route of this.routes.values()) {
+      const a = route.active;
+      if (!a || a.session !== s) continue;
+      const rels = ev.what === 'all' ? a.cache.nodeChanged(ev.node) : a.cache.pathsOf(ev.node);
+      this.emit('inval', { mount_path: route.mountPath, paths: rels.map((r) => workspacePath(route.mountPath, r)), node: ev.node, what: ev.what });
+    }
+  }
+
+  /**
+   * `acheron.e_fs_inval_dir` on session `s`: one `inval_dir` event per mount served by `s`;
+   * the directory's cached children become unverified.
+   */
+  invalDir(s: EndpointSession, ev: InvalDirEvent): void {
+    for (const route of this.routes.values()) {
+      const a = route.active;
+      if (!a || a.session !== s) continue;
+      const rels = a.cache.childrenChanged(ev.dir);
+      this.emit('inval_dir', { mount_path: route.mountPath, paths: rels.map((r) => workspacePath(route.mountPath, r)), dir: ev.dir });
+    }
+  }
+}
