@@ -16,6 +16,11 @@
  * against sshfs 3.7 on the same machine: read 330 MiB/s, find warm 0.04 s, grep -R 4.8 s). It
  * asserts nothing. Warm figures are the median of BENCH_RUNS runs after the cold one.
  *
+ * TLS rows (issue 12): a second node on the same directory serving `wss://` with a throwaway CA
+ * made by `openssl`, mounted a second time with `--tls-ca`; sequential read (plain and TLS runs
+ * alternated, for the TLS cost; target at most 25 %), and `find` / `grep -R` over the small
+ * files, cold and warm. Skipped with the reason when `openssl` is missing.
+ *
  * Skipped with a message (exit 0) where FUSE is unavailable: no /dev/fuse, fuse-native not
  * installed, or no fusermount.
  *
@@ -28,6 +33,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { makeBenchTls } from './tls';
 
 const ROOT = resolve(__dirname, '..', '..');
 const NODE = join(ROOT, 'dist/apps/svc-fs-node/src/main.js');
@@ -179,6 +185,7 @@ async function main(): Promise<void> {
   process.once('SIGTERM', onSignal);
   const rows: Row[] = [];
   const size = FILE_MIB * MIB;
+  let tlsCost: string | null = null;
   try {
     process.stderr.write(`preparing a ${FILE_MIB} MiB file, a ${TREE_FILES}-file tree and a ${REPO_FILES}-file git repository in ${base}\n`);
     await randomFile(join(local, 'seq.bin'), FILE_MIB);
@@ -235,6 +242,7 @@ async function main(): Promise<void> {
     await cmdRows(`find over ${TREE_FILES} files`, 'find', (r) => [join(r, 'tree')], undefined, (w) => ({ text: '< 0.1 s', met: w < 0.1 }));
     await cmdRows(`grep -R over ${TREE_FILES} files`, 'grep', (r) => ['-R', '-c', 'needle', join(r, 'tree')], undefined, (w) => ({ text: '< 2.4 s (sshfs 4.8 s / 2)', met: w < 2.4 }));
     await cmdRows(`git status, ${REPO_FILES}-file repository`, 'git', () => ['status', '--porcelain'], (r) => join(r, 'repo'), () => ({ text: 'ratio to local disk reported' }));
+    tlsCost = await tlsRows(rows, { exp, local, mnt: m, base, size });
   } finally {
     await cleanup();
   }
@@ -255,6 +263,75 @@ async function main(): Promise<void> {
   const line = (cells: string[]) => cells.map((c, i) => (i >= 1 && i <= 6 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ');
   process.stdout.write(`\nsvc-fs-mount FUSE mount over loopback (binary data path), warm = median of ${RUNS} runs after a cold one; MB = 10^6 bytes\n\n`);
   process.stdout.write(`${line(header)}\n${body.map(line).join('\n')}\n`);
+  if (tlsCost) process.stdout.write(`\n${tlsCost}\n`);
+}
+
+/**
+ * The TLS rows: a second node on the export serving wss://, a second mount of it with
+ * --tls-ca; sequential reads alternated with the plain mount `m`, then find and grep -R over
+ * the tree through the TLS mount. Both are stopped before returning.
+ * @returns the TLS cost line, or null (with a message on stderr) when openssl is missing
+ */
+async function tlsRows(rows: Row[], at: { exp: string; local: string; mnt: string; base: string; size: number }): Promise<string | null> {
+  const tls = makeBenchTls(join(at.base, 'tls'));
+  if (typeof tls === 'string') {
+    process.stderr.write(`TLS rows skipped: ${tls}\n`);
+    return null;
+  }
+  const mntTls = join(at.base, 'mnt-tls');
+  mkdirSync(mntTls);
+  const node = await startUntil([NODE, '--port', '0', '--export', `work=${at.exp}`, '--tls-cert', tls.cert, '--tls-key', tls.key], /listening on (\S+)/, { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' });
+  let mount: ChildProcess | null = null;
+  try {
+    mount = (await startUntil([MOUNT, '--endpoint', `w=${node.match[1]}`, '--tls-ca', tls.ca, 'mount', mntTls, ...MOUNT_ARGS], /mounted on /, { SVC_LOG_LEVEL: 'warn' })).proc;
+    const m = join(mntTls, 'w');
+    process.stderr.write('sequential read, plain and TLS alternated\n');
+    const plain: number[] = [];
+    const secure: number[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      for (const [dir, out] of [[at.mnt, plain], [m, secure]] as const) {
+        const t = new Date(Date.now() - (i + 10) * 60_000 - (out === secure ? 30_000 : 0));
+        utimesSync(join(at.exp, 'seq.bin'), t, t);
+        await sleep(1500);
+        out.push(await timedRun('cat', [join(dir, 'seq.bin')]));
+      }
+    }
+    const localRead = await timedRun('cat', [join(at.local, 'seq.bin')]);
+    rows.push({ what: `TLS: sequential read, ${FILE_MIB} MiB (cat)`, fuse: median(secure), local: localRead, bytes: at.size, target: { text: '>= 330 MiB/s', met: at.size / MIB / median(secure) >= 330 } });
+    for (const [what, cmd, args] of [
+      [`TLS: find over ${TREE_FILES} files`, 'find', (r: string) => [join(r, 'tree')]],
+      [`TLS: grep -R over ${TREE_FILES} files`, 'grep', (r: string) => ['-R', '-c', 'needle', join(r, 'tree')]],
+    ] as const) {
+      process.stderr.write(`${what}\n`);
+      const cold = await timedRun(cmd, args(m));
+      const localCold = await timedRun(cmd, args(at.local));
+      const warm: number[] = [];
+      const localWarm: number[] = [];
+      for (let i = 0; i < RUNS; i++) {
+        warm.push(await timedRun(cmd, args(m)));
+        localWarm.push(await timedRun(cmd, args(at.local)));
+      }
+      rows.push({ what: `${what}, cold (first run)`, fuse: cold, local: localCold });
+      rows.push({ what: `${what}, warm`, fuse: median(warm), local: median(localWarm) });
+    }
+    const p = at.size / MB / median(plain);
+    const t = at.size / MB / median(secure);
+    return `TLS cost on sequential read through FUSE (${FILE_MIB} MiB, medians of ${RUNS} alternated runs): plain ${p.toFixed(0)} MB/s, TLS ${t.toFixed(0)} MB/s: ${(((p - t) / p) * 100).toFixed(1)} % slower (target <= 25 %)`;
+  } finally {
+    if (mount && mount.exitCode === null) {
+      const exited = new Promise((r) => mount!.once('exit', r));
+      mount.kill('SIGTERM');
+      await Promise.race([exited, sleep(5000)]);
+    }
+    if (mounted(mntTls)) {
+      try {
+        execFileSync('fusermount', ['-uz', mntTls], { stdio: 'ignore' });
+      } catch {
+        /* already gone */
+      }
+    }
+    node.proc.kill('SIGTERM');
+  }
 }
 
 main().catch((e) => {
