@@ -1,9 +1,9 @@
 import { rootCertificates } from 'node:tls';
-import { makeCa, TestCa } from '../test/helpers/tls';
+import { describeWithOpenssl, makeCa, TestCa } from '../test/helpers/tls';
 import { cleanupTmp } from '../test/helpers/processes';
 import { ConfigError, loadServerConfig } from './config';
 
-describe('svc TLS configuration (PROTOCOL.md 1)', () => {
+describeWithOpenssl('svc TLS configuration (PROTOCOL.md 1)', () => {
   let ca: TestCa;
   beforeAll(() => {
     ca = makeCa();

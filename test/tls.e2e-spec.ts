@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { ClientTls, ControlClient, FsClient, loadClientTls } from '../libs/client/src';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
 import { runMount } from './helpers/fs-mount';
-import { makeCa, peerFingerprint, recordingProxy, TestCa, unmaskedClientPayloads } from './helpers/tls';
+import { makeCa, opensslMissing, peerFingerprint, recordingProxy, TestCa, unmaskedClientPayloads } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
 function fuseUnavailable(): string | null {
@@ -42,9 +42,15 @@ if (noFuse) process.stdout.write(`TLS FUSE e2e steps skipped: ${noFuse}\n`);
 const itFuse = noFuse ? it.skip : it;
 const mounted = (dir: string) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === dir);
 
+// The certificates are made by the test with openssl: without it every test here is skipped, saying why.
+const missingOpenssl = opensslMissing();
+if (missingOpenssl) process.stdout.write(`TLS e2e tests skipped: ${missingOpenssl}\n`);
+const describe = missingOpenssl ? global.describe.skip : global.describe;
+
 let ca: TestCa;
 let tls: ClientTls;
 beforeAll(() => {
+  if (missingOpenssl) return;
   ca = makeCa();
   tls = loadClientTls(ca.cert);
 });

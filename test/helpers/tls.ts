@@ -31,6 +31,23 @@ export interface TestCa {
   issue(name: string, options?: { sans?: string[]; notBefore?: Date; notAfter?: Date }): CertFiles;
 }
 
+/** Why certificates cannot be made here (no `openssl`), or null. */
+export function opensslMissing(): string | null {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+    return null;
+  } catch (e) {
+    return `openssl is not available (${(e as Error).message.split('\n')[0]}; Debian: apt-get install openssl)`;
+  }
+}
+
+/** `describe`, or `describe.skip` with the reason printed when `openssl` is missing. */
+export function describeWithOpenssl(name: string, fn: () => void): void {
+  const missing = opensslMissing();
+  if (missing) process.stdout.write(`${name}: skipped: ${missing}\n`);
+  (missing ? describe.skip : describe)(name, fn);
+}
+
 function openssl(args: string[], cwd: string): void {
   execFileSync('openssl', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
 }

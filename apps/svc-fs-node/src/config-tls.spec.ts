@@ -2,11 +2,11 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
-import { makeCa, TestCa } from '../../../test/helpers/tls';
+import { describeWithOpenssl, makeCa, TestCa } from '../../../test/helpers/tls';
 import { cleanupTmp } from '../../../test/helpers/processes';
 import { ConfigError, loadFsNodeConfig } from './config';
 
-describe('svc-fs-node TLS configuration (PROTOCOL.md 1)', () => {
+describeWithOpenssl('svc-fs-node TLS configuration (PROTOCOL.md 1)', () => {
   let dir: string;
   let ca: TestCa;
   beforeAll(() => {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
-import { makeCa } from '../../../test/helpers/tls';
+import { makeCa, opensslMissing } from '../../../test/helpers/tls';
 import { cleanupTmp } from '../../../test/helpers/processes';
 import { clientTlsFrom, describeTlsError, loadClientTls, TlsCaError, tlsSocketOptions } from './tls-options';
 
@@ -16,7 +16,7 @@ describe('client TLS trust (PROTOCOL.md 1)', () => {
     cleanupTmp();
   });
 
-  it('trusts the system CAs, plus every certificate of --tls-ca', () => {
+  (opensslMissing() ? it.skip : it)('trusts the system CAs, plus every certificate of --tls-ca (needs openssl)', () => {
     expect(loadClientTls(null)).toEqual({ ca: [...rootCertificates], caFile: null });
     const ca = makeCa();
     const t = loadClientTls(ca.cert);

@@ -3,13 +3,13 @@ import { X509Certificate } from 'node:crypto';
 import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { Server as HttpsServer } from 'node:https';
 import { join } from 'node:path';
-import { makeCa, peerFingerprint, TestCa } from '../../../test/helpers/tls';
+import { describeWithOpenssl, makeCa, peerFingerprint, TestCa } from '../../../test/helpers/tls';
 import { cleanupTmp, tmpDir, waitFor } from '../../../test/helpers/processes';
 import { loadCertificateMaterial, ServerTls, TlsFileError } from './tls-listener';
 
 const fingerprint = (certFile: string) => new X509Certificate(readFileSync(certFile)).fingerprint256;
 
-describe('loadCertificateMaterial (PROTOCOL.md 1)', () => {
+describeWithOpenssl('loadCertificateMaterial (PROTOCOL.md 1)', () => {
   let ca: TestCa;
   beforeAll(() => {
     ca = makeCa();
@@ -57,7 +57,7 @@ describe('loadCertificateMaterial (PROTOCOL.md 1)', () => {
   });
 });
 
-describe('ServerTls: rotation without a restart', () => {
+describeWithOpenssl('ServerTls: rotation without a restart', () => {
   let ca: TestCa;
   let dir: string;
   let server: HttpsServer;
