@@ -124,11 +124,11 @@ describe('a workspace on TLS: svc and two svc-fs-node daemons', () => {
     expect(urls['/b']).toBe(ws.nodeB.url);
 
     const st = await runMount([...ws.mountArgs, '--json', 'status']);
-    expect(st.code).toBe(0);
+    expect({ code: st.code, stderr: st.stderr }).toEqual({ code: 0, stderr: '' });
     const report = JSON.parse(st.stdout.toString()) as { mounts: Array<{ mount_path: string; candidates: Array<{ fs_url: string; probe: { ok: boolean } }> }> };
     for (const m of report.mounts) for (const c of m.candidates) {
       expect(c.fs_url).toMatch(/^wss:\/\//);
-      expect(c.probe.ok).toBe(true);
+      expect(c.probe).toMatchObject({ ok: true });
     }
 
     const data = randomBytes(3 * 1024 * 1024 + 17);
@@ -173,15 +173,13 @@ describe('a workspace on TLS: svc and two svc-fs-node daemons', () => {
   it('fails over to the standby node when the primary dies', async () => {
     writeFileSync(join(ws.dirs.shared, 'failover.txt'), 'shared by both nodes\n');
     const first = await runMount([...ws.mountArgs, 'cat', '/shared/failover.txt']);
-    expect(first.stdout.toString()).toBe('shared by both nodes\n');
+    expect({ code: first.code, stderr: first.stderr, out: first.stdout.toString() }).toEqual({ code: 0, stderr: '', out: 'shared by both nodes\n' });
     await ws.nodeA.kill();
     const after = await runMount([...ws.mountArgs, 'cat', '/shared/failover.txt']);
-    expect(after.stderr).toBe('');
-    expect(after.code).toBe(0);
-    expect(after.stdout.toString()).toBe('shared by both nodes\n');
+    expect({ code: after.code, stderr: after.stderr, out: after.stdout.toString() }).toEqual({ code: 0, stderr: '', out: 'shared by both nodes\n' });
     const st = await runMount([...ws.mountArgs, '--json', 'status']);
     const shared = (JSON.parse(st.stdout.toString()) as { mounts: Array<{ mount_path: string; candidates: Array<{ fs_url: string; probe: { ok: boolean } }> }> }).mounts.find((m) => m.mount_path === '/shared')!;
-    expect(shared.candidates.find((c) => c.fs_url === ws.nodeB.url)?.probe.ok).toBe(true);
+    expect(shared.candidates.find((c) => c.fs_url === ws.nodeB.url)?.probe).toMatchObject({ ok: true });
   });
 });
 
