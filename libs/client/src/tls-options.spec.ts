@@ -56,10 +56,17 @@ describe('client TLS trust (PROTOCOL.md 1)', () => {
     }
   });
 
-  it('always verifies: rejectUnauthorized is true with or without a CA file', () => {
+  it('always verifies: rejectUnauthorized is true with or without a CA file; one secure context per trust', () => {
     expect(tlsSocketOptions(undefined)).toEqual({ rejectUnauthorized: true });
-    const t = loadClientTls(null);
-    expect(tlsSocketOptions(t)).toEqual({ rejectUnauthorized: true, ca: [...rootCertificates] });
+    expect(tlsSocketOptions(loadClientTls(null))).toEqual({ rejectUnauthorized: true });
+    const pem = join(dir, 'one.pem');
+    writeFileSync(pem, rootCertificates[0]);
+    const t = loadClientTls(pem);
+    const a = tlsSocketOptions(t);
+    expect(a.rejectUnauthorized).toBe(true);
+    expect(a.secureContext).toBeDefined();
+    expect(tlsSocketOptions(t).secureContext).toBe(a.secureContext);
+    expect(tlsSocketOptions(loadClientTls(pem)).secureContext).not.toBe(a.secureContext);
   });
 
   it('names the URL and the reason of a refused certificate', () => {
