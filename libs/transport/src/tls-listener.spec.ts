@@ -3,6 +3,7 @@ import { X509Certificate } from 'node:crypto';
 import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { Server as HttpsServer } from 'node:https';
 import { join } from 'node:path';
+import { connect as tlsConnect, ConnectionOptions } from 'node:tls';
 import { describeWithOpenssl, makeCa, peerFingerprint, TestCa } from '../../../test/helpers/tls';
 import { cleanupTmp, tmpDir, waitFor } from '../../../test/helpers/processes';
 import { loadCertificateMaterial, ServerTls, TlsFileError } from './tls-listener';
@@ -89,6 +90,21 @@ describeWithOpenssl('ServerTls: rotation without a restart', () => {
     tls.close();
     await new Promise((r) => server.close(r));
     cleanupTmp();
+  });
+
+  it('speaks TLS 1.2 or 1.3 only, preferring AES-128-GCM', async () => {
+    const port = Number(new URL(url).port);
+    const negotiated = (options: ConnectionOptions) =>
+      new Promise<string>((resolve) => {
+        const s = tlsConnect({ host: '127.0.0.1', port, ca: readFileSync(ca.cert), ...options }, () => {
+          resolve(`${s.getProtocol()} ${s.getCipher().name}`);
+          s.end();
+        });
+        s.once('error', (e: NodeJS.ErrnoException) => resolve(`refused: ${e.code}`));
+      });
+    expect(await negotiated({})).toBe('TLSv1.3 TLS_AES_128_GCM_SHA256');
+    expect(await negotiated({ maxVersion: 'TLSv1.2' })).toBe('TLSv1.2 ECDHE-ECDSA-AES128-GCM-SHA256');
+    expect(await negotiated({ minVersion: 'TLSv1', maxVersion: 'TLSv1.1', ciphers: 'DEFAULT@SECLEVEL=0' })).toMatch(/^refused: /);
   });
 
   it('serves a renamed-in pair to new connections (file watch), and the old one until then', async () => {
