@@ -13,7 +13,7 @@ describeWithOpenssl('svc TLS configuration (PROTOCOL.md 1)', () => {
   it('serves TLS with --tls-cert/--tls-key and trusts --tls-ca for the FS routing', () => {
     const c = ca.issue('cfg-svc');
     const config = loadServerConfig(['--bind', '0.0.0.0', '--tls-cert', c.cert, '--tls-key', c.key, '--tls-ca', ca.cert], {});
-    expect(config.tls?.current.subject).toBe('CN=cfg-svc');
+    expect(config.tls?.material.subject).toBe('CN=cfg-svc');
     expect(config.clientTls.caFile).toBe(ca.cert);
     expect(config.clientTls.ca).toHaveLength(rootCertificates.length + 1);
     const plain = loadServerConfig([], { SVC_TLS_CA: '' });

@@ -8,7 +8,7 @@ import { DEFAULT_BIND, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SVC_PORT } from '@svc/
 import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '@svc/ops';
 import { ClientTls, loadClientTls, TlsCaError } from '../libs/client/src/tls-options';
 import { resolveTransportSecurity } from '../libs/transport/src/tls-config';
-import { ServerTls, TlsFileError } from '../libs/transport/src/tls-listener';
+import { LoadedServerTls, loadServerTls, TlsFileError } from '../libs/transport/src/tls-certificate';
 
 /** Validated server configuration. */
 export class ServerConfig {
@@ -17,7 +17,7 @@ export class ServerConfig {
   /** WebSocket port; 0 picks a free one. */
   port: number;
   /** TLS of the WebSocket listener (`--tls-cert`/`--tls-key`, PROTOCOL.md 1), loaded and checked; null: plain `ws://`. */
-  tls: ServerTls | null;
+  tls: LoadedServerTls | null;
   /** `--insecure-transport` let a non-loopback `--bind` serve plain `ws://` (a warning at start). */
   insecureTransport: boolean;
   /** CAs the FS routing verifies `wss://` nodes against: system CAs plus `--tls-ca` / `SVC_TLS_CA`. */
@@ -45,9 +45,35 @@ export class ServerConfig {
   sweepIntervalMs: number;
   /** How long shutdown waits for requests in flight, ms (`SVC_SHUTDOWN_GRACE_MS`, default 5000). */
   shutdownGraceMs: number;
+  /**
+   * Deadlines of the FS sessions svc opens for the runtime namespace (PROTOCOL.md 9; issue 11
+   * item 3; docs/protocol.md "Deadlines and hung nodes"), ms: connect + hello
+   * (`SVC_FS_CONNECT_TIMEOUT_MS`, 3000), one request on a node that answers pings
+   * (`SVC_FS_REQUEST_TIMEOUT_MS`, 30000), keepalive interval while requests wait
+   * (`SVC_FS_KEEPALIVE_MS`, 1000; 0 off) and limit without any answer
+   * (`SVC_FS_KEEPALIVE_TIMEOUT_MS`, 2500), budget of one routed operation
+   * (`SVC_FS_OP_DEADLINE_MS`, 4000).
+   */
+  fsDeadlines: FsDeadlines;
+  /** Audit entries are kept this long, days; fractions allowed (`SVC_AUDIT_RETENTION_DAYS`, default 30). */
+  auditRetentionDays: number;
+  /** At most this many audit entries are kept, the newest (`SVC_AUDIT_MAX_ENTRIES`, default 100000). */
+  auditMaxEntries: number;
   /** `--help` was given. */
   help: boolean;
 }
+
+/** FS session deadlines of svc, ms (see {@link ServerConfig.fsDeadlines}). */
+export interface FsDeadlines {
+  connectTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepaliveMs: number;
+  keepaliveTimeoutMs: number;
+  opDeadlineMs: number;
+}
+
+/** Defaults of {@link FsDeadlines}: svc proxies for remote callers, so a request gets 30 s. */
+export const DEFAULT_FS_DEADLINES: FsDeadlines = { connectTimeoutMs: 3000, requestTimeoutMs: 30_000, keepaliveMs: 1000, keepaliveTimeoutMs: 2500, opDeadlineMs: 4000 };
 
 /** A configuration error: printed as `svc: <message>` and exit code 2. */
 export class ConfigError extends Error {}
@@ -73,6 +99,12 @@ environment:
   SVC_ADMIN_TOKEN, SVC_USER_TOKEN  role tokens (generated into <state-dir>/auth_tokens.json if unset)
   SVC_MAX_MESSAGE_BYTES        largest frame in bytes (default 8 MiB)
   SVC_LOG_LEVEL                trace|debug|info|warn|error|fatal (default info)
+  SVC_FS_CONNECT_TIMEOUT_MS, SVC_FS_REQUEST_TIMEOUT_MS, SVC_FS_KEEPALIVE_MS,
+  SVC_FS_KEEPALIVE_TIMEOUT_MS, SVC_FS_OP_DEADLINE_MS
+                               deadlines of the FS sessions of the runtime namespace, ms
+                               (defaults 3000, 30000, 1000 (0: no pings), 2500, 4000)
+  SVC_AUDIT_RETENTION_DAYS     keep audit entries this many days (default 30)
+  SVC_AUDIT_MAX_ENTRIES        keep at most this many audit entries, the newest (default 100000)
 `;
 
 /**
@@ -85,6 +117,17 @@ export function parsePort(value: string, what: string): number {
 
 function parsePositiveInt(value: string | undefined, fallback: number, what: string, min = 1): number {
   return parseIntValue(value, fallback, what, min, ConfigError);
+}
+
+/**
+ * Parses `SVC_AUDIT_RETENTION_DAYS`: a positive number of days (fractions allowed, e.g. `0.5`).
+ * @throws ConfigError otherwise
+ */
+export function parseRetentionDays(value: string | undefined): number {
+  if (value === undefined || value === '') return 30;
+  const n = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 36_500) throw new ConfigError(`SVC_AUDIT_RETENTION_DAYS must be a number of days > 0 and <= 36500 (got "${value}")`);
+  return n;
 }
 
 /**
@@ -142,7 +185,7 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   );
   config.insecureTransport = security.insecure;
   try {
-    config.tls = security.tls ? ServerTls.load(security.tls) : null;
+    config.tls = security.tls ? loadServerTls(security.tls) : null;
     config.clientTls = loadClientTls((values['tls-ca'] as string | undefined) ?? nonEmpty(env.SVC_TLS_CA));
   } catch (e) {
     if (e instanceof TlsFileError || e instanceof TlsCaError) throw new ConfigError(e.message);
@@ -168,5 +211,22 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   config.logLevel = parseLogLevel(env.SVC_LOG_LEVEL, ConfigError);
   config.sweepIntervalMs = parsePositiveInt(env.SVC_SWEEP_INTERVAL_MS, 1000, 'SVC_SWEEP_INTERVAL_MS', 50);
   config.shutdownGraceMs = parsePositiveInt(env.SVC_SHUTDOWN_GRACE_MS, 5000, 'SVC_SHUTDOWN_GRACE_MS', 0);
+  const d = DEFAULT_FS_DEADLINES;
+  config.fsDeadlines = {
+    connectTimeoutMs: parsePositiveInt(env.SVC_FS_CONNECT_TIMEOUT_MS, d.connectTimeoutMs, 'SVC_FS_CONNECT_TIMEOUT_MS'),
+    requestTimeoutMs: parsePositiveInt(env.SVC_FS_REQUEST_TIMEOUT_MS, d.requestTimeoutMs, 'SVC_FS_REQUEST_TIMEOUT_MS'),
+    keepaliveMs: parsePositiveInt(env.SVC_FS_KEEPALIVE_MS, d.keepaliveMs, 'SVC_FS_KEEPALIVE_MS', 0),
+    keepaliveTimeoutMs: parsePositiveInt(env.SVC_FS_KEEPALIVE_TIMEOUT_MS, d.keepaliveTimeoutMs, 'SVC_FS_KEEPALIVE_TIMEOUT_MS'),
+    opDeadlineMs: parsePositiveInt(env.SVC_FS_OP_DEADLINE_MS, d.opDeadlineMs, 'SVC_FS_OP_DEADLINE_MS'),
+  };
+  const f = config.fsDeadlines;
+  for (const [name, v] of Object.entries(f)) {
+    if (v > 3_600_000) throw new ConfigError(`SVC_FS_${name.replace(/Ms$/, '').replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}_MS must be at most 3600000 (one hour), got ${v}`);
+  }
+  if (f.keepaliveMs > 0 && f.keepaliveTimeoutMs <= f.keepaliveMs) {
+    throw new ConfigError(`SVC_FS_KEEPALIVE_TIMEOUT_MS (${f.keepaliveTimeoutMs}) must be larger than SVC_FS_KEEPALIVE_MS (${f.keepaliveMs})`);
+  }
+  config.auditRetentionDays = parseRetentionDays(env.SVC_AUDIT_RETENTION_DAYS);
+  config.auditMaxEntries = parsePositiveInt(env.SVC_AUDIT_MAX_ENTRIES, 100_000, 'SVC_AUDIT_MAX_ENTRIES', 1);
   return config;
 }

@@ -13,7 +13,7 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { AppLogger, ReadinessService } from '@svc/ops';
-import { EnvelopeWsAdapter, insecureTransportWarning, SessionRegistry } from '@svc/transport';
+import { EnvelopeWsAdapter, insecureTransportWarning, ServerTls, SessionRegistry } from '@svc/transport';
 import { AppModule } from './app.module';
 import { ConfigError, loadServerConfig, SERVER_USAGE, ServerConfig } from './config';
 import { ControlEndpointProfile } from './control/control-endpoint.profile';
@@ -67,7 +67,7 @@ async function main(): Promise<void> {
     profile: app.get(ControlEndpointProfile),
     sessions: app.get(SessionRegistry),
     observer: app.get(ControlMetrics).requests,
-    tls: config.tls,
+    tls: config.tls ? ServerTls.from(config.tls) : null,
   });
   app.useWebSocketAdapter(adapter);
 
@@ -114,7 +114,7 @@ async function main(): Promise<void> {
     die(`cannot listen on ${config.bind}:${config.port}: ${err.code === 'EADDRINUSE' ? 'address already in use' : err.message}`);
   }
   readiness.set('ws_listening', true);
-  logger.log({ msg: 'svc ready', url, state: config.databaseUrl ? redactUrl(config.databaseUrl) : config.stateDir, encrypted: config.stateKey !== null, operator_gate: config.operatorToken !== null, tls: config.tls ? { fingerprint256: config.tls.current.fingerprint256, not_after: config.tls.current.validTo.toISOString() } : null }, 'Bootstrap');
+  logger.log({ msg: 'svc ready', url, state: config.databaseUrl ? redactUrl(config.databaseUrl) : config.stateDir, encrypted: config.stateKey !== null, operator_gate: config.operatorToken !== null, tls: config.tls ? { fingerprint256: config.tls.material.fingerprint256, not_after: config.tls.material.validTo.toISOString() } : null }, 'Bootstrap');
   process.stdout.write(`listening on ${url}\n`);
   if (config.insecureTransport) {
     logger.warn({ msg: insecureTransportWarning(url) }, 'Bootstrap');

@@ -162,7 +162,7 @@ export class ProjectRoutesService {
     if (!router) {
       const source = new ControlPlaneTopologySource(this.workspace, this.availability, actor, projectId);
       const tls = this.config.clientTls;
-      const r = new WorkspaceRouter(source, { connectTimeoutMs: 3000, requestTimeoutMs: 30_000, connect: (o) => FsClient.connect({ ...o, tls }) });
+      const r = new WorkspaceRouter(source, { ...this.config.fsDeadlines, connect: (o) => FsClient.connect({ ...o, tls }) });
       router = r.start().then(() => r);
       routers.set(projectId, router);
       router.catch(() => routers!.delete(projectId));

@@ -22,10 +22,10 @@ describeWithOpenssl('svc-fs-node TLS configuration (PROTOCOL.md 1)', () => {
   it('serves TLS with --tls-cert/--tls-key (or SVC_TLS_CERT/KEY), also beyond loopback', () => {
     const c = ca.issue('cfg-node');
     const flags = loadFsNodeConfig(['--bind', '0.0.0.0', '--tls-cert', c.cert, '--tls-key', c.key], {}, dir);
-    expect(flags.tls?.current.subject).toBe('CN=cfg-node');
+    expect(flags.tls?.material.subject).toBe('CN=cfg-node');
     expect(flags.insecureTransport).toBe(false);
     const env = loadFsNodeConfig([], { SVC_TLS_CERT: c.cert, SVC_TLS_KEY: c.key }, dir);
-    expect(env.tls?.current.fingerprint256).toBe(flags.tls?.current.fingerprint256);
+    expect(env.tls?.material.fingerprint256).toBe(flags.tls?.material.fingerprint256);
     expect(loadFsNodeConfig([], {}, dir).tls).toBeNull();
   });
 

@@ -7,11 +7,13 @@ import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, FORBIDDEN_KEYS, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '@svc/protocol';
-import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '@svc/ops';
+import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, FORBIDDEN_KEYS, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '@svc/protocol/wire';
+// The values module only, not `@svc/ops` (logging, metrics, health): `--help` and a configuration
+// error load nothing else (issue 11 item 4).
+import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '../../../libs/ops/src/config-values';
 import { ClientTls, loadClientTls, TlsCaError } from '../../../libs/client/src/tls-options';
 import { isLoopbackBind, resolveTransportSecurity } from '../../../libs/transport/src/tls-config';
-import { ServerTls, TlsFileError } from '../../../libs/transport/src/tls-listener';
+import { LoadedServerTls, loadServerTls, TlsFileError } from '../../../libs/transport/src/tls-certificate';
 
 export { isLoopbackBind };
 
@@ -31,7 +33,7 @@ export class FsNodeConfig {
   /** WebSocket port; 0 picks a free one. */
   port: number;
   /** TLS of the FS listener (`--tls-cert`/`--tls-key`, PROTOCOL.md 1), loaded and checked; null: plain `ws://`. */
-  tls: ServerTls | null;
+  tls: LoadedServerTls | null;
   /** `--insecure-transport` let a non-loopback `--bind` serve plain `ws://` (a warning at start). */
   insecureTransport: boolean;
   /** Exports in the order given (default `work=.:rw`). */
@@ -270,7 +272,7 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
   );
   config.insecureTransport = security.insecure;
   try {
-    config.tls = security.tls ? ServerTls.load({ certFile: resolve(cwd, security.tls.certFile), keyFile: resolve(cwd, security.tls.keyFile) }) : null;
+    config.tls = security.tls ? loadServerTls({ certFile: resolve(cwd, security.tls.certFile), keyFile: resolve(cwd, security.tls.keyFile) }) : null;
   } catch (e) {
     if (e instanceof TlsFileError) throw new ConfigError(e.message);
     throw e;

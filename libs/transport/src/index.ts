@@ -6,4 +6,5 @@ export * from './exception.filter';
 export * from './decorators';
 export * from './encoded-json';
 export * from './tls-config';
+export * from './tls-certificate';
 export * from './tls-listener';

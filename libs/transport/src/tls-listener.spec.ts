@@ -6,7 +6,8 @@ import { join } from 'node:path';
 import { connect as tlsConnect, ConnectionOptions } from 'node:tls';
 import { describeWithOpenssl, makeCa, peerFingerprint, TestCa } from '../../../test/helpers/tls';
 import { cleanupTmp, tmpDir, waitFor } from '../../../test/helpers/processes';
-import { loadCertificateMaterial, ServerTls, TlsFileError } from './tls-listener';
+import { loadCertificateMaterial, TlsFileError } from './tls-certificate';
+import { ServerTls } from './tls-listener';
 
 const fingerprint = (certFile: string) => new X509Certificate(readFileSync(certFile)).fingerprint256;
 

@@ -3,10 +3,10 @@
  * files of `--tls-cert`/`--tls-key`, checked at start, served by a Node `https.Server` under
  * the `ws` server, and re-read without a restart when they change.
  *
- * - At start ({@link ServerTls.load}) a missing or unreadable file, a file that is not PEM, a
- *   key encrypted with a passphrase, a key that does not belong to the certificate, or a
- *   certificate outside its validity period is a {@link TlsFileError} naming the file and the
- *   reason (the programs exit 2 with it).
+ * - At start (the programs' configuration, {@link loadServerTls}) a missing or unreadable file,
+ *   a file that is not PEM, a key encrypted with a passphrase, a key that does not belong to the
+ *   certificate, or a certificate outside its validity period is a {@link TlsFileError} naming
+ *   the file and the reason (the programs exit 2 with it).
  * - While listening ({@link ServerTls.attach}) the files are re-read when they change on disk,
  *   written in place or replaced by a rename (as cert-manager, with its `..data` symlink swap,
  *   and ACME clients do): `fs.watch` on their directories reacts within a fraction of a second,
@@ -19,12 +19,12 @@
  *   version of the files.
  */
 import { Logger } from '@nestjs/common';
-import { createPrivateKey, KeyObject, X509Certificate } from 'node:crypto';
-import { FSWatcher, readFileSync, statSync, watch } from 'node:fs';
+import { FSWatcher, watch } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, Server as HttpsServer } from 'node:https';
 import { dirname, resolve } from 'node:path';
-import { createSecureContext, DEFAULT_CIPHERS, SecureContextOptions, TLSSocket } from 'node:tls';
+import { DEFAULT_CIPHERS, SecureContextOptions, TLSSocket } from 'node:tls';
+import { CertificateMaterial, filesSignature, LoadedServerTls, loadCertificateMaterial, loadServerTls, TlsFileError } from './tls-certificate';
 import type { ServerTlsFiles } from './tls-config';
 
 /** Period of the stat check of the certificate and key files, ms. */
@@ -33,102 +33,6 @@ export const DEFAULT_TLS_CHECK_INTERVAL_MS = 5000;
 const WATCH_DEBOUNCE_MS = 200;
 /** At most one log line per TLS handshake failure kind in this long, ms. */
 const HANDSHAKE_LOG_WINDOW_MS = 10_000;
-
-/** A certificate or key file that cannot be served; `message` names the file and the reason. */
-export class TlsFileError extends Error {
-  constructor(
-    /** The file at fault (as configured). */
-    readonly file: string,
-    message: string,
-  ) {
-    super(message);
-    this.name = 'TlsFileError';
-  }
-}
-
-/** A loaded, checked certificate and key. */
-export interface CertificateMaterial {
-  /** The certificate file's bytes (PEM chain). */
-  cert: Buffer;
-  /** The key file's bytes (PEM). */
-  key: Buffer;
-  /** SHA-256 fingerprint of the server certificate, `AB:CD:...`. */
-  fingerprint256: string;
-  /** Subject, e.g. `CN=node-a.example`. */
-  subject: string;
-  /** Subject alternative names, e.g. `DNS:node-a.example, IP Address:10.0.0.5`; null when none. */
-  subjectAltName: string | null;
-  validFrom: Date;
-  validTo: Date;
-}
-
-function readPem(file: string, what: string): Buffer {
-  try {
-    return readFileSync(file);
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const reason =
-      code === 'ENOENT' ? 'the file does not exist' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : `cannot be read (${code ?? (e as Error).message})`;
-    throw new TlsFileError(file, `${what} ${file}: ${reason}`);
-  }
-}
-
-/**
- * Reads and checks a certificate and its key (PROTOCOL.md 1).
- * @param files the PEM files
- * @param now the time the certificate must be valid at, ms since the epoch
- * @returns the material to serve
- * @throws TlsFileError naming the file and the reason: missing or unreadable, not PEM, an
- *   encrypted key, a key that is not the certificate's, a certificate expired or not yet valid
- */
-export function loadCertificateMaterial(files: ServerTlsFiles, now = Date.now()): CertificateMaterial {
-  const cert = readPem(files.certFile, 'TLS certificate');
-  const key = readPem(files.keyFile, 'TLS key');
-  let x509: X509Certificate;
-  try {
-    x509 = new X509Certificate(cert);
-  } catch (e) {
-    throw new TlsFileError(files.certFile, `TLS certificate ${files.certFile}: not a PEM certificate (${(e as Error).message})`);
-  }
-  let keyObject: KeyObject;
-  try {
-    keyObject = createPrivateKey(key);
-  } catch (e) {
-    const text = key.toString('latin1');
-    const code = (e as NodeJS.ErrnoException).code;
-    const reason = /ENCRYPTED/.test(text) || code === 'ERR_MISSING_PASSPHRASE' || code === 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED'
-      ? 'the key is encrypted with a passphrase; give it unencrypted (openssl pkey -in KEY -out KEY.plain), readable by this user only'
-      : /-----BEGIN CERTIFICATE-----/.test(text) && !/PRIVATE KEY-----/.test(text)
-        ? 'it holds a certificate, not a private key'
-        : `not a PEM private key (${(e as Error).message})`;
-    throw new TlsFileError(files.keyFile, `TLS key ${files.keyFile}: ${reason}`);
-  }
-  if (!x509.checkPrivateKey(keyObject)) {
-    throw new TlsFileError(files.keyFile, `TLS key ${files.keyFile} does not match the certificate ${files.certFile} (${x509.subject.replace(/\n/g, ', ')}): give the key the certificate was issued for`);
-  }
-  const validFrom = new Date(x509.validFrom);
-  const validTo = new Date(x509.validTo);
-  if (validTo.getTime() <= now) {
-    throw new TlsFileError(files.certFile, `TLS certificate ${files.certFile} expired on ${validTo.toISOString()}: renew it`);
-  }
-  if (validFrom.getTime() > now) {
-    throw new TlsFileError(files.certFile, `TLS certificate ${files.certFile} is not valid before ${validFrom.toISOString()} (check this machine's clock)`);
-  }
-  try {
-    createSecureContext({ cert, key });
-  } catch (e) {
-    throw new TlsFileError(files.certFile, `TLS certificate ${files.certFile} with key ${files.keyFile} cannot be served: ${(e as Error).message}`);
-  }
-  return {
-    cert,
-    key,
-    fingerprint256: x509.fingerprint256,
-    subject: x509.subject.replace(/\n/g, ', '),
-    subjectAltName: x509.subjectAltName ?? null,
-    validFrom,
-    validTo,
-  };
-}
 
 /**
  * Cipher suites in the server's order of preference: Node's defaults, with TLS 1.3's
@@ -148,19 +52,6 @@ export interface ServerTlsOptions {
   checkIntervalMs?: number;
 }
 
-/** One line per file: inode, size, times; or the error code when it cannot be stat'ed. */
-function signatureOf(files: ServerTlsFiles): string {
-  return [files.certFile, files.keyFile]
-    .map((f) => {
-      try {
-        const s = statSync(f);
-        return `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
-      } catch (e) {
-        return `!${(e as NodeJS.ErrnoException).code ?? 'error'}`;
-      }
-    })
-    .join('|');
-}
 
 /** @see module documentation */
 export class ServerTls {
@@ -184,14 +75,18 @@ export class ServerTls {
   ) {}
 
   /**
-   * Loads and checks the files ({@link loadCertificateMaterial}).
+   * Loads and checks the files ({@link loadServerTls}).
    * @throws TlsFileError naming the file and the reason
    */
   static load(files: ServerTlsFiles, options: ServerTlsOptions = {}): ServerTls {
-    const abs = { certFile: resolve(files.certFile), keyFile: resolve(files.keyFile) };
-    const tls = new ServerTls(files, options);
-    tls.loadedSignature = signatureOf(abs);
-    tls.material = loadCertificateMaterial(files);
+    return ServerTls.from(loadServerTls(files), options);
+  }
+
+  /** Serves what the configuration loaded and checked ({@link loadServerTls}). */
+  static from(loaded: LoadedServerTls, options: ServerTlsOptions = {}): ServerTls {
+    const tls = new ServerTls(loaded.files, options);
+    tls.loadedSignature = loaded.signature;
+    tls.material = loaded.material;
     return tls;
   }
 
@@ -251,7 +146,7 @@ export class ServerTls {
    * @returns true when a new certificate is served
    */
   reload(trigger: string, force = false): boolean {
-    const signature = signatureOf({ certFile: resolve(this.files.certFile), keyFile: resolve(this.files.keyFile) });
+    const signature = filesSignature(this.files);
     if (!force && (signature === this.loadedSignature || signature === this.failedSignature)) return false;
     let next: CertificateMaterial;
     try {
