@@ -352,8 +352,8 @@ async function main(): Promise<void> {
   }
 
   step('the audit log: every change above, by whom, with its result');
-  process.stdout.write(`$ svc-control audit --limit 8\n`);
-  const audit = spawnSync(process.execPath, [BIN.control, '--url', url, 'audit', '--limit', '8'], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  process.stdout.write(`$ svc-control ${tlsArgs.length ? `${tlsArgs.join(' ')} ` : ''}audit --limit 8\n`);
+  const audit = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, 'audit', '--limit', '8'], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
   if (audit.status !== 0) throw new Error(`svc-control audit failed (${audit.status}): ${audit.stderr}`);
   process.stdout.write(audit.stdout.replace(/^/gm, '  ').replace(/ {2}$/, ''));
 
