@@ -575,7 +575,7 @@ async function main(): Promise<void> {
       const why = dropCaches();
       if (dropNote === undefined) {
         dropNote = why;
-        const mounts = peers.length > 1 ? 'both mounts' : 'the mount';
+        const mounts = peers.length > 2 ? `all ${peers.length} mounts` : peers.length > 1 ? 'both mounts' : 'the mount';
         notes.push(
           why === null
             ? `cold runs: ${mounts} remounted and the page cache dropped before each`
