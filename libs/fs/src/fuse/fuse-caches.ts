@@ -17,6 +17,7 @@
 import { Attr, Errno, FsError } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
+import type { FuseInodes } from './fuse-inodes';
 import { FuseStat, toFuseStat } from './fuse-stat';
 import { PrefetchCache } from './prefetch-cache';
 
@@ -95,6 +96,8 @@ export class FuseCaches {
   constructor(
     private readonly router: Pick<WorkspaceRouter, 'getattr' | 'readdirAll'>,
     private readonly ttl: number,
+    /** Inode numbers for the stats of listings (default: the node ids). */
+    private readonly inodes: Pick<FuseInodes, 'of'> = { of: (_path, id) => id },
     contentBytes = DEFAULT_PREFETCH_CACHE_BYTES,
   ) {
     this.contents = new PrefetchCache(contentBytes, ttl);
@@ -235,7 +238,7 @@ export class FuseCaches {
         }
         const done = Date.now();
         const names = entries.map((e) => e.name);
-        const value: Listing = { names, has: new Set(names), stats: entries.map((e) => toFuseStat(e.attr)) };
+        const value: Listing = { names, has: new Set(names), stats: entries.map((e) => toFuseStat(e.attr, this.inodes.of(joinPath(path, e.name), e.attr.id))) };
         if (!entry.stale) {
           for (const e of entries) this.remember(joinPath(path, e.name), e.attr, done);
           cacheSet(this.dirs, path, { value, expires: done + this.ttl });

@@ -7,6 +7,7 @@ import { Attr, Errno, FsError, NodeKind, OpenFlags, StatFs } from '@svc/protocol
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches, openProof } from './fuse-caches';
 import { FuseHandles, OpenState } from './fuse-handles';
+import type { FuseInodes } from './fuse-inodes';
 import { Cb, FusePoller } from './fuse-poller';
 import { FuseStat, fuseErrno, toFuseStat } from './fuse-stat';
 import { PrefetchPolicy } from './prefetch-policy';
@@ -23,6 +24,8 @@ export interface FuseOperationsParts {
   poller: FusePoller;
   /** Starts prefetch batches as readers go through a directory. */
   prefetch: PrefetchPolicy;
+  /** Inode numbers reported by getattr (default: the node ids). */
+  inodes?: Pick<FuseInodes, 'of'>;
   /** Refuse every mutation with EROFS. */
   readOnly: boolean;
 }
@@ -37,9 +40,11 @@ export class FuseOperations {
   private readonly poller: FusePoller;
   private readonly prefetch: PrefetchPolicy;
   private readonly readOnly: boolean;
+  private readonly inodes: Pick<FuseInodes, 'of'>;
 
   constructor(parts: FuseOperationsParts) {
     this.prefetch = parts.prefetch;
+    this.inodes = parts.inodes ?? { of: (_path, id) => id };
     this.router = parts.router;
     this.caches = parts.caches;
     this.handles = parts.handles;
@@ -47,6 +52,11 @@ export class FuseOperations {
     this.writes = parts.writes;
     this.poller = parts.poller;
     this.readOnly = parts.readOnly;
+  }
+
+  /** The fuse-native stat of `path` with attributes `attr`, with the mount's inode number. */
+  private stat(path: string, attr: Attr): FuseStat {
+    return toFuseStat(attr, this.inodes.of(path, attr.id));
   }
 
   /** @throws FsError EROFS on a read-only mount */
@@ -168,12 +178,12 @@ export class FuseOperations {
       getattr: (path: string, cb: Cb<FuseStat>) =>
         P.run(cb, async () => {
           await f.flushPath(path);
-          return toFuseStat(await C.attrOf(path));
+          return f.stat(path, await C.attrOf(path));
         }),
       fgetattr: (path: string, _fd: number, cb: Cb<FuseStat>) =>
         P.run(cb, async () => {
           await f.flushPath(path);
-          return toFuseStat(await C.attrOf(path));
+          return f.stat(path, await C.attrOf(path));
         }),
       access: (path: string, _mode: number, cb: Cb) => P.run(cb, async () => void (await C.attrOf(path))),
       readdir: (path: string, done: (err: number, names?: string[], stats?: FuseStat[]) => void) => {
