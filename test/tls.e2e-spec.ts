@@ -15,28 +15,14 @@
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes, X509Certificate } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClientTls, ControlClient, FsClient, loadClientTls } from '../libs/client/src';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
-import { runMount } from './helpers/fs-mount';
+import { fuseUnavailable, runMount } from './helpers/fs-mount';
 import { makeCa, opensslMissing, peerFingerprint, recordingProxy, TestCa, unmaskedClientPayloads } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
-function fuseUnavailable(): string | null {
-  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
-  try {
-    require('fuse-native');
-  } catch (e) {
-    return `fuse-native cannot load: ${(e as Error).message.split('\n')[0]}`;
-  }
-  try {
-    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
-  } catch {
-    return 'fusermount is missing (Debian: apt-get install fuse3)';
-  }
-  return null;
-}
 const noFuse = fuseUnavailable();
 if (noFuse) process.stdout.write(`TLS FUSE e2e steps skipped: ${noFuse}\n`);
 const itFuse = noFuse ? it.skip : it;
