@@ -16,6 +16,7 @@ import { AppModule } from './app.module';
 import { ConfigError, loadServerConfig, SERVER_USAGE, ServerConfig } from './config';
 import { ControlEndpointProfile } from './control/control-endpoint.profile';
 import { ControlMetrics } from './health/control-metrics';
+import { DashboardHttp } from './dashboard/dashboard.http';
 import { redactUrl } from './persistence/postgres-state.store';
 import { StateService } from './persistence/state.service';
 
@@ -65,6 +66,7 @@ async function main(): Promise<void> {
     profile: app.get(ControlEndpointProfile),
     sessions: app.get(SessionRegistry),
     observer: app.get(ControlMetrics).requests,
+    http: app.get(DashboardHttp),
   });
   app.useWebSocketAdapter(adapter);
 

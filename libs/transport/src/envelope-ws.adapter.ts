@@ -33,6 +33,7 @@ import { RequestContext, RequestObserver } from './request-context';
 import { SessionRegistry, WsSession } from './session';
 import { toProtocolError } from './exception.filter';
 import { EncodedJson } from './encoded-json';
+import { HttpExtension } from './http-extension';
 
 /** Options of {@link EnvelopeWsAdapter}. */
 export interface EnvelopeWsAdapterOptions {
@@ -45,6 +46,8 @@ export interface EnvelopeWsAdapterOptions {
   profile: EndpointProfile;
   sessions: SessionRegistry;
   observer?: RequestObserver;
+  /** Plain HTTP requests and upgrade checks of this listener (`svc`: the dashboard under `/ui/`). */
+  http?: HttpExtension;
 }
 
 /** Metric result label of an error: the errno name on FS sessions (`ENOENT`), else the code. */
@@ -171,7 +174,8 @@ export class EnvelopeWsAdapter extends WsAdapter {
 
   // ---- connections --------------------------------------------------------------------
 
-  private onPlainHttp(_req: IncomingMessage, res: ServerResponse): void {
+  private onPlainHttp(req: IncomingMessage, res: ServerResponse): void {
+    if (this.options.http?.handleRequest(req, res)) return;
     const body = `this port serves WebSocket sessions on ${this.options.profile.path}; connect with a WebSocket client\n`;
     res.writeHead(426, { 'Content-Type': 'text/plain', Upgrade: 'websocket', Connection: 'close' });
     res.end(body);
@@ -201,7 +205,12 @@ export class EnvelopeWsAdapter extends WsAdapter {
     }
     if (pathname !== this.options.profile.path) return this.refuse(socket, 404, 'Not Found');
     if (this.stopping) return this.refuse(socket, 503, 'Service Unavailable');
-    const auth = this.options.profile.authenticate(req);
+    const verdict = this.options.http?.checkUpgrade(req) ?? null;
+    if (verdict && 'refuse' in verdict) {
+      this.log.warn({ remote: req.socket.remoteAddress, msg: `upgrade refused: ${verdict.refuse.log}` });
+      return this.refuse(socket, verdict.refuse.status, verdict.refuse.reason);
+    }
+    const auth = verdict ?? this.options.profile.authenticate(req);
     if (!auth) {
       this.log.warn({ remote: req.socket.remoteAddress, msg: 'upgrade refused: missing or invalid bearer token' });
       return this.refuse(socket, 401, 'Unauthorized', { 'WWW-Authenticate': 'Bearer realm="svc"' });

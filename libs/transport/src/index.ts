@@ -5,3 +5,4 @@ export * from './envelope-ws.adapter';
 export * from './exception.filter';
 export * from './decorators';
 export * from './encoded-json';
+export * from './http-extension';
