@@ -36,9 +36,31 @@ export class ServerConfig {
   sweepIntervalMs: number;
   /** How long shutdown waits for requests in flight, ms (`SVC_SHUTDOWN_GRACE_MS`, default 5000). */
   shutdownGraceMs: number;
+  /**
+   * Deadlines of the FS sessions svc opens for the runtime namespace (PROTOCOL.md 9; issue 11
+   * item 3; docs/protocol.md "Deadlines and hung nodes"), ms: connect + hello
+   * (`SVC_FS_CONNECT_TIMEOUT_MS`, 3000), one request on a node that answers pings
+   * (`SVC_FS_REQUEST_TIMEOUT_MS`, 30000), keepalive interval while requests wait
+   * (`SVC_FS_KEEPALIVE_MS`, 1000; 0 off) and limit without any answer
+   * (`SVC_FS_KEEPALIVE_TIMEOUT_MS`, 2500), budget of one routed operation
+   * (`SVC_FS_OP_DEADLINE_MS`, 4000).
+   */
+  fsDeadlines: FsDeadlines;
   /** `--help` was given. */
   help: boolean;
 }
+
+/** FS session deadlines of svc, ms (see {@link ServerConfig.fsDeadlines}). */
+export interface FsDeadlines {
+  connectTimeoutMs: number;
+  requestTimeoutMs: number;
+  keepaliveMs: number;
+  keepaliveTimeoutMs: number;
+  opDeadlineMs: number;
+}
+
+/** Defaults of {@link FsDeadlines}: svc proxies for remote callers, so a request gets 30 s. */
+export const DEFAULT_FS_DEADLINES: FsDeadlines = { connectTimeoutMs: 3000, requestTimeoutMs: 30_000, keepaliveMs: 1000, keepaliveTimeoutMs: 2500, opDeadlineMs: 4000 };
 
 /** A configuration error: printed as `svc: <message>` and exit code 2. */
 export class ConfigError extends Error {}
@@ -60,6 +82,10 @@ environment:
   SVC_ADMIN_TOKEN, SVC_USER_TOKEN  role tokens (generated into <state-dir>/auth_tokens.json if unset)
   SVC_MAX_MESSAGE_BYTES        largest frame in bytes (default 8 MiB)
   SVC_LOG_LEVEL                trace|debug|info|warn|error|fatal (default info)
+  SVC_FS_CONNECT_TIMEOUT_MS, SVC_FS_REQUEST_TIMEOUT_MS, SVC_FS_KEEPALIVE_MS,
+  SVC_FS_KEEPALIVE_TIMEOUT_MS, SVC_FS_OP_DEADLINE_MS
+                               deadlines of the FS sessions of the runtime namespace, ms
+                               (defaults 3000, 30000, 1000 (0: no pings), 2500, 4000)
 `;
 
 /**
@@ -136,5 +162,20 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   config.logLevel = parseLogLevel(env.SVC_LOG_LEVEL, ConfigError);
   config.sweepIntervalMs = parsePositiveInt(env.SVC_SWEEP_INTERVAL_MS, 1000, 'SVC_SWEEP_INTERVAL_MS', 50);
   config.shutdownGraceMs = parsePositiveInt(env.SVC_SHUTDOWN_GRACE_MS, 5000, 'SVC_SHUTDOWN_GRACE_MS', 0);
+  const d = DEFAULT_FS_DEADLINES;
+  config.fsDeadlines = {
+    connectTimeoutMs: parsePositiveInt(env.SVC_FS_CONNECT_TIMEOUT_MS, d.connectTimeoutMs, 'SVC_FS_CONNECT_TIMEOUT_MS'),
+    requestTimeoutMs: parsePositiveInt(env.SVC_FS_REQUEST_TIMEOUT_MS, d.requestTimeoutMs, 'SVC_FS_REQUEST_TIMEOUT_MS'),
+    keepaliveMs: parsePositiveInt(env.SVC_FS_KEEPALIVE_MS, d.keepaliveMs, 'SVC_FS_KEEPALIVE_MS', 0),
+    keepaliveTimeoutMs: parsePositiveInt(env.SVC_FS_KEEPALIVE_TIMEOUT_MS, d.keepaliveTimeoutMs, 'SVC_FS_KEEPALIVE_TIMEOUT_MS'),
+    opDeadlineMs: parsePositiveInt(env.SVC_FS_OP_DEADLINE_MS, d.opDeadlineMs, 'SVC_FS_OP_DEADLINE_MS'),
+  };
+  const f = config.fsDeadlines;
+  for (const [name, v] of Object.entries(f)) {
+    if (v > 3_600_000) throw new ConfigError(`SVC_FS_${name.replace(/Ms$/, '').replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}_MS must be at most 3600000 (one hour), got ${v}`);
+  }
+  if (f.keepaliveMs > 0 && f.keepaliveTimeoutMs <= f.keepaliveMs) {
+    throw new ConfigError(`SVC_FS_KEEPALIVE_TIMEOUT_MS (${f.keepaliveTimeoutMs}) must be larger than SVC_FS_KEEPALIVE_MS (${f.keepaliveMs})`);
+  }
   return config;
 }

@@ -7,6 +7,7 @@ import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { ConnectionError, FsClient } from '@svc/client';
 import { Errno, FsError, ProtocolError, ErrorCode } from '@svc/protocol';
 import { StateService } from '../persistence/state.service';
+import { ServerConfig } from '../config';
 
 /** The attributes of an FS node (PROTOCOL.md 8 Attr; times in ns). */
 export interface FsAttr {
@@ -196,7 +197,10 @@ export class NodeRoutesService implements OnModuleDestroy {
   private readonly logger = new Logger('NodeRoutes');
   private readonly connections = new Map<string, Promise<Connection>>();
 
-  constructor(private readonly store: StateService) {}
+  constructor(
+    private readonly store: StateService,
+    private readonly config: ServerConfig,
+  ) {}
 
   onModuleDestroy(): void {
     for (const c of this.connections.values()) void c.then((conn) => conn.client.close()).catch(() => undefined);
@@ -239,7 +243,8 @@ export class NodeRoutesService implements OnModuleDestroy {
   }
 
   private async open(nodeId: string, url: string, token: string, label: string): Promise<Connection> {
-    const client = await FsClient.connect({ url, authToken: token, connectTimeoutMs: 3000, requestTimeoutMs: 30_000 });
+    const d = this.config.fsDeadlines;
+    const client = await FsClient.connect({ url, authToken: token, connectTimeoutMs: d.connectTimeoutMs, requestTimeoutMs: d.requestTimeoutMs, keepaliveMs: d.keepaliveMs, keepaliveTimeoutMs: d.keepaliveTimeoutMs });
     client.once('close', () => this.connections.delete(nodeId));
     const { exports } = await client.request<{ exports: Array<{ name: string; root: number }> }>('exports');
     this.logger.debug?.({ msg: 'routed FS session open', node_id: nodeId, exports: exports.length });

@@ -13,6 +13,7 @@ import { FsError, OpenFlags } from '@svc/protocol';
 import { applyTopologyDelta, Topology, TopologySource, TopologySourceInfo, topologyFromStatus, WorkspaceRouter } from '@svc/fs/router';
 import type { WsSession } from '@svc/transport';
 import { Actor } from '../common/actor';
+import { ServerConfig } from '../config';
 import { AvailabilityService } from '../projects/availability.service';
 import { WorkspaceService } from '../projects/workspace.service';
 import { FsAttr, RoutedFs, RoutedHandle, toRuntimeError } from './node-routes.service';
@@ -139,6 +140,7 @@ export class ProjectRoutesService {
   constructor(
     private readonly workspace: WorkspaceService,
     private readonly availability: AvailabilityService,
+    private readonly config: ServerConfig,
   ) {}
 
   /**
@@ -158,7 +160,7 @@ export class ProjectRoutesService {
     let router = routers.get(projectId);
     if (!router) {
       const source = new ControlPlaneTopologySource(this.workspace, this.availability, actor, projectId);
-      const r = new WorkspaceRouter(source, { connectTimeoutMs: 3000, requestTimeoutMs: 30_000 });
+      const r = new WorkspaceRouter(source, this.config.fsDeadlines);
       router = r.start().then(() => r);
       routers.set(projectId, router);
       router.catch(() => routers!.delete(projectId));

@@ -4,7 +4,7 @@
  */
 import { resolveAuthToken } from '@svc/client';
 import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
-import { DEFAULT_WORKSPACE_SYNC_INTERVAL_MS, EndpointSpec, parseEndpointSpec, RouterConfig } from '../../../libs/fs/src/router';
+import { DEFAULT_WORKSPACE_SYNC_INTERVAL_MS, EndpointSpec, parseEndpointSpec, ROUTER_DEADLINES, RouterConfig } from '../../../libs/fs/src/router';
 
 /** A usage error: printed as `svc-fs-mount: <message>`, exit code 2. */
 export class UsageError extends Error {}
@@ -21,6 +21,27 @@ export interface GlobalOptions {
   /** false with `--no-binary`. */
   binary?: boolean;
   json?: boolean;
+  /** Deadlines, ms (`--connect-timeout-ms` ...; see {@link ROUTER_DEADLINES}). */
+  connectTimeoutMs?: number;
+  requestTimeoutMs?: number;
+  keepaliveMs?: number;
+  keepaliveTimeoutMs?: number;
+  opDeadlineMs?: number;
+}
+
+/** Largest value of a deadline flag, ms (one hour). */
+export const MAX_DEADLINE_MS = 3_600_000;
+
+/**
+ * A deadline flag's value: an integer number of ms from `min` to {@link MAX_DEADLINE_MS}.
+ * @throws UsageError naming the flag
+ */
+export function msArg(v: string, flag: string, min: number): number {
+  const n = Number(v);
+  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < min || n > MAX_DEADLINE_MS) {
+    throw new UsageError(`${flag} must be an integer from ${min} to ${MAX_DEADLINE_MS} (ms), got ${JSON.stringify(v)}`);
+  }
+  return n;
 }
 
 /** Default control-plane URL in workspace mode (`$SVC_URL` overrides). */
@@ -33,10 +54,24 @@ export const DEFAULT_WORKSPACE_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
  * - workspace mode otherwise: `--workspace-url` (else `$SVC_URL`, else ws://127.0.0.1:18790/),
  *   `--auth-token` is the role token, resolved like svc-control does (`$SVC_AUTH_TOKEN`, then
  *   `${SVC_STATE_DIR:-./.svc}/auth_tokens.json`); `--project-token` defaults to `$SVC_PROJECT_TOKEN`.
- * @throws UsageError for contradictory or malformed options, or when no role token is found
+ * Deadlines not given are left to the router's defaults ({@link ROUTER_DEADLINES}).
+ * @throws UsageError for contradictory or malformed options (also `--keepalive-timeout-ms`
+ *   not larger than `--keepalive-ms`), or when no role token is found
  */
 export function routerConfigOf(o: GlobalOptions, env: NodeJS.ProcessEnv = process.env): RouterConfig {
-  const common = { binary: o.binary !== false };
+  const keepalive = o.keepaliveMs ?? ROUTER_DEADLINES.keepaliveMs;
+  const keepaliveTimeout = o.keepaliveTimeoutMs ?? ROUTER_DEADLINES.keepaliveTimeoutMs;
+  if (keepalive > 0 && keepaliveTimeout <= keepalive) {
+    throw new UsageError(`--keepalive-timeout-ms (${keepaliveTimeout}) must be larger than --keepalive-ms (${keepalive}): a ping needs time to be answered`);
+  }
+  const common = {
+    binary: o.binary !== false,
+    connectTimeoutMs: o.connectTimeoutMs,
+    requestTimeoutMs: o.requestTimeoutMs,
+    keepaliveMs: o.keepaliveMs,
+    keepaliveTimeoutMs: o.keepaliveTimeoutMs,
+    opDeadlineMs: o.opDeadlineMs,
+  };
   if (o.endpoint && o.endpoint.length > 0) {
     if (o.workspaceUrl || o.projectId || o.projectToken) {
       throw new UsageError('--endpoint (endpoint mode) cannot be combined with --workspace-url, --project-id or --project-token (workspace mode)');

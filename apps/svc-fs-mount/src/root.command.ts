@@ -5,7 +5,9 @@
  * Global options (accepted before or after the command name):
  * `--workspace-url URL`, `--project-id ID`, `--project-token T`, `--auth-token T`,
  * `--agent-id A`, `--workspace-sync-interval-ms MS`, `--endpoint name=ws-url[#export][@/mount]`
- * (repeatable), `--no-binary`, `--json`. `mount MOUNTPOINT` (FUSE) sits beside the others on
+ * (repeatable), `--no-binary`, `--json`, and the deadlines (issue 11 item 3)
+ * `--connect-timeout-ms`, `--request-timeout-ms`, `--keepalive-ms`, `--keepalive-timeout-ms`,
+ * `--op-deadline-ms`. `mount MOUNTPOINT` (FUSE) sits beside the others on
  * the same router.
  */
 import { Option, RootCommand } from 'nest-commander';
@@ -15,7 +17,8 @@ import { CatCommand, WriteCommand } from './commands/data.commands';
 import { GetattrCommand, MkdirCommand, ReaddirCommand, RenameCommand, RmdirCommand, TruncateCommand, UnlinkCommand } from './commands/path.commands';
 import { StatusCommand } from './commands/status.command';
 import { FuseMountCommand } from './commands/fuse.command';
-import { DEFAULT_WORKSPACE_URL, UsageError } from './mount-options';
+import { ROUTER_DEADLINES } from '../../../libs/fs/src/router';
+import { DEFAULT_WORKSPACE_URL, msArg, UsageError } from './mount-options';
 
 export const COMMANDS = [GetattrCommand, ReaddirCommand, CatCommand, WriteCommand, MkdirCommand, RmdirCommand, UnlinkCommand, RenameCommand, TruncateCommand, StatusCommand, FuseMountCommand];
 
@@ -72,6 +75,34 @@ export class MountRootCommand extends MountCommand {
   @Option({ flags: '--no-binary', description: 'use JSON + base64 for data instead of binary frames' })
   parseNoBinary(): boolean {
     return false;
+  }
+
+  @Option({ flags: '--connect-timeout-ms <ms>', description: `connect + hello limit per endpoint; a node that lets it pass is hung (default ${ROUTER_DEADLINES.connectTimeoutMs})` })
+  parseConnectTimeout(v: string): number {
+    return msArg(v, '--connect-timeout-ms', 1);
+  }
+
+  @Option({ flags: '--request-timeout-ms <ms>', description: `limit of one request on a node that still answers keepalive pings (default ${ROUTER_DEADLINES.requestTimeoutMs})` })
+  parseRequestTimeout(v: string): number {
+    return msArg(v, '--request-timeout-ms', 1);
+  }
+
+  @Option({ flags: '--keepalive-ms <ms>', description: `while requests wait, ping the node after this long without an answer (default ${ROUTER_DEADLINES.keepaliveMs}; 0 off)` })
+  parseKeepalive(v: string): number {
+    return msArg(v, '--keepalive-ms', 0);
+  }
+
+  @Option({
+    flags: '--keepalive-timeout-ms <ms>',
+    description: `a node that answered nothing (reply, push, pong) for this long while requests wait is hung: its session is dropped and reads fail over (default ${ROUTER_DEADLINES.keepaliveTimeoutMs})`,
+  })
+  parseKeepaliveTimeout(v: string): number {
+    return msArg(v, '--keepalive-timeout-ms', 1);
+  }
+
+  @Option({ flags: '--op-deadline-ms <ms>', description: `budget of one operation from its start for connects and retries on other candidates (default ${ROUTER_DEADLINES.opDeadlineMs})` })
+  parseOpDeadline(v: string): number {
+    return msArg(v, '--op-deadline-ms', 1);
   }
 
   @Option({ flags: '--json', description: 'print results as JSON' })

@@ -3,8 +3,21 @@
  * `acheron.t_fs_hello` (with the auth token and, by default, a request for the binary data
  * path), correlates replies by `tag` with many requests in flight, and emits the node's
  * invalidation pushes.
+ *
+ * Hung nodes (issue 11 item 3): a node that stops answering without closing its connection
+ * (`SIGSTOP`, a network partition) is found by keepalive pings. While at least one request
+ * waits for its reply, a WebSocket ping (RFC 6455 control frame; the node's `ws` server
+ * answers it itself) is sent after every `keepaliveMs` in which nothing arrived; when nothing
+ * at all (no byte: reply, push, pong, or part of a large frame) has arrived for
+ * `keepaliveTimeoutMs` since the session started waiting, the session is hung: it is dropped at once and every pending request fails with
+ * ConnectionError `hung` ("no answer from URL within N ms", `sent` true). An idle session
+ * sends no pings, and a busy node keeps answering pongs from its event loop, so only an event
+ * loop stalled for the whole limit looks hung. Each request also has its own limit
+ * (`requestTimeoutMs`) for a node that answers pings but never this request.
  */
 import { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { base64Length, BINARY_HEADER_ROOM, completeBinaryFrame, decodeBase64Bytes, encodeBinaryFrame, FS_PROTO, FS_PROTOCOL, FsError, FsHelloReply, MAX_TAG, writeBase64 } from '@svc/protocol/wire';
 import { ConnectionError } from './connection-error';
@@ -17,11 +30,26 @@ export interface FsClientOptions {
   authToken?: string;
   /** Ask for the binary data path (default true). */
   binary?: boolean;
-  /** Time allowed for connecting and the hello, ms (default 5000). */
+  /** Time allowed for connecting and the hello together, ms (default 5000). */
   connectTimeoutMs?: number;
   /** Default time allowed per request, ms (default 30000). */
   requestTimeoutMs?: number;
+  /**
+   * Keepalive ping interval while requests wait for replies, ms (default
+   * {@link DEFAULT_KEEPALIVE_MS}); 0 turns keepalive off.
+   */
+  keepaliveMs?: number;
+  /**
+   * A session waiting for a reply that received nothing (no frame, no pong) for this long is
+   * hung and dropped, ms (default {@link DEFAULT_KEEPALIVE_TIMEOUT_MS}).
+   */
+  keepaliveTimeoutMs?: number;
 }
+
+/** Default keepalive ping interval while requests are pending, ms. */
+export const DEFAULT_KEEPALIVE_MS = 1000;
+/** Default time without any answer after which a waiting session is hung, ms. */
+export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 2500;
 
 /** The `acheron.r_fs_hello` payload (PROTOCOL.md 4). */
 export type FsHello = FsHelloReply;
@@ -90,7 +118,8 @@ interface Pending {
 
 /**
  * Events: `inval` ({node, what, gen}), `inval_dir` ({dir, dir_gen}), `event` (type, payload)
- * for every push, `close` (code: number, reason: string).
+ * for every push, `hung` (ConnectionError: the keepalive found the node not answering; `close`
+ * follows), `close` (code: number, reason: string).
  */
 export class FsClient extends EventEmitter {
   private nextTag = 1;
@@ -98,42 +127,67 @@ export class FsClient extends EventEmitter {
   private closed = false;
   /** The node's hello reply. */
   hello: FsHello;
+  /** Why the session was dropped by this side (the keepalive's `hung` error), else null. */
+  failure: ConnectionError | null = null;
+  private readonly requestTimeoutMs: number;
+  private readonly keepaliveMs: number;
+  private readonly keepaliveTimeoutMs: number;
+  /** performance.now() of the last frame or pong received. */
+  private lastHeard = 0;
+  /** performance.now() when the pending set last became non-empty. */
+  private busySince = 0;
+  /** performance.now() of the last ping sent. */
+  private lastPing = 0;
+  private keepaliveTimer: NodeJS.Timeout | null = null;
+  private keepaliveCheck: NodeJS.Immediate | null = null;
 
   private constructor(
     private readonly ws: WebSocket,
     readonly url: string,
-    private readonly requestTimeoutMs: number,
+    options: FsClientOptions,
+    raw: Socket | null,
   ) {
     super();
+    this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.keepaliveMs = options.keepaliveMs ?? DEFAULT_KEEPALIVE_MS;
+    this.keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
+    this.lastHeard = performance.now();
     ws.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
+    // Bytes of a frame still arriving count as an answer too: a large reply on a slow link
+    // completes no frame (and lets no pong through) for a while, but the node is talking.
+    raw?.on('data', () => (this.lastHeard = performance.now()));
+    ws.on('pong', () => (this.lastHeard = performance.now()));
+    ws.on('ping', () => (this.lastHeard = performance.now()));
     ws.on('close', (code, reason) => {
       this.closed = true;
-      const err = new ConnectionError(`FS session to ${url} closed (${code}${reason.length ? `: ${reason.toString()}` : ''})`, 'closed');
-      for (const p of this.pending.values()) {
-        clearTimeout(p.timer);
-        p.reject(err);
-      }
-      this.pending.clear();
+      this.stopKeepalive();
+      const err = this.failure ?? new ConnectionError(`FS session to ${url} closed (${code}${reason.length ? `: ${reason.toString()}` : ''})`, 'closed');
+      this.failPending(err);
       this.emit('close', code, reason.toString());
     });
     ws.on('error', () => undefined);
   }
 
   /**
-   * Connects and says hello.
-   * @throws ConnectionError `unreachable` / `timeout` / `closed` when the node cannot be reached
+   * Connects and says hello, both within `connectTimeoutMs` together (the hello gets what the
+   * connect left).
+   * @throws ConnectionError `unreachable` / `timeout` / `closed` / `hung` when the node cannot be reached
    * @throws FsError when the node rejects the hello (errno 13 `AuthMissing`/`AuthFailed`, 71 EPROTO)
    */
   static async connect(options: FsClientOptions): Promise<FsClient> {
+    const t0 = performance.now();
     const timeoutMs = options.connectTimeoutMs ?? 5000;
-    const ws = await openWebSocket(options.url, { timeoutMs, what: 'node' });
-    const client = new FsClient(ws, options.url, options.requestTimeoutMs ?? 30_000);
+    let raw: Socket | null = null;
+    const ws = await openWebSocket(options.url, { timeoutMs, what: 'node', onSocket: (s) => (raw = s) });
+    const client = new FsClient(ws, options.url, options, raw);
     const payload: Record<string, unknown> = { protocol: FS_PROTOCOL, proto: FS_PROTO, binary: options.binary ?? true };
     if (options.authToken !== undefined) payload.auth_token = options.authToken;
+    const left = Math.max(1, Math.round(timeoutMs - (performance.now() - t0)));
     try {
-      client.hello = (await client.call('hello', {}, payload, timeoutMs)).payload as unknown as FsHello;
+      client.hello = (await client.call('hello', {}, payload, left)).payload as unknown as FsHello;
     } catch (e) {
-      client.close();
+      client.terminate();
+      if (e instanceof ConnectionError && e.reason === 'timeout') throw new ConnectionError(`no answer from ${options.url} within ${timeoutMs} ms (connect and hello)`, 'timeout');
       throw e;
     }
     return client;
@@ -209,10 +263,21 @@ export class FsClient extends EventEmitter {
     return r.payload.n as number;
   }
 
+  /** performance.now() time, ms, of the last frame or pong received from the node (the hello reply at least). */
+  get lastHeardAt(): number {
+    return this.lastHeard;
+  }
+
+  /** Requests waiting for their reply. */
+  get pendingCount(): number {
+    return this.pending.size;
+  }
+
   /** Closes the session (1000). */
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.stopKeepalive();
     this.ws.close(1000);
   }
 
@@ -222,7 +287,85 @@ export class FsClient extends EventEmitter {
    */
   terminate(): void {
     this.closed = true;
+    this.stopKeepalive();
     this.ws.terminate();
+  }
+
+  // ---- keepalive (see module documentation) ---------------------------------------------
+
+  /** Schedules the next keepalive step: a ping, or the hang verdict, whichever is due first. */
+  private armKeepalive(): void {
+    if (this.keepaliveMs <= 0 || this.closed || this.pending.size === 0 || this.keepaliveTimer || this.keepaliveCheck) return;
+    const quiet = Math.max(this.lastHeard, this.busySince);
+    const pingAt = Math.max(quiet, this.lastPing) + this.keepaliveMs;
+    const hungAt = quiet + this.keepaliveTimeoutMs;
+    const delay = Math.max(0, Math.ceil(Math.min(pingAt, hungAt) - performance.now()));
+    this.keepaliveTimer = setTimeout(() => {
+      this.keepaliveTimer = null;
+      // Decide after this loop turn's I/O: when our own event loop was blocked, a pong may be
+      // waiting in the socket, and it must count before the session is declared hung.
+      this.keepaliveCheck = setImmediate(() => {
+        this.keepaliveCheck = null;
+        this.keepaliveStep();
+      });
+    }, delay);
+  }
+
+  private keepaliveStep(): void {
+    if (this.closed || this.pending.size === 0) return;
+    const now = performance.now();
+    const quiet = Math.max(this.lastHeard, this.busySince);
+    if (now - quiet >= this.keepaliveTimeoutMs) return this.hang();
+    if (now >= Math.max(quiet, this.lastPing) + this.keepaliveMs) {
+      this.lastPing = now;
+      try {
+        this.ws.ping();
+      } catch {
+        // the socket is closing: its close event fails the pending requests
+      }
+    }
+    this.armKeepalive();
+  }
+
+  private stopKeepalive(): void {
+    if (this.keepaliveTimer) clearTimeout(this.keepaliveTimer);
+    if (this.keepaliveCheck) clearImmediate(this.keepaliveCheck);
+    this.keepaliveTimer = null;
+    this.keepaliveCheck = null;
+  }
+
+  /** The node stopped answering: drop the session, fail every pending request with `hung`. */
+  private hang(): void {
+    const err = new ConnectionError(`no answer from ${this.url} within ${this.keepaliveTimeoutMs} ms`, 'hung');
+    this.failure = err;
+    this.closed = true;
+    this.stopKeepalive();
+    this.failPending(err);
+    this.emit('hung', err);
+    this.ws.terminate();
+  }
+
+  private failPending(err: Error): void {
+    for (const p of this.pending.values()) {
+      clearTimeout(p.timer);
+      p.reject(err);
+    }
+    this.pending.clear();
+  }
+
+  /** Adds a pending request; the first one starts a waiting period (and the keepalive). */
+  private addPending(tag: number, p: Pending): void {
+    this.pending.set(tag, p);
+    if (this.pending.size === 1) {
+      this.busySince = performance.now();
+      this.armKeepalive();
+    }
+  }
+
+  /** Removes a pending request; with none left the keepalive stops. */
+  private removePending(tag: number): void {
+    this.pending.delete(tag);
+    if (this.pending.size === 0) this.stopKeepalive();
   }
 
   private allocTag(): number {
@@ -243,25 +386,29 @@ export class FsClient extends EventEmitter {
   }
 
   private track(tag: number, timeoutMs: number, send: () => void): Promise<{ payload: Record<string, unknown>; data?: Buffer }> {
-    if (this.closed || this.ws.readyState !== WebSocket.OPEN) return Promise.reject(new ConnectionError(`FS session to ${this.url} is closed`, 'closed', false));
+    if (this.closed || this.ws.readyState !== WebSocket.OPEN) {
+      const why = this.failure ? `: ${this.failure.message}` : '';
+      return Promise.reject(new ConnectionError(`FS session to ${this.url} is closed${why}`, 'closed', false));
+    }
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
-        this.pending.delete(tag);
+        this.removePending(tag);
         reject(new ConnectionError(`no reply from ${this.url} within ${timeoutMs} ms`, 'timeout'));
       }, timeoutMs);
-      this.pending.set(tag, { resolve, reject, timer });
+      this.addPending(tag, { resolve, reject, timer });
       try {
         send();
       } catch (e) {
         // nothing was sent (the frame could not be encoded): no reply will come
         clearTimeout(timer);
-        this.pending.delete(tag);
+        this.removePending(tag);
         reject(e);
       }
     });
   }
 
   private onMessage(raw: Buffer, isBinary: boolean): void {
+    this.lastHeard = performance.now();
     let msg: Record<string, unknown>;
     let data: Buffer | undefined;
     try {
@@ -288,7 +435,7 @@ export class FsClient extends EventEmitter {
     }
     const p = this.pending.get(msg.tag);
     if (!p) return;
-    this.pending.delete(msg.tag);
+    this.removePending(msg.tag);
     clearTimeout(p.timer);
     if (msg.ok === true) p.resolve({ payload: (msg.payload ?? {}) as Record<string, unknown>, data });
     else {

@@ -2,6 +2,7 @@
  * Opening a client WebSocket with a time limit, shared by ControlClient and FsClient: every
  * failure becomes a {@link ConnectionError} with a reason a CLI can map to its exit code.
  */
+import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { ConnectionError } from './connection-error';
 
@@ -15,6 +16,8 @@ export interface OpenOptions {
   what: string;
   /** Hint appended to "connection refused" (e.g. `is svc running?`). */
   refusedHint?: string;
+  /** Called with the TCP socket under the WebSocket once upgraded (to see raw bytes arrive). */
+  onSocket?: (socket: Socket) => void;
 }
 
 /**
@@ -36,13 +39,14 @@ export function openWebSocket(url: string, options: OpenOptions): Promise<WebSoc
         reject(err);
       } else resolve(socket!);
     };
-    const timer = setTimeout(() => done(new ConnectionError(`timed out connecting to ${url}`, 'timeout')), options.timeoutMs);
+    const timer = setTimeout(() => done(new ConnectionError(`no answer from ${url} within ${options.timeoutMs} ms (connect)`, 'timeout')), options.timeoutMs);
     try {
       socket = new WebSocket(url, { headers: options.headers, handshakeTimeout: options.timeoutMs, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
     } catch (e) {
       done(new ConnectionError(`invalid ${options.what} URL ${url}: ${(e as Error).message}`, 'unreachable'));
       return;
     }
+    if (options.onSocket) socket.once('upgrade', (res) => res.socket && options.onSocket!(res.socket));
     socket.once('open', () => done(null));
     socket.once('unexpected-response', (_req, res) => {
       const status = res.statusCode ?? 0;

@@ -5,6 +5,7 @@
  * retry on the next candidate ({@link MountRoutes.withMount}), records endpoint failures and
  * lost sessions, and applies new candidate lists from the topology.
  */
+import { performance } from 'node:perf_hooks';
 import { ConnectionError } from '@svc/client';
 import { Errno, FsError } from '@svc/protocol/wire';
 import { EndpointPool, EndpointSession } from './endpoint-pool';
@@ -60,6 +61,12 @@ export function describeCandidate(c: MountCandidate): string {
 
 /** Tuning of {@link MountRoutes}. */
 export interface MountRoutesOptions {
+  /**
+   * Budget of one operation ({@link MountRoutes.withMount}) from its start, ms: connects get
+   * what is left of it, no other candidate is tried once it has passed, and an attempt after a
+   * failover must be answered within it.
+   */
+  opDeadlineMs: number;
   /** A failed candidate is tried only after the others for this long, ms. */
   failureBackoffMs: number;
   /** Paths cached per mount ({@link LookupCache} size). */
@@ -156,31 +163,80 @@ export class MountRoutes {
     return { added, changed, removed };
   }
 
+  /** The deadline (performance.now() time, ms) of an operation starting now. */
+  deadline(): number {
+    return performance.now() + this.options.opDeadlineMs;
+  }
+
   /**
    * Runs `fn` on the mount's active endpoint, failing over on endpoint failures: retried on
    * the next candidate unless `ctx.committed` was set (the mutating request was sent), which
    * is EIO.
-   * @throws FsError EIO (router closed, in-flight mutation, attempts exhausted), ENOENT (mount
-   *   no longer in the topology), MountUnavailableError, or what `fn` throws otherwise
+   *
+   * Deadline (issue 11 item 3): the whole operation works to `deadline` (default: its start +
+   * `opDeadlineMs`). Connecting a candidate gets at most what is left (and never more than the
+   * connect timeout); a hung candidate fails at once (EndpointPool); no candidate is tried
+   * once the deadline has passed; an attempt after a failover that is not answered by the
+   * deadline is EIO. The first attempt on an open session is not cut by it: a node that does
+   * not answer is found by the keepalive, a slow one that still answers pings may take up to
+   * the request timeout (a large fsync on a busy disk is not a failure). Only silence spends
+   * the budget: when the failed endpoint answered something later than the operation's start
+   * (a long read that was streaming until the node stopped), the deadline moves to that
+   * answer + `opDeadlineMs`, so the failover still gets its time.
+   * @param deadline performance.now() time, ms, by which the operation must end (a caller that
+   *   already spent part of its budget, e.g. a read that re-opens its file, passes its own)
+   * @throws FsError EIO (router closed, in-flight mutation, attempts exhausted, deadline
+   *   passed), ENOENT (mount no longer in the topology), MountUnavailableError, or what `fn`
+   *   throws otherwise
    */
-  async withMount<T>(mountPath: string, fn: (a: ActiveEndpoint, ctx: OpContext) => Promise<T>): Promise<T> {
+  async withMount<T>(mountPath: string, fn: (a: ActiveEndpoint, ctx: OpContext) => Promise<T>, deadline = this.deadline()): Promise<T> {
     if (this.closed) throw new FsError(Errno.EIO, 'the router is closed');
     const route = this.route(mountPath);
     const max = this.maxAttempts(mountPath);
     for (let attempt = 1; ; attempt++) {
-      const a = await this.acquire(route);
+      const a = await this.acquire(route, deadline);
       const ctx: OpContext = { committed: false };
       try {
-        return await fn(a, ctx);
+        const run = fn(a, ctx);
+        return await (attempt === 1 ? run : this.byDeadline(run, deadline, mountPath, ctx));
       } catch (e) {
         if (!isEndpointFailure(e)) throw e;
         this.endpointFailed(route, a, e);
+        deadline = this.extendDeadline(deadline, a);
         if (ctx.committed && e.sent) {
           throw new FsError(Errno.EIO, `${mountPath}: ${e.message}; the operation was in flight and may or may not have been applied`);
         }
         if (attempt >= max) throw new FsError(Errno.EIO, `${mountPath}: ${e.message}`);
+        if (performance.now() >= deadline) throw new FsError(Errno.EIO, `${mountPath}: ${e.message}; no other candidate within the operation deadline of ${this.options.opDeadlineMs} ms`);
       }
     }
+  }
+
+  /**
+   * The deadline of an operation whose attempt on `failed` just failed: the same, or the
+   * endpoint's last answer + `opDeadlineMs` when that is later (see {@link withMount}).
+   */
+  extendDeadline(deadline: number, failed: ActiveEndpoint): number {
+    return Math.max(deadline, failed.session.client.lastHeardAt + this.options.opDeadlineMs);
+  }
+
+  /**
+   * `p`, or EIO once `deadline` passes first (`p` is then left to settle unobserved).
+   * @param what the path named in the error
+   * @throws FsError EIO naming the deadline (and, when `ctx.committed`, that the mutation may
+   *   or may not have been applied)
+   */
+  byDeadline<T>(p: Promise<T>, deadline: number, what: string, ctx: OpContext): Promise<T> {
+    const left = deadline - performance.now();
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const maybe = ctx.committed ? '; the operation was in flight and may or may not have been applied' : '';
+        reject(new FsError(Errno.EIO, `${what}: no answer within the operation deadline of ${this.options.opDeadlineMs} ms${maybe}`));
+      }, Math.max(0, left));
+    });
+    p.catch(() => undefined);
+    return Promise.race([p, late]).finally(() => clearTimeout(timer));
   }
 
   /** Records an endpoint failure seen by an operation: the mount will move on (a timed-out session is discarded). */
@@ -191,34 +247,41 @@ export class MountRoutes {
     if (route.active === a) route.active = null;
   }
 
-  /** An FS session closed: every mount it served loses its active endpoint (`unavailable` event). */
+  /**
+   * An FS session closed: every mount it served loses its active endpoint (`unavailable`
+   * event). The cause is the keepalive's verdict ("no answer from URL within N ms") when the
+   * session was dropped for it.
+   */
   sessionClosed(s: EndpointSession): void {
+    const cause = s.client.failure?.message ?? `FS session to ${s.url} closed`;
     for (const route of this.routes.values()) {
       if (route.active?.session === s) {
         route.failedUntil.set(route.active.key, Date.now() + this.options.failureBackoffMs);
-        route.lastError.set(route.active.key, `FS session to ${s.url} closed`);
+        route.lastError.set(route.active.key, cause);
         route.active = null;
-        this.emit('unavailable', { mount_path: route.mountPath, cause: `FS session to ${s.url} closed` });
+        this.emit('unavailable', { mount_path: route.mountPath, cause });
       }
     }
   }
 
   /**
    * The active endpoint of a mount, connecting to the first usable candidate when there is
-   * none: candidates in order, those that failed within `failureBackoffMs` last.
+   * none: candidates in order, those that failed within `failureBackoffMs` last, each within
+   * what is left until `deadline`. Concurrent operations share one connection attempt (that
+   * of the first, with its deadline).
    * @throws MountUnavailableError when every candidate fails
    */
-  private acquire(route: MountRoute): Promise<ActiveEndpoint> {
+  private acquire(route: MountRoute, deadline: number): Promise<ActiveEndpoint> {
     if (route.active?.session.isOpen) return Promise.resolve(route.active);
     if (!route.acquiring) {
-      route.acquiring = this.connectRoute(route).finally(() => {
+      route.acquiring = this.connectRoute(route, deadline).finally(() => {
         route.acquiring = null;
       });
     }
     return route.acquiring;
   }
 
-  private async connectRoute(route: MountRoute): Promise<ActiveEndpoint> {
+  private async connectRoute(route: MountRoute, deadline: number): Promise<ActiveEndpoint> {
     const previous = route.last;
     route.active = null;
     const now = Date.now();
@@ -228,9 +291,15 @@ export class MountRoutes {
     const failures: CandidateFailure[] = [];
     for (const c of [...fresh, ...backedOff]) {
       const key = candidateKey(c);
+      const left = Math.floor(deadline - performance.now());
+      if (left <= 0) {
+        // not tried: its last error (if any) stays as it was
+        failures.push({ candidate: describeCandidate(c), message: `not tried: the operation deadline of ${this.options.opDeadlineMs} ms passed`, errno: null });
+        continue;
+      }
       try {
         if (!c.fs_url) throw new FsError(Errno.ENODEV, `node ${c.node_id ?? c.node_name} has no fs_url (state ${c.state ?? 'unknown'})`);
-        const session = await this.pool.get(c.fs_url, c.auth_token);
+        const session = await this.pool.get(c.fs_url, c.auth_token, left);
         const ex = await session.export(c.export_name);
         if (!this.routes.has(route.mountPath) || !route.candidates.includes(c)) continue;
         const active: ActiveEndpoint = { candidate: c, key, session, root: ex.root, ro: ex.ro, cache: new LookupCache(this.options.lookupCacheEntries) };

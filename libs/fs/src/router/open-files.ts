@@ -41,7 +41,7 @@ export class OpenFiles {
   private readonly files = new Map<number, OpenFile>();
   private nextFh = 1;
 
-  constructor(private readonly routes: Pick<MountRoutes, 'withMount' | 'endpointFailed' | 'route' | 'maxAttempts'>) {}
+  constructor(private readonly routes: Pick<MountRoutes, 'withMount' | 'endpointFailed' | 'route' | 'maxAttempts' | 'deadline' | 'extendDeadline' | 'byDeadline'>) {}
 
   /** Session keys of every open file's endpoint (to keep them in the pool). */
   sessionKeys(): string[] {
@@ -97,16 +97,21 @@ export class OpenFiles {
    */
   async read(fh: number, off: number, len: number): Promise<{ data: Buffer; eof: boolean }> {
     const f = this.file(fh);
+    // One budget for the read, its re-open elsewhere and the retry (MountRoutes.withMount).
+    let deadline = this.routes.deadline();
     for (let attempt = 0; ; attempt++) {
       const active = f.active;
       try {
-        return await readChunks(active.session.client, f.h, off, len);
+        const read = readChunks(active.session.client, f.h, off, len);
+        // after a re-open elsewhere, the retry must be answered within the read's budget
+        return await (attempt === 0 ? read : this.routes.byDeadline(read, deadline, f.path, { committed: false }));
       } catch (e) {
         if (!isEndpointFailure(e)) throw e;
         this.routes.endpointFailed(this.routes.route(f.mountPath), active, e);
+        deadline = this.routes.extendDeadline(deadline, active);
         if (!f.readOnly) throw new FsError(Errno.EIO, `${f.path}: the session to ${active.session.url} was lost; the file must be opened again`);
         if (attempt >= this.routes.maxAttempts(f.mountPath)) throw new FsError(Errno.EIO, `${f.path}: ${e.message}`);
-        await this.reopen(f, active);
+        await this.reopen(f, active, deadline);
       }
     }
   }
@@ -171,11 +176,11 @@ export class OpenFiles {
   }
 
   /** Re-opens `f` (read-only) on the mount's next endpoint after `failed` failed; concurrent callers share one re-open. */
-  private async reopen(f: OpenFile, failed: ActiveEndpoint): Promise<void> {
+  private async reopen(f: OpenFile, failed: ActiveEndpoint, deadline: number): Promise<void> {
     if (f.active !== failed) return;
     if (!f.reopening) {
       f.reopening = (async () => {
-        const { active, h } = await this.routes.withMount(f.mountPath, (a, ctx) => this.openOn(a, ctx, f.rel, f.flags, true));
+        const { active, h } = await this.routes.withMount(f.mountPath, (a, ctx) => this.openOn(a, ctx, f.rel, f.flags, true), deadline);
         f.active = active;
         f.h = h;
       })().finally(() => {

@@ -34,7 +34,7 @@
  * no candidate of a mount can be used.
  */
 import { EventEmitter } from 'node:events';
-import type { FramedData } from '@svc/client';
+import { DEFAULT_KEEPALIVE_MS, DEFAULT_KEEPALIVE_TIMEOUT_MS, type FramedData } from '@svc/client';
 import { Errno, FsError } from '@svc/protocol/wire';
 import { EndpointPool, EndpointPoolOptions, EndpointSession } from './endpoint-pool';
 import { ActiveEndpoint, MountRoutes, OpContext } from './failover';
@@ -55,14 +55,41 @@ import { TopologySource } from './topology-source';
 export type { DirInval, FailoverEvent, PathInval, RouterEvents, TopologyChange, UnavailableEvent } from './router-events';
 export type { CandidateStatus, MountStatus, ProbeResult } from './router-status';
 
+/**
+ * Default deadlines of the router, ms (issue 11 item 3; docs/protocol.md "Deadlines"): a
+ * hung node is found by the keepalive (no answer for `keepaliveTimeoutMs` while requests
+ * wait) or by a connect + hello that takes `connectTimeoutMs`; an operation's connects and
+ * retries end by `opDeadlineMs` after its start; `requestTimeoutMs` bounds one request on a
+ * node that still answers pings.
+ */
+export const ROUTER_DEADLINES = {
+  connectTimeoutMs: 2000,
+  requestTimeoutMs: 15_000,
+  keepaliveMs: DEFAULT_KEEPALIVE_MS,
+  keepaliveTimeoutMs: DEFAULT_KEEPALIVE_TIMEOUT_MS,
+  opDeadlineMs: 4000,
+} as const;
+
 /** Router tuning. Times in ms. */
 export interface WorkspaceRouterOptions {
   /** Ask nodes for the binary data path (default true; false forces JSON + base64). */
   binary?: boolean;
-  /** Connect + hello limit per candidate (default 3000). */
+  /** Connect + hello limit per candidate (default 2000); a node that lets it pass is hung. */
   connectTimeoutMs?: number;
-  /** Per-request limit; a timeout counts as an endpoint failure (default 15000). */
+  /**
+   * Limit of one request on a node that still answers keepalive pings; a timeout counts as an
+   * endpoint failure (default 15000).
+   */
   requestTimeoutMs?: number;
+  /** Keepalive ping interval while requests wait (default 1000; 0 turns keepalive off). */
+  keepaliveMs?: number;
+  /** A node that answered nothing for this long while requests wait is hung (default 2500). */
+  keepaliveTimeoutMs?: number;
+  /**
+   * Budget of one operation from its start: its connects and retries on other candidates
+   * end by then, so timeouts do not add up per call (default 4000).
+   */
+  opDeadlineMs?: number;
   /** A failed candidate is tried only after the others for this long (default 2000). */
   failureBackoffMs?: number;
   /** Paths cached per mount (default 65536). */
@@ -107,12 +134,15 @@ export class WorkspaceRouter extends EventEmitter {
     super();
     this.pool = new EndpointPool({
       binary: options.binary ?? true,
-      connectTimeoutMs: options.connectTimeoutMs ?? 3000,
-      requestTimeoutMs: options.requestTimeoutMs ?? 15_000,
+      connectTimeoutMs: options.connectTimeoutMs ?? ROUTER_DEADLINES.connectTimeoutMs,
+      requestTimeoutMs: options.requestTimeoutMs ?? ROUTER_DEADLINES.requestTimeoutMs,
+      keepaliveMs: options.keepaliveMs ?? ROUTER_DEADLINES.keepaliveMs,
+      keepaliveTimeoutMs: options.keepaliveTimeoutMs ?? ROUTER_DEADLINES.keepaliveTimeoutMs,
       connect: options.connect,
     });
     const emit: RouterEmit = (name, ev) => void this.emit(name, ev);
     this.routes = new MountRoutes(this.pool, emit, {
+      opDeadlineMs: options.opDeadlineMs ?? ROUTER_DEADLINES.opDeadlineMs,
       failureBackoffMs: options.failureBackoffMs ?? 2000,
       lookupCacheEntries: options.lookupCacheEntries ?? DEFAULT_LOOKUP_CACHE_ENTRIES,
     });
