@@ -26,6 +26,8 @@ const POLL_MS = 3000;
 /** Events kept in the feed. */
 const MAX_EVENTS = 200;
 const AUDIT_PAGE = 50;
+/** The first page of the audit log is re-read this often, ms (not once older pages are shown). */
+const AUDIT_POLL_MS = 10_000;
 
 interface FeedItem {
   ts_ms: number;
@@ -49,6 +51,8 @@ let operatorToken = '';
 let refreshQueued: number | null = null;
 let auditCursor: string | null = null;
 let auditAvailable = true;
+/** Pages of the audit log on screen (re-reads only while it is 1). */
+let auditPages = 0;
 
 // ---- helpers ------------------------------------------------------------------------------
 
@@ -354,6 +358,7 @@ async function loadAudit(more: boolean): Promise<void> {
         h('td', {}, e.result === 'ok' ? 'ok' : h('span', { class: 'drift critical' }, e.result)),
       ),
     );
+    auditPages = more ? auditPages + 1 : 1;
     const tbody = document.querySelector<HTMLTableSectionElement>('#audit-table tbody');
     if (more && tbody) tbody.append(...rows);
     else fill('audit', rows.length > 0 ? table(['Time', 'Role', 'Agent', 'Type', 'Target', 'Result'], rows, { id: 'audit-table' }) : h('p', { class: 'muted' }, 'No entries match.'));
@@ -433,6 +438,9 @@ function start(): void {
     if (session) refreshAll().catch(() => undefined);
   }, POLL_MS);
   window.setInterval(tickLeases, 1000);
+  window.setInterval(() => {
+    if (session && auditPages === 1) void loadAudit(false);
+  }, AUDIT_POLL_MS);
   void connect();
 }
 

@@ -28,12 +28,12 @@ import {
   replyTypeOf,
   RequestId,
 } from '@svc/protocol';
+import { HttpExtension } from './http-extension';
 import { EndpointProfile } from './profile';
 import { RequestContext, RequestObserver } from './request-context';
 import { SessionRegistry, WsSession } from './session';
 import { toProtocolError } from './exception.filter';
 import { EncodedJson } from './encoded-json';
-import { HttpExtension } from './http-extension';
 
 /** Options of {@link EnvelopeWsAdapter}. */
 export interface EnvelopeWsAdapterOptions {
@@ -45,9 +45,9 @@ export interface EnvelopeWsAdapterOptions {
   maxMessageBytes: number;
   profile: EndpointProfile;
   sessions: SessionRegistry;
-  observer?: RequestObserver;
   /** Plain HTTP requests and upgrade checks of this listener (`svc`: the dashboard under `/ui/`). */
   http?: HttpExtension;
+  observer?: RequestObserver;
 }
 
 /** Metric result label of an error: the errno name on FS sessions (`ENOENT`), else the code. */
