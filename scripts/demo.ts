@@ -1,7 +1,8 @@
 /**
  * `npm run demo`: the end-to-end demo (issue 3 item 9). Builds if needed, starts `svc` and two
  * `svc-fs-node`s exporting real directories in control daemon mode (each pairs with an invite,
- * keeps its lease and publishes its catalog record), creates a project, sets its mounts, and
+ * keeps its lease and publishes its catalog record), sets the workspace (a project and its
+ * mounts) from docs/workspace.example.yaml with `svc-control apply`, and
  * then, through the real `svc-fs-mount`, lists the workspace, reads a file, writes one, mounts
  * the workspace with FUSE where the machine allows it and reads through the mount, kills the
  * primary node of the failover path and reads again from the survivor, printing each step.
@@ -87,6 +88,18 @@ function control(url: string, op: string, payload: object = {}): Record<string, 
   const r = spawnSync(process.execPath, [BIN.control, ...args], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`svc-control ${op} failed (${r.status}): ${r.stderr}`);
   return JSON.parse(r.stdout) as Record<string, unknown>;
+}
+
+/**
+ * Runs `svc-control apply ARGS`, showing the command and its output (the project token
+ * shortened), and returns its standard output (exits the demo on failure).
+ */
+function apply(url: string, args: string[]): string {
+  process.stdout.write(`$ svc-control apply ${args.map((a) => a.replace(ROOT + '/', '')).join(' ')}\n`);
+  const r = spawnSync(process.execPath, [BIN.control, '--url', url, 'apply', ...args], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`svc-control apply failed (${r.status}): ${r.stderr}${r.stdout}`);
+  process.stdout.write(r.stdout.replace(/^(project_token: )(\S{4})\S*/m, '$1$2...').replace(/^/gm, '  ').replace(/ {2}$/, ''));
+  return r.stdout;
 }
 
 /** `svc-control` without echoing the command (for polling). */
@@ -202,14 +215,15 @@ async function main(): Promise<void> {
     nodes.push({ id, name: p.name, child: started.child, url: started.url });
   }
 
-  step('create a project and mount /docs (node-a), /samples (node-b), /shared (node-a, then node-b: a failover group)');
-  const project = control(url, 'project_create', { name: 'demo', vision: 'one tree over several machines' });
-  const projectId = String(project.project_id);
-  control(url, 'project_mount_set', { project_id: projectId, node_id: nodes[0].id, export_name: 'docs', mount_path: '/docs' });
-  control(url, 'project_mount_set', { project_id: projectId, node_id: nodes[1].id, export_name: 'samples', mount_path: '/samples' });
-  control(url, 'project_mount_set', { project_id: projectId, node_id: nodes[0].id, export_name: 'shared', mount_path: '/shared' });
-  control(url, 'project_mount_set', { project_id: projectId, node_id: nodes[1].id, export_name: 'shared', mount_path: '/shared' });
-  mountArgs = ['--workspace-url', url, '--auth-token', ADMIN, '--project-id', projectId, '--project-token', String(project.project_token)];
+  step('set the workspace from a file: /docs (node-a), /samples (node-b), /shared (node-a and node-b: a failover group)');
+  const workspaceFile = join(ROOT, 'docs', 'workspace.example.yaml');
+  const applied = apply(url, ['-f', workspaceFile]);
+  const projectId = /^project_id: (\S+)$/m.exec(applied)?.[1];
+  const projectToken = /^project_token: (\S+)/m.exec(applied)?.[1];
+  if (!projectId || !projectToken) throw new Error(`svc-control apply did not report a new project:\n${applied}`);
+  step('apply the same file again: nothing to change');
+  apply(url, ['-f', workspaceFile]);
+  mountArgs = ['--workspace-url', url, '--auth-token', ADMIN, '--project-id', projectId, '--project-token', projectToken];
 
   step('the workspace as svc-fs-mount sees it: topology, states and a probe of every endpoint');
   mount(['status']);
@@ -270,6 +284,12 @@ async function main(): Promise<void> {
     f.child.kill('SIGTERM');
     process.stdout.write(`  svc-fs-mount mount exited ${await exited}\n`);
   }
+
+  step('the audit log: every change above, by whom, with its result');
+  process.stdout.write(`$ svc-control audit --limit 8\n`);
+  const audit = spawnSync(process.execPath, [BIN.control, '--url', url, 'audit', '--limit', '8'], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  if (audit.status !== 0) throw new Error(`svc-control audit failed (${audit.status}): ${audit.stderr}`);
+  process.stdout.write(audit.stdout.replace(/^/gm, '  ').replace(/ {2}$/, ''));
 
   step('done: stopping everything the demo started');
 }

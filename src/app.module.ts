@@ -6,6 +6,7 @@ import { DynamicModule, Global, Module } from '@nestjs/common';
 import { OpsModule } from '@svc/ops';
 import { SessionRegistry } from '@svc/transport';
 import { AcheronModule } from './acheron/acheron.module';
+import { AuditModule } from './audit/audit.module';
 import { CatalogModule } from './catalog/catalog.module';
 import { Clock } from './common/clock';
 import { ServerConfig } from './config';
@@ -37,6 +38,7 @@ export class AppModule {
         CoreModule.forRoot(config),
         OpsModule.forRoot({ service: 'svc', logLevel: config.logLevel }),
         PersistenceModule.forRoot({ stateDir: config.stateDir, stateKey: config.stateKey, stateSync: config.stateSync, databaseUrl: config.databaseUrl }),
+        AuditModule,
         CatalogModule,
         ProjectsModule,
         ControlModule,

@@ -46,6 +46,10 @@ export class ServerConfig {
    * (`SVC_FS_OP_DEADLINE_MS`, 4000).
    */
   fsDeadlines: FsDeadlines;
+  /** Audit entries are kept this long, days; fractions allowed (`SVC_AUDIT_RETENTION_DAYS`, default 30). */
+  auditRetentionDays: number;
+  /** At most this many audit entries are kept, the newest (`SVC_AUDIT_MAX_ENTRIES`, default 100000). */
+  auditMaxEntries: number;
   /** `--help` was given. */
   help: boolean;
 }
@@ -86,6 +90,8 @@ environment:
   SVC_FS_KEEPALIVE_TIMEOUT_MS, SVC_FS_OP_DEADLINE_MS
                                deadlines of the FS sessions of the runtime namespace, ms
                                (defaults 3000, 30000, 1000 (0: no pings), 2500, 4000)
+  SVC_AUDIT_RETENTION_DAYS     keep audit entries this many days (default 30)
+  SVC_AUDIT_MAX_ENTRIES        keep at most this many audit entries, the newest (default 100000)
 `;
 
 /**
@@ -98,6 +104,17 @@ export function parsePort(value: string, what: string): number {
 
 function parsePositiveInt(value: string | undefined, fallback: number, what: string, min = 1): number {
   return parseIntValue(value, fallback, what, min, ConfigError);
+}
+
+/**
+ * Parses `SVC_AUDIT_RETENTION_DAYS`: a positive number of days (fractions allowed, e.g. `0.5`).
+ * @throws ConfigError otherwise
+ */
+export function parseRetentionDays(value: string | undefined): number {
+  if (value === undefined || value === '') return 30;
+  const n = Number(value);
+  if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 36_500) throw new ConfigError(`SVC_AUDIT_RETENTION_DAYS must be a number of days > 0 and <= 36500 (got "${value}")`);
+  return n;
 }
 
 /**
@@ -177,5 +194,7 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   if (f.keepaliveMs > 0 && f.keepaliveTimeoutMs <= f.keepaliveMs) {
     throw new ConfigError(`SVC_FS_KEEPALIVE_TIMEOUT_MS (${f.keepaliveTimeoutMs}) must be larger than SVC_FS_KEEPALIVE_MS (${f.keepaliveMs})`);
   }
+  config.auditRetentionDays = parseRetentionDays(env.SVC_AUDIT_RETENTION_DAYS);
+  config.auditMaxEntries = parsePositiveInt(env.SVC_AUDIT_MAX_ENTRIES, 100_000, 'SVC_AUDIT_MAX_ENTRIES', 1);
   return config;
 }

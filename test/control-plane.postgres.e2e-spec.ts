@@ -63,7 +63,7 @@ describe('the PostgreSQL store itself', () => {
     const refusedNewer = run({ SVC_DATABASE_URL: newer });
     expect(refusedNewer.status).toBe(2);
     expect(refusedNewer.stderr).toContain('written by a newer svc');
-    expect((await n.query('SELECT count(*)::int AS c FROM svc_migration')).rows[0].c).toBe(3);
+    expect((await n.query('SELECT count(*)::int AS c FROM svc_migration')).rows[0].c).toBe(4);
     await n.end();
     // a database of another application
     const foreignUrl = await pg!.newDatabase();

@@ -44,6 +44,16 @@ const VALID: Record<string, unknown> = {
   request_secret: 'secret',
   node_secret: 'secret',
   fs_auth_token: 'fs-token',
+  mounts: [{ mount_path: '/work', node_name: 'node one', export_name: 'work' }],
+  prune: true,
+  activate: true,
+  dry_run: false,
+  since_ms: 0,
+  until_ms: 1_700_000_000_000,
+  actor_agent_id: 'agent-1',
+  type: 'control.project_up',
+  limit: 10,
+  cursor: '42',
   // FS
   mode: 0o644,
   uid: 1000,
@@ -144,7 +154,9 @@ for (const [dto, cls] of DTOS) {
   for (const member of membersOf(cls).values()) {
     CASES.push({ dto, cls, member, parent: null });
     if (member.nested) {
-      for (const inner of membersOf(member.nested).values()) CASES.push({ dto, cls, member: { ...inner, path: `${member.path}.${inner.path}` }, parent: member.property });
+      // a list of nested DTOs (project_up `mounts`) is checked through its first element
+      const at = Array.isArray(VALID[member.property]) ? `${member.path}[0]` : member.path;
+      for (const inner of membersOf(member.nested).values()) CASES.push({ dto, cls, member: { ...inner, path: `${at}.${inner.path}` }, parent: member.property });
     }
   }
 }
@@ -168,6 +180,7 @@ describe('payload DTOs: a value of the wrong type is reported as a type error', 
     for (const wrong of WRONG[type.name]) {
       const payload = baseOf(c.cls);
       if (c.parent === null) payload[c.member.property] = wrong;
+      else if (Array.isArray(payload[c.parent])) payload[c.parent] = [{ ...(payload[c.parent] as object[])[0], [c.member.property]: wrong }];
       else payload[c.parent] = { ...(payload[c.parent] as object), [c.member.property]: wrong };
       const failure = failureOf(() => validatePayload(c.cls, payload));
       expect({ wrong, failure }).toEqual({ wrong, failure: { code: 'invalid_payload', message: reported(c.member, type.message) } });

@@ -20,6 +20,7 @@ import {
 } from '@svc/protocol';
 import { Frame, Payload, Session, SessionRegistry, WsSession } from '@svc/transport';
 import { actorOf, controlLocals, heldProjectId } from '../common/actor';
+import { Audited } from '../audit/audit.gates';
 import { AdminOnly, ControlChannelGateway, Protected } from '../control/gates';
 import { StateService } from '../persistence/state.service';
 import { CatalogChange, CatalogService, eventFor } from './catalog.service';
@@ -61,6 +62,7 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
 
   /** `control.node_service_upsert` (node_secret): replaces the node's catalog record; returns it with defaults applied. */
   @SubscribeMessage('control.node_service_upsert')
+  @Audited()
   upsert(@Frame() frame: FrameT) {
     return this.catalog.upsert(frame.payload);
   }
@@ -89,16 +91,19 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.node_invite_create')
   @AdminOnly()
   @Protected()
+  @Audited()
   inviteCreate(@Payload() body: InviteCreateDto) {
     return this.nodes.createInvite(body.ttl_ms);
   }
 
   @SubscribeMessage('control.node_join')
+  @Audited()
   join(@Payload() body: NodeJoinDto) {
     return this.nodes.join(body);
   }
 
   @SubscribeMessage('control.node_join_request')
+  @Audited()
   joinRequest(@Payload() body: NodeJoinRequestDto) {
     return this.nodes.joinRequest(body);
   }
@@ -117,6 +122,7 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.node_join_approve')
   @AdminOnly()
   @Protected()
+  @Audited()
   approve(@Payload() body: NodeJoinApproveDto) {
     return this.nodes.approve(body.request_id, body.lease_ttl_ms);
   }
@@ -124,6 +130,7 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.node_join_deny')
   @AdminOnly()
   @Protected()
+  @Audited()
   deny(@Payload() body: NodeJoinDenyDto) {
     return this.nodes.deny(body.request_id);
   }
@@ -134,6 +141,7 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
   }
 
   @SubscribeMessage('control.node_lease_release')
+  @Audited()
   leaseRelease(@Payload() body: LeaseReleaseDto) {
     return this.nodes.releaseLease(body.node_id, body.node_secret);
   }
@@ -151,6 +159,7 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.node_delete')
   @AdminOnly()
   @Protected()
+  @Audited()
   delete(@Payload() body: NodeRefDto) {
     return this.nodes.delete(body.node_id);
   }

@@ -25,6 +25,7 @@ import { WorkspaceService } from '../projects/workspace.service';
 import { bindingKey } from '../persistence/state.model';
 import { StateService } from '../persistence/state.service';
 import { AuthTokensService } from './auth-tokens.service';
+import { Audited } from '../audit/audit.gates';
 import { AdminOnly, ControlChannelGateway, Protected } from './gates';
 
 @ControlChannelGateway()
@@ -108,6 +109,7 @@ export class ControlGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.auth_rotate')
   @AdminOnly()
   @Protected()
+  @Audited()
   authRotate(@Payload() body: AuthRotateDto) {
     return this.tokens.rotate(body.role);
   }

@@ -5,11 +5,12 @@
  * (a non-admin caller needs the matching project token or a binding, else
  * `project_auth_failed`). The guards run in that order; no handler re-checks.
  */
-import { applyDecorators, CanActivate, ExecutionContext, Injectable, SetMetadata, Type, UseFilters, UseGuards } from '@nestjs/common';
+import { applyDecorators, CanActivate, ExecutionContext, Injectable, SetMetadata, Type, UseFilters, UseGuards, UseInterceptors } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import { WebSocketGateway } from '@nestjs/websockets';
 import { isIdentifierSafe, ProtocolError, secretsEqual } from '@svc/protocol';
-import { EnvelopeExceptionFilter, RequestContext } from '@svc/transport';
+import { RequestContext } from '@svc/transport';
+import { AuditExceptionFilter, AuditGate, AuditInterceptor } from '../audit/audit.gates';
 import { actorOf } from '../common/actor';
 import { ServerConfig } from '../config';
 import { ProjectsService } from '../projects/projects.service';
@@ -81,13 +82,15 @@ export class ProjectTokenGuard implements CanActivate {
 }
 
 /**
- * Declares a gateway of the `control` channel on `/`: the envelope exception filter, and the
- * gate guards in their fixed order (admin, operator token, then `extra`).
+ * Declares a gateway of the `control` channel on `/`: the envelope exception filter (which
+ * also records refusals in the audit log), the gate guards in their fixed order (the audit
+ * record, admin, operator token, then `extra`), and the audit interceptor (src/audit).
  */
 export function ControlChannelGateway(...extra: Array<Type<CanActivate>>): ClassDecorator {
   return applyDecorators(
     WebSocketGateway({ path: '/' }),
-    UseFilters(EnvelopeExceptionFilter),
-    UseGuards(AdminGuard, OperatorTokenGuard, ...extra),
+    UseFilters(AuditExceptionFilter),
+    UseGuards(AuditGate, AdminGuard, OperatorTokenGuard, ...extra),
+    UseInterceptors(AuditInterceptor),
   );
 }

@@ -29,6 +29,7 @@ import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
 import { exportState, readSnapshotFile, recordsOfSnapshot } from './snapshot-file';
 import { SqlRecords } from './sql-records';
+import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 
 /** Advisory lock keys: migrations, writes (transaction-level), the sweeper (session-level). */
@@ -159,6 +160,29 @@ export class PostgresStateStore implements StateStore {
       if (seq !== null) this.lastSeq = seq;
       return seq !== null;
     });
+  }
+
+  async queryAudit(query: AuditQuery): Promise<AuditPage> {
+    const records = this.open_();
+    try {
+      return await records.queryAudit(query);
+    } catch (e) {
+      if (isConnectionError(e)) {
+        this.setReachable(false, (e as Error).message);
+        throw new StoreUnavailableError((e as Error).message);
+      }
+      throw e;
+    }
+  }
+
+  async pruneAudit(retention: AuditRetention): Promise<number> {
+    if (!this.records) return 0;
+    try {
+      return await this.records.pruneAudit(retention);
+    } catch (e) {
+      if (isConnectionError(e)) return 0;
+      throw e;
+    }
   }
 
   describe(): string {

@@ -55,6 +55,25 @@ export class RowCodec {
     }
   }
 
+  /**
+   * A body that is not a record of a table (an audit entry): its JSON, sealed with the key
+   * when set, authenticated together with `context` (the clear columns it belongs to).
+   */
+  encodeBody(context: string, json: string): string {
+    return this.key ? this.seal(json, Buffer.from(`svc-body/1\0${context}`)) : json;
+  }
+
+  /**
+   * The JSON of a body made by {@link encodeBody} with the same `context` (a plaintext body is
+   * accepted in either mode).
+   * @throws StateLoadError when it cannot be decrypted
+   */
+  decodeBody(context: string, body: string, what: string): string {
+    if (!body.startsWith(PREFIX)) return body;
+    if (!this.key) throw new StateLoadError('the state is encrypted; set SVC_CONTROL_STATE_KEY_HEX to the key it was written with');
+    return this.open(body, Buffer.from(`svc-body/1\0${context}`), what);
+  }
+
   /** True when a body is encrypted. */
   static isEncrypted(body: string): boolean {
     return body.startsWith(PREFIX);

@@ -5,6 +5,7 @@
  * (Kysely's Migrator, tables `svc_migration` and `svc_migration_lock`) run at start.
  */
 import { Kysely, Migration, Migrator, PostgresAdapter, sql, Transaction } from 'kysely';
+import { AuditEntry, AuditPage, AuditQuery, AuditRetention } from './audit-log';
 import { ChangeSet, ControlState, RecordOf, TABLE_NAMES, TableName } from './state.model';
 import { RowCodec } from './row-codec';
 import { StateLoadError } from './state-store.port';
@@ -31,6 +32,17 @@ const INDEXES: Array<[string, TableName, string]> = [
   ['bindings_project_idx', 'bindings', 'project_id'],
   ['mount_states_project_idx', 'mount_states', 'project_id'],
 ];
+
+/** The audit log's table. */
+export const AUDIT_TABLE = 'svc_audit';
+
+/** What an audit body is bound to (its clear columns): a body moved to another row does not open. */
+function auditContext(tsMs: number, agentId: string, type: string): string {
+  return `${AUDIT_TABLE}\0${tsMs}\0${agentId}\0${type}`;
+}
+
+/** Marker of audit entries in a commit-log body (not a table name: older code skips it). */
+const AUDIT_IN_COMMIT = '@audit';
 
 /** The schema's migrations, in order. Never edit one that has shipped: add the next. */
 export const MIGRATIONS: Record<string, Migration> = {
@@ -63,7 +75,30 @@ export const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
+  // The audit log (PROTOCOL.md 5 `control.audit_list`): insert-only rows, in commit order
+  // (`seq`); time, agent and type in the clear for the filters, the rest in `body` (encrypted
+  // with the state key when set). Never loaded into the read model.
+  '0003_audit': {
+    async up(db: Kysely<unknown>): Promise<void> {
+      const pg = db.getExecutor().adapter instanceof PostgresAdapter;
+      await db.schema
+        .createTable(AUDIT_TABLE)
+        .addColumn('seq', pg ? 'bigserial' : 'integer', (c) => (pg ? c.primaryKey() : c.primaryKey().autoIncrement()))
+        .addColumn('ts_ms', 'bigint', (c) => c.notNull())
+        .addColumn('agent_id', 'text', (c) => c.notNull())
+        .addColumn('type', 'text', (c) => c.notNull())
+        .addColumn('body', 'text', (c) => c.notNull())
+        .execute();
+      await db.schema.createIndex('svc_audit_ts_idx').on(AUDIT_TABLE).column('ts_ms').execute();
+      await db.schema.createIndex('svc_audit_agent_idx').on(AUDIT_TABLE).columns(['agent_id', 'seq']).execute();
+      await db.schema.createIndex('svc_audit_type_idx').on(AUDIT_TABLE).columns(['type', 'seq']).execute();
+    },
+  },
 };
+
+
+/** Largest number of audit rows one retention statement deletes. */
+const PRUNE_CHUNK = 2000;
 
 /** Largest number of rows per INSERT statement (SQLite allows 32,766 bound values). */
 const ROWS_PER_INSERT = 200;
@@ -163,6 +198,8 @@ export class SqlRecords {
         out.push([t, id, record === null ? null : this.codec.encode(t, record).body]);
       }
     }
+    // audit entries travel too, so every replica's stream of new entries shows them
+    for (const e of changes.audit ?? []) out.push([AUDIT_IN_COMMIT, '', JSON.stringify(this.auditRow(e))]);
     return JSON.stringify(out);
   }
 
@@ -173,6 +210,10 @@ export class SqlRecords {
   decodeCommit(body: string): ChangeSet {
     const out: ChangeSet = {};
     for (const [t, id, b] of JSON.parse(body) as Array<[TableName, string, string | null]>) {
+      if ((t as string) === AUDIT_IN_COMMIT && b !== null) {
+        (out.audit ??= []).push(this.auditEntryOf(JSON.parse(b) as { ts_ms: number; agent_id: string; type: string; body: string }));
+        continue;
+      }
       if (!TABLE_NAMES.includes(t)) continue;
       let m = out[t] as Map<string, unknown> | undefined;
       if (!m) (out as Record<string, unknown>)[t] = m = new Map();
@@ -204,21 +245,34 @@ export class SqlRecords {
     const state = await this.loadAll();
     const all: ChangeSet = {};
     for (const t of TABLE_NAMES) (all as Record<string, unknown>)[t] = new Map(state.table(t));
-    await this.commit(all, { key_check: this.codec.keyCheck() });
+    await this.commit(all, { key_check: this.codec.keyCheck() }, (trx) => this.reencodeAudit(trx));
     return true;
+  }
+
+  /** Rewrites every audit body in the codec's mode (plaintext to encrypted). */
+  private async reencodeAudit(trx: Tx): Promise<void> {
+    for (let after = 0; ; ) {
+      const rows = await trx.selectFrom(AUDIT_TABLE).select(['seq', 'ts_ms', 'agent_id', 'type', 'body']).where('seq', '>', after).orderBy('seq').limit(1000).execute();
+      if (rows.length === 0) return;
+      for (const r of rows) {
+        const { body } = this.auditRow(this.auditEntryOf(r));
+        await trx.updateTable(AUDIT_TABLE).set({ body }).where('seq', '=', r.seq).execute();
+      }
+      after = Number(rows[rows.length - 1].seq);
+    }
   }
 
   /** True when some body is stored in plaintext while the codec encrypts (or the reverse). */
   async needsReencode(): Promise<boolean> {
-    for (const t of TABLE_NAMES) {
+    for (const t of [...TABLE_NAMES, AUDIT_TABLE]) {
       const row = await this.db.selectFrom(t).select('body').limit(1).executeTakeFirst();
       if (row && RowCodec.isEncrypted(String(row.body)) !== this.codec.encrypted) return true;
     }
     return false;
   }
 
-  /** Applies a change set in one transaction (plus meta values, when given). */
-  async commit(changes: ChangeSet, meta?: Record<string, string>): Promise<void> {
+  /** Applies a change set in one transaction (plus meta values and `extra` work, when given). */
+  async commit(changes: ChangeSet, meta?: Record<string, string>, extra?: (trx: Tx) => Promise<void>): Promise<void> {
     // SQLite rolls a transaction back by itself on some errors (SQLITE_FULL, SQLITE_IOERR);
     // the ROLLBACK that follows then fails too: report the cause, not that.
     let cause: unknown = null;
@@ -227,6 +281,7 @@ export class SqlRecords {
         try {
           await this.write(trx, changes);
           for (const [key, value] of Object.entries(meta ?? {})) await this.upsertMeta(trx, key, value);
+          if (extra) await extra(trx);
         } catch (e) {
           cause = e;
           throw e;
@@ -263,6 +318,74 @@ export class SqlRecords {
         await trx.deleteFrom(t).where('id', 'in', deletes.slice(i, i + ROWS_PER_INSERT)).execute();
       }
     }
+    const audit = changes.audit ?? [];
+    for (let i = 0; i < audit.length; i += ROWS_PER_INSERT) {
+      await trx
+        .insertInto(AUDIT_TABLE)
+        .values(audit.slice(i, i + ROWS_PER_INSERT).map((e) => this.auditRow(e)))
+        .execute();
+    }
+  }
+
+  /** The row of an audit entry (its body encoded as record bodies are). */
+  private auditRow(e: AuditEntry): { ts_ms: number; agent_id: string; type: string; body: string } {
+    const body = JSON.stringify({ role: e.role, target: e.target, result: e.result });
+    return { ts_ms: e.ts_ms, agent_id: e.agent_id, type: e.type, body: this.codec.encodeBody(auditContext(e.ts_ms, e.agent_id, e.type), body) };
+  }
+
+  /**
+   * The entry of an audit row.
+   * @throws StateLoadError when its body cannot be decrypted or parsed
+   */
+  private auditEntryOf(row: { ts_ms: unknown; agent_id: unknown; type: unknown; body: unknown }): AuditEntry {
+    const ts = Number(row.ts_ms);
+    const agent = String(row.agent_id);
+    const type = String(row.type);
+    const json = this.codec.decodeBody(auditContext(ts, agent, type), String(row.body), `audit entry ${ts}`);
+    let body: Pick<AuditEntry, 'role' | 'target' | 'result'>;
+    try {
+      body = JSON.parse(json) as typeof body;
+    } catch {
+      throw new StateLoadError(`an audit entry of ${ts} is not readable JSON`);
+    }
+    return { ts_ms: ts, role: body.role, agent_id: agent, type, target: body.target ?? {}, result: body.result };
+  }
+
+  /** A page of the audit log, newest first (by commit order). */
+  async queryAudit(query: AuditQuery): Promise<AuditPage> {
+    let q = this.db.selectFrom(AUDIT_TABLE).select(['seq', 'ts_ms', 'agent_id', 'type', 'body']);
+    if (query.sinceMs !== undefined) q = q.where('ts_ms', '>=', query.sinceMs);
+    if (query.untilMs !== undefined) q = q.where('ts_ms', '<=', query.untilMs);
+    if (query.agentId !== undefined) q = q.where('agent_id', '=', query.agentId);
+    if (query.type !== undefined) q = q.where('type', '=', query.type);
+    if (query.beforeSeq !== undefined) q = q.where('seq', '<', query.beforeSeq);
+    const rows = await q.orderBy('seq', 'desc').limit(query.limit + 1).execute();
+    const page = rows.slice(0, query.limit);
+    return {
+      entries: page.map((r) => this.auditEntryOf(r)),
+      nextBeforeSeq: rows.length > query.limit ? Number(page[page.length - 1].seq) : null,
+    };
+  }
+
+  /**
+   * Deletes the audit entries older than `minTsMs` and all but the newest `maxEntries`, in
+   * statements of at most {@link PRUNE_CHUNK} rows with a pause between them, so that a large
+   * backlog (a lowered limit, a long downtime) never holds the database, or the embedded
+   * store's event loop, for long.
+   * @returns how many were deleted
+   */
+  async pruneAudit(retention: AuditRetention): Promise<number> {
+    let n = 0;
+    const chunk = async (column: 'ts_ms' | 'seq', op: '<' | '<=', value: number): Promise<number> => {
+      const sub = this.db.selectFrom(AUDIT_TABLE).select('seq').where(column, op, value).orderBy('seq').limit(PRUNE_CHUNK);
+      const r = await this.db.deleteFrom(AUDIT_TABLE).where('seq', 'in', sub).executeTakeFirst();
+      await new Promise((resolve) => setImmediate(resolve));
+      return Number(r.numDeletedRows ?? 0);
+    };
+    for (let d = PRUNE_CHUNK; d === PRUNE_CHUNK; n += d) d = await chunk('ts_ms', '<', retention.minTsMs);
+    const cut = await this.db.selectFrom(AUDIT_TABLE).select('seq').orderBy('seq', 'desc').limit(1).offset(retention.maxEntries).executeTakeFirst();
+    if (cut) for (let d = PRUNE_CHUNK; d === PRUNE_CHUNK; n += d) d = await chunk('seq', '<=', Number(cut.seq));
+    return n;
   }
 
   private async upsertMeta(trx: Tx, key: string, value: string): Promise<void> {

@@ -20,7 +20,8 @@ import { RowCodec } from './row-codec';
 import { exportState, recordsOfSnapshot, readSnapshotFile } from './snapshot-file';
 import { SqlRecords } from './sql-records';
 import { StateDirLock } from './state-lock';
-import { StateLoadError, StateStore } from './state-store.port';
+import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
+import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 
 /** `PRAGMA application_id` of an svc state database ("svc1"). */
 export const SQLITE_APPLICATION_ID = 0x73766331;
@@ -104,6 +105,16 @@ export class SqliteStateStore implements StateStore {
 
   async sync(): Promise<void> {
     // one process per state directory: nothing else commits
+  }
+
+  async queryAudit(query: AuditQuery): Promise<AuditPage> {
+    if (!this.records) throw new StoreUnavailableError('the state store is not open');
+    return this.records.queryAudit(query);
+  }
+
+  async pruneAudit(retention: AuditRetention): Promise<number> {
+    if (!this.records) return 0;
+    return this.records.pruneAudit(retention);
   }
 
   onRemote(): void {

@@ -4,6 +4,7 @@
  * interface and is bound to {@link STATE_STORE}. Nothing outside PersistenceModule knows
  * which engine runs.
  */
+import type { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 import type { ChangeSet, ControlState } from './state.model';
 
 export interface StateStore {
@@ -42,6 +43,18 @@ export interface StateStore {
   readonly isSweeper: boolean;
   /** True while the store answers (an embedded store always does). */
   readonly isReachable: boolean;
+  /**
+   * A page of the audit log (rows appended by {@link write} from `ChangeSet.audit`), newest
+   * first, queried from the database.
+   * @throws StoreUnavailableError when the database cannot be reached
+   */
+  queryAudit(query: AuditQuery): Promise<AuditPage>;
+  /**
+   * Deletes the audit entries older than `retention.minTsMs` and all but the newest
+   * `retention.maxEntries`.
+   * @returns how many were deleted
+   */
+  pruneAudit(retention: AuditRetention): Promise<number>;
   /** Closes the database and releases ownership. */
   close(): Promise<void>;
   /** Human-readable location, for logs, e.g. `/var/lib/svc/state.db (encrypted)`. */

@@ -4,6 +4,7 @@
  * (ARCHITECTURE.md "State": each mutation writes only the rows it changed). Records are
  * immutable: to change one, put a new record.
  */
+import type { AuditEntry } from '@svc/protocol';
 import { ChangeSet, keyOf, MountRecord, ReadTable, RecordOf, StateView, TABLE_NAMES, TableName, VIEW_PROPERTY } from './state.model';
 
 /** One table of a draft: pending writes over a base table. */
@@ -77,6 +78,8 @@ export class StateDraft implements StateView {
   readonly roleTokens: DraftTable<'role_tokens'>;
   readonly undelivered: DraftTable<'undelivered'>;
   readonly mountStates: DraftTable<'mount_states'>;
+  /** Audit entries to append with this draft's commit (insert-only; see `audit-log.ts`). */
+  readonly audit: AuditEntry[] = [];
   private seq: number;
 
   constructor(readonly base: StateView) {
@@ -140,9 +143,14 @@ export class StateDraft implements StateView {
     this.table(table).touched.add(id);
   }
 
-  /** True when nothing was written or touched. */
+  /** Appends an audit entry, committed with this draft's writes. */
+  appendAudit(entry: AuditEntry): void {
+    this.audit.push(entry);
+  }
+
+  /** True when nothing was written, touched or appended. */
   get isEmpty(): boolean {
-    return TABLE_NAMES.every((t) => this.table(t).writes.size === 0 && this.table(t).touched.size === 0);
+    return this.audit.length === 0 && TABLE_NAMES.every((t) => this.table(t).writes.size === 0 && this.table(t).touched.size === 0);
   }
 
   /** Moves another draft's writes (made over this one) into this one. */
@@ -153,6 +161,7 @@ export class StateDraft implements StateView {
       for (const [id, r] of theirs.writes) mine.writes.set(id, r);
       for (const id of theirs.touched) mine.touched.add(id);
     }
+    this.audit.push(...child.audit);
     if (child.seq > this.seq) this.seq = child.seq;
   }
 
@@ -163,6 +172,7 @@ export class StateDraft implements StateView {
       const w = this.table(t).writes;
       if (w.size > 0) (out as Record<string, unknown>)[t] = w;
     }
+    if (this.audit.length > 0) out.audit = this.audit;
     return out;
   }
 }

@@ -7,7 +7,7 @@
  * secrets) are kept as SHA-256 hex digests; `fs_auth_token` and generated role tokens are kept
  * because they are handed out (PROTOCOL.md 5 "At rest"). Times are ms since the epoch.
  */
-import type { AccessPolicy, MountState, Platform, Role, ServiceEntry } from '@svc/protocol';
+import type { AccessPolicy, AuditEntry, MountState, Platform, Role, ServiceEntry } from '@svc/protocol';
 
 export type { ServiceEntry };
 
@@ -164,8 +164,11 @@ export function keyOf<T extends TableName>(table: T, record: RecordOf[T]): strin
   return (TABLES[table].key as (r: RecordOf[T]) => string)(record);
 }
 
-/** What one commit changes: per table, id -> new record, or null for a deletion. */
-export type ChangeSet = { [T in TableName]?: Map<string, RecordOf[T] | null> };
+/**
+ * What one commit changes: per table, id -> new record, or null for a deletion; and the audit
+ * entries it appends (insert-only rows outside the read model, see `audit-log.ts`).
+ */
+export type ChangeSet = { [T in TableName]?: Map<string, RecordOf[T] | null> } & { audit?: AuditEntry[] };
 
 /** Read access to one table. A `Map` is one. */
 export interface ReadTable<R> {

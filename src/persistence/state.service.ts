@@ -15,7 +15,8 @@ import { Subject } from 'rxjs';
 import { Histogram } from 'prom-client';
 import { getOrCreate } from '@svc/ops';
 import { ProtocolError } from '@svc/protocol';
-import { ChangeSet, ControlState } from './state.model';
+import { AuditEntry, AuditPage, AuditQuery, AuditRetention, AuditScope, auditScope } from './audit-log';
+import { ChangeSet, ControlState, StateView } from './state.model';
 import { StateDraft } from './state.draft';
 import { STATE_STORE, StateStore, StoreUnavailableError } from './state-store.port';
 
@@ -41,6 +42,8 @@ export interface AppliedChanges {
 
 interface Pending {
   fn: (draft: StateDraft) => unknown;
+  /** The audit record of the request that called {@link StateService.mutate}, if any. */
+  scope: AuditScope | undefined;
   resolve: (v: unknown) => void;
   reject: (e: unknown) => void;
 }
@@ -146,8 +149,42 @@ export class StateService {
    *   transaction could not be committed (nothing changed); `unavailable` while shutting down
    */
   mutate<T>(fn: (draft: StateDraft) => T): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.queue.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+    return this.enqueue(fn as (draft: StateDraft) => unknown, auditScope.getStore()) as Promise<T>;
+  }
+
+  /**
+   * Appends audit entries by themselves (a refusal or a failed request: no mutation to ride
+   * with), durably, through the same serialised write path.
+   * @param entries the entries, or a function making them from the state they commit over
+   *   (current with every replica's commits; e.g. to tell which ids exist)
+   * @throws ProtocolError `internal_error` / `unavailable` when they could not be written
+   */
+  async appendAudit(entries: AuditEntry[] | ((state: StateView) => AuditEntry[])): Promise<void> {
+    await this.enqueue((d) => {
+      for (const e of typeof entries === 'function' ? entries(d) : entries) d.appendAudit(e);
+    }, undefined);
+  }
+
+  /**
+   * A page of the audit log, newest first, read from the store (not from memory), once every
+   * write queued before the call has been committed (an entry recorded just before is in it).
+   */
+  async queryAudit(query: AuditQuery): Promise<AuditPage> {
+    await this.enqueue(() => undefined, undefined).catch(() => undefined);
+    return this.store.queryAudit(query);
+  }
+
+  /**
+   * Drops the audit entries retention no longer keeps.
+   * @returns how many were dropped
+   */
+  pruneAudit(retention: AuditRetention): Promise<number> {
+    return this.store.pruneAudit(retention);
+  }
+
+  private enqueue(fn: (draft: StateDraft) => unknown, scope: AuditScope | undefined): Promise<unknown> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ fn, scope, resolve, reject });
       if (!this.running) {
         this.running = true;
         this.idle = this.drain();
@@ -175,9 +212,12 @@ export class StateService {
       const items = this.queue.splice(0, MAX_BATCH);
       let done: Array<[Pending, unknown]> = [];
       let changes: ChangeSet | null = null;
+      // audit records whose entry this batch carries: recorded once it commits
+      let carried: AuditScope[] = [];
       // Runs inside the store's transaction, once the read model holds every earlier commit.
       const build = (): ChangeSet | null => {
         done = [];
+        carried = [];
         const batch = new StateDraft(this.current);
         for (const item of items) {
           if (this.closing || !this.opened) {
@@ -187,6 +227,11 @@ export class StateService {
           const draft = new StateDraft(batch);
           try {
             const result = item.fn(draft);
+            const scope = item.scope;
+            if (scope?.audited && !scope.recorded && !carried.includes(scope)) {
+              draft.appendAudit(scope.entry(result));
+              carried.push(scope);
+            }
             batch.merge(draft);
             done.push([item, result]);
           } catch (e) {
@@ -216,6 +261,7 @@ export class StateService {
       } finally {
         end();
       }
+      for (const scope of carried) scope.recorded = true;
       if (changes) this.publish(changes, true);
       for (const [item, result] of done) item.resolve(result);
     }

@@ -16,15 +16,18 @@ import {
   ProjectCreateDto,
   ProjectRefDto,
   ProjectUpdateDto,
+  ProjectUpDto,
   TopologyDelta,
   WorkspaceStatusDto,
 } from '@svc/protocol';
 import { Payload, Session, SessionRegistry, WsSession } from '@svc/transport';
 import { actorOf, controlLocals, pinIsValid } from '../common/actor';
 import { Clock } from '../common/clock';
+import { Audited } from '../audit/audit.gates';
 import { AdminOnly, ControlChannelGateway, ProjectScoped, ProjectTokenGuard, Protected } from '../control/gates';
 import { StateService } from '../persistence/state.service';
 import { AvailabilityService, TopologyChange } from './availability.service';
+import { ProjectUpService } from './project-up.service';
 import { ProjectsService } from './projects.service';
 import { WorkspaceService } from './workspace.service';
 
@@ -34,6 +37,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
 
   constructor(
     private readonly projects: ProjectsService,
+    private readonly projectUp: ProjectUpService,
     private readonly workspace: WorkspaceService,
     private readonly availability: AvailabilityService,
     private readonly sessions: SessionRegistry,
@@ -52,6 +56,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.project_create')
   @AdminOnly()
   @Protected()
+  @Audited()
   create(@Payload() body: ProjectCreateDto) {
     return this.projects.create(body);
   }
@@ -70,6 +75,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.project_update')
   @AdminOnly()
   @Protected()
+  @Audited()
   update(@Payload() body: ProjectUpdateDto) {
     return this.projects.update(body);
   }
@@ -77,6 +83,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.project_delete')
   @AdminOnly()
   @Protected()
+  @Audited()
   delete(@Payload() body: ProjectRefDto) {
     return this.projects.delete(body.project_id);
   }
@@ -84,6 +91,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.project_mount_set')
   @AdminOnly()
   @Protected()
+  @Audited()
   mountSet(@Payload() body: MountSetDto) {
     return this.projects.mountSet(body);
   }
@@ -91,6 +99,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
   @SubscribeMessage('control.project_mount_remove')
   @AdminOnly()
   @Protected()
+  @Audited()
   mountRemove(@Payload() body: MountRemoveDto) {
     return this.projects.mountRemove(body);
   }
@@ -103,13 +112,24 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
 
   @SubscribeMessage('control.project_activate')
   @Protected()
+  @Audited()
   @ProjectScoped()
   activate(@Session() session: WsSession, @Payload() body: ProjectRefDto) {
     return this.projects.activate(actorOf(session), body.project_id);
   }
 
+  /** `control.project_up` (PROTOCOL.md 5a): a declarative project and its mounts; a dry run is not audited. */
+  @SubscribeMessage('control.project_up')
+  @AdminOnly()
+  @Protected()
+  @Audited({ unless: (payload) => payload.dry_run === true })
+  up(@Session() session: WsSession, @Payload() body: ProjectUpDto) {
+    return this.projectUp.up(actorOf(session), body);
+  }
+
   @SubscribeMessage('control.project_token_rotate')
   @Protected()
+  @Audited()
   @ProjectScoped()
   rotate(@Payload() body: ProjectRefDto) {
     return this.projects.rotateToken(body.project_id);
@@ -117,6 +137,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
 
   @SubscribeMessage('control.project_token_revoke')
   @Protected()
+  @Audited()
   @ProjectScoped()
   revoke(@Payload() body: ProjectRefDto) {
     return this.projects.revokeToken(body.project_id);

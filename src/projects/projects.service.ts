@@ -68,6 +68,28 @@ export function mountView(state: StateView, mount: MountRecord, now: number, wit
   return view;
 }
 
+/**
+ * The record of a new project (PROTOCOL.md 5 `project_create`): a fresh id, `vision` default
+ * `""`, `access_policy.invoke` default `"deny"`, the token kept as its SHA-256 digest.
+ * @param now creation time, ms since the epoch
+ */
+export function newProjectRecord(input: { name: string; vision?: string; access_policy?: { invoke?: AccessPolicy['invoke'] } }, token: string, now: number): ProjectRecord {
+  return {
+    project_id: newId('proj'),
+    name: input.name,
+    vision: input.vision ?? '',
+    access_policy: { invoke: input.access_policy?.invoke ?? 'deny' },
+    token_sha256: sha256Hex(token),
+    token_updated_at_ms: now,
+    created_at_ms: now,
+    updated_at_ms: now,
+    revision: 0,
+  };
+}
+
+/** A project's limit of configured mounts. */
+export const MAX_MOUNTS_PER_PROJECT = 10_000;
+
 @Injectable()
 export class ProjectsService {
   constructor(
@@ -147,18 +169,7 @@ export class ProjectsService {
   async create(input: ProjectCreateDto): Promise<ProjectDetail> {
     const token = newSecret();
     return this.store.mutate((s) => {
-      const now = this.clock.now();
-      const p: ProjectRecord = {
-        project_id: newId('proj'),
-        name: input.name,
-        vision: input.vision ?? '',
-        access_policy: { invoke: input.access_policy?.invoke ?? 'deny' },
-        token_sha256: sha256Hex(token),
-        token_updated_at_ms: now,
-        created_at_ms: now,
-        updated_at_ms: now,
-        revision: 0,
-      };
+      const p = newProjectRecord(input, token, this.clock.now());
       if (s.projects.has(p.project_id)) fail('internal_error', 'project id collision; retry');
       s.projects.put(p);
       return { ...this.detail(p, s), project_token: token };
@@ -221,7 +232,7 @@ export class ProjectsService {
       const mounts = s.mountsOf(p.project_id);
       const exists = mounts.some((m) => m.mount_path === mountPath && m.node_id === input.node_id && m.export_name === input.export_name);
       if (!exists) {
-        if (mounts.length >= 10_000) fail('invalid_payload', 'a project holds at most 10000 mounts');
+        if (mounts.length >= MAX_MOUNTS_PER_PROJECT) fail('invalid_payload', `a project holds at most ${MAX_MOUNTS_PER_PROJECT} mounts`);
         const now = this.clock.now();
         s.mounts.put({ mount_id: newId('mnt'), project_id: p.project_id, mount_path: mountPath, node_id: input.node_id, export_name: input.export_name, seq: s.takeMountSeq(), added_at_ms: now });
         p = s.projects.put({ ...p, updated_at_ms: now });

@@ -2,11 +2,13 @@
 import { Module } from '@nestjs/common';
 import { ClientModule } from '@svc/client';
 import { AcheronCommand } from './acheron.command';
+import { ApplyCommand } from './apply.command';
+import { AuditCommand } from './audit.command';
 import { ControlCommand } from './control.command';
 import { CliOutput } from './session-command';
 
 @Module({
   imports: [ClientModule],
-  providers: [ControlCommand, AcheronCommand, CliOutput],
+  providers: [ControlCommand, AcheronCommand, ApplyCommand, AuditCommand, CliOutput],
 })
 export class CliModule {}

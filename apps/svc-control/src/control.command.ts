@@ -11,11 +11,13 @@ import { ControlClient, ControlClientFactory } from '@svc/client';
 import { PROTECTED_OPERATIONS } from '@svc/protocol/wire';
 import { readPayloadArg } from './payload';
 import { AcheronCommand } from './acheron.command';
+import { ApplyCommand } from './apply.command';
+import { AuditCommand } from './audit.command';
 import { CliOutput, openSession, reportFailure, SessionCommand } from './session-command';
 
 @RootCommand({
   name: 'svc-control',
-  subCommands: [AcheronCommand],
+  subCommands: [AcheronCommand, ApplyCommand, AuditCommand],
   arguments: '[op] [payload]',
   description: 'send one control operation to svc and print the reply payload as JSON',
   argsDescription: {

@@ -7,8 +7,10 @@ import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, FORBIDDEN_KEYS, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '@svc/protocol';
-import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '@svc/ops';
+import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, FORBIDDEN_KEYS, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '@svc/protocol/wire';
+// The values module only, not `@svc/ops` (logging, metrics, health): `--help` and a configuration
+// error load nothing else (issue 11 item 4).
+import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '../../../libs/ops/src/config-values';
 
 /** One `--export name=path[:ro|:rw]`. */
 export interface ExportSpec {

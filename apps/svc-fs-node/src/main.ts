@@ -1,9 +1,9 @@
 #!/usr/bin/env node
 /**
- * `svc-fs-node`: the FS node. Bootstrap only: configuration, the exports (directories and
- * terminal services), the envelope WebSocket adapter on `/v2/fs`, the ops HTTP listener, the
- * control daemon with `--control-url` (pairing, lease, catalog), and graceful shutdown
- * (PROTOCOL.md 1, 8; issue 4 item 2).
+ * `svc-fs-node`: the FS node: configuration (config.ts, program.ts), then the exports
+ * (directories and terminal services), the envelope WebSocket adapter on `/v2/fs`, the ops HTTP
+ * listener, the control daemon with `--control-url` (pairing, lease, catalog), and graceful
+ * shutdown (serve.ts; PROTOCOL.md 1, 8; issue 4 item 2).
  *
  * Prints exactly one stdout line, `listening on ws://HOST:PORT/v2/fs`, once it accepts
  * sessions; logs are JSON lines on stderr. On SIGTERM/SIGINT in control daemon mode the node
@@ -13,198 +13,13 @@
  * does not exist or is not a directory, an invalid service manifest, a bad port) or a port that
  * cannot be bound; 3 when the control daemon cannot go on (join request denied, invite used up
  * after the node was deleted, role token refused).
+ *
+ * Runs `program.ts` from the bundle `npm run build` made of it, with its V8 code cache (issue 11
+ * item 4, libs/ops/src/bundled-program.ts); without a bundle, `program.ts` itself.
  */
-// First: V8 settings of the data path (see the module).
+// First: V8 settings of the data path (see the module), before the bundle is compiled: the code
+// cache was recorded with them, and V8 accepts a cache only under the flags it was made with.
 import '../../../libs/ops/src/data-path-gc';
-import 'reflect-metadata';
-import { NestFactory } from '@nestjs/core';
-import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
-import { join } from 'node:path';
-import { ExportDefinition, FsEndpointProfile, FsMetrics, FsNodeOptions, LocalDirBackend, TerminalBackend } from '@svc/fs';
-import { AppLogger, ReadinessService } from '@svc/ops';
-import { CloseCode } from '@svc/protocol/wire';
-import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
-import { ConfigError, FS_NODE_USAGE, FsNodeConfig, isLoopbackBind, loadFsNodeConfig } from './config';
-import { FsNodeAppModule } from './fs-node.module';
-import { builtInServiceIds, ManifestError, loadManifests } from './daemon/catalog-record';
-import { ControlDaemon, DaemonFatal, LEASE_RELEASE_TIMEOUT_MS } from './daemon/control-daemon';
+import { runBundled } from '../../../libs/ops/src/bundled-program';
 
-function die(message: string, code = 2): never {
-  process.stderr.write(`svc-fs-node: ${message}\n`);
-  process.exit(code);
-}
-
-/** The package version, for `node.ver` in the hello. */
-function version(): string {
-  try {
-    return (JSON.parse(readFileSync(join(__dirname, '..', '..', '..', '..', 'package.json'), 'utf8')) as { version: string }).version;
-  } catch {
-    return '0.0.0';
-  }
-}
-
-/**
- * The FS URL to advertise when `--fs-url` is not given: the listening URL, with a wildcard bind
- * address replaced by the host name (other machines cannot dial 0.0.0.0).
- */
-function advertisedUrl(url: string, bind: string): string {
-  if (bind !== '0.0.0.0' && bind !== '::') return url;
-  return url.replace(/^ws:\/\/(\[::\]|0\.0\.0\.0)/, `ws://${hostname()}`);
-}
-
-async function main(): Promise<void> {
-  let config: FsNodeConfig;
-  try {
-    config = loadFsNodeConfig(process.argv.slice(2), process.env);
-  } catch (e) {
-    if (e instanceof ConfigError) die(e.message);
-    throw e;
-  }
-  if (config.help) {
-    process.stdout.write(FS_NODE_USAGE);
-    return;
-  }
-
-  const exports: ExportDefinition[] = [];
-  for (const spec of config.exports) {
-    try {
-      const backend = await LocalDirBackend.at(spec.path, { ro: spec.ro });
-      exports.push({ name: spec.name, ro: spec.ro, desc: `${spec.ro ? 'read-only' : 'read-write'} directory ${backend.root}`, backend });
-    } catch (e) {
-      die(`--export ${spec.name}: ${spec.path}: ${(e as Error).message}`);
-    }
-  }
-  const terminalBase = config.terminalCwd ?? config.exports.find((e) => !e.ro)?.path ?? null;
-  for (const id of config.terminalIds) {
-    exports.push({ name: `terminal-${id}`, ro: false, desc: `terminal ${id}: write control/invoke.json, read the result`, backend: new TerminalBackend(id, terminalBase!) });
-  }
-  if (config.daemon) {
-    // An invalid manifest is a startup error naming the file and field; nothing is published.
-    try {
-      loadManifests(config.daemon.manifestFiles, config.daemon.servicesDir, builtInServiceIds(config.daemon.fsService, config.terminalIds));
-    } catch (e) {
-      if (e instanceof ManifestError) die(`invalid service manifest: ${e.message}`);
-      throw e;
-    }
-  }
-  const fsOptions: FsNodeOptions = {
-    exports,
-    authToken: config.authToken,
-    authRequired: config.daemon !== null,
-    nodeName: config.nodeName,
-    version: version(),
-  };
-
-  const app = await NestFactory.create(
-    FsNodeAppModule.forRoot(config, fsOptions),
-    { bufferLogs: true, abortOnError: false },
-  );
-  const logger = app.get(AppLogger);
-  app.useLogger(logger);
-  const readiness = app.get(ReadinessService);
-  readiness.require('ws_listening');
-  const adapter = new EnvelopeWsAdapter(app, {
-    bind: config.bind,
-    port: config.port,
-    maxMessageBytes: config.maxMessageBytes,
-    profile: app.get(FsEndpointProfile),
-    sessions: app.get(SessionRegistry),
-    observer: app.get(FsMetrics).requests,
-  });
-  app.useWebSocketAdapter(adapter);
-
-  if (config.metricsPort !== null) {
-    try {
-      await app.listen(config.metricsPort, config.bind);
-    } catch (e) {
-      die(`cannot listen on ${config.bind}:${config.metricsPort} (SVC_METRICS_PORT): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-    }
-    const addr = app.getHttpServer().address();
-    logger.log({ msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` }, 'Bootstrap');
-  } else {
-    await app.init();
-  }
-  app.flushLogs();
-
-  let stopping = false;
-  let daemon: ControlDaemon | null = null;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.log({ msg: `received ${signal}; shutting down` }, 'Bootstrap');
-    readiness.beginShutdown();
-    // Release the lease first (bounded, 2 s) so the node's mounts fail over while FS requests
-    // in flight drain; a failed release is logged and does not change the exit code.
-    await daemon?.stop({ releaseLease: true, releaseTimeoutMs: LEASE_RELEASE_TIMEOUT_MS });
-    await adapter.shutdown(config.shutdownGraceMs);
-    await app.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
-
-  let url: string;
-  try {
-    url = await adapter.listen();
-  } catch (e) {
-    const err = e as NodeJS.ErrnoException;
-    die(`cannot listen on ${config.bind}:${config.port}: ${err.code === 'EADDRINUSE' ? 'address already in use' : err.message}`);
-  }
-  readiness.set('ws_listening', true);
-  logger.log(
-    {
-      msg: 'svc-fs-node ready',
-      url,
-      node_name: config.nodeName,
-      exports: exports.map((e) => ({ name: e.name, ro: e.ro, root: (e.backend as LocalDirBackend).root })),
-      fs_auth: config.authToken !== null || config.daemon !== null,
-      control_url: config.daemon?.controlUrl ?? null,
-    },
-    'Bootstrap',
-  );
-  process.stdout.write(`listening on ${url}\n`);
-  if (config.authToken === null && config.daemon === null && !isLoopbackBind(config.bind)) {
-    const warning = `FS session auth is off and ${url} is reachable from other hosts: anyone who reaches it can ${exports.some((e) => !e.ro) ? 'read and write' : 'read'} the exports; give --auth-token T (or SVC_FS_NODE_AUTH_TOKEN)`;
-    logger.warn({ msg: warning }, 'Bootstrap');
-    process.stderr.write(`svc-fs-node: warning: ${warning}\n`);
-  }
-
-  if (config.daemon) {
-    const d = config.daemon;
-    daemon = new ControlDaemon(
-      {
-        ...d,
-        nodeName: config.nodeName,
-        fsUrl: d.fsUrl ?? advertisedUrl(url, config.bind),
-        fixedFsAuthToken: config.authToken,
-        terminalIds: config.terminalIds,
-      },
-      {
-        exports: () => exports.filter((e) => e.backend instanceof LocalDirBackend).map((e) => ({ name: e.name, ro: e.ro })),
-        setFsAuthToken: (token) => {
-          const previous = fsOptions.authToken;
-          fsOptions.authToken = token;
-          if (previous === null || previous === token) return;
-          // Sessions admitted with the replaced token (re-pairing after node_delete) end now;
-          // clients reconnect with the token the topology hands out.
-          const open = app.get(SessionRegistry).all();
-          for (const session of open) session.close(CloseCode.POLICY_VIOLATION, 'FS auth token replaced; reconnect with the current one');
-          if (open.length > 0) logger.log({ msg: 'FS auth token replaced; closed the sessions admitted with the old one', sessions: open.length }, 'ControlDaemon');
-        },
-      },
-    );
-    daemon.on('fatal', (e: DaemonFatal) => {
-      logger.error({ msg: `control daemon stopped: ${e.message}` }, 'ControlDaemon');
-      process.stderr.write(`svc-fs-node: ${e.message}\n`);
-      void adapter.shutdown(0).finally(() => process.exit(3));
-    });
-    try {
-      await daemon.start();
-    } catch (e) {
-      die((e as Error).message);
-    }
-  }
-}
-
-main().catch((e) => die(`fatal: ${(e as Error).stack ?? String(e)}`, 1));
+runBundled(__dirname, () => require('./program'));

@@ -61,6 +61,7 @@ export const PROTECTED_OPERATIONS: readonly string[] = [
   'control.project_mount_set',
   'control.project_mount_remove',
   'control.project_activate',
+  'control.project_up',
   'control.project_token_rotate',
   'control.project_token_revoke',
   'control.node_invite_create',
@@ -68,3 +69,24 @@ export const PROTECTED_OPERATIONS: readonly string[] = [
   'control.node_join_deny',
   'control.node_delete',
 ];
+
+/**
+ * Control mutations recorded in the audit log with every outcome (PROTOCOL.md 5
+ * `control.audit_list`). Lease refreshes (a heartbeat every few seconds per node) and join
+ * status polls are left out unless refused; a `project_up` dry run changes nothing and is left
+ * out too. Refused authentications ({@link AUTH_REFUSAL_CODES}) are recorded for every type.
+ */
+export const AUDITED_OPERATIONS: readonly string[] = [
+  ...PROTECTED_OPERATIONS,
+  'control.node_join',
+  'control.node_join_request',
+  'control.node_lease_release',
+  'control.node_service_upsert',
+];
+
+/** Error codes of a refused authentication (operator token, project token, node secret): always audited. */
+export const AUTH_REFUSAL_CODES: readonly string[] = ['operator_auth_failed', 'project_auth_failed', 'node_auth_failed'];
+
+/** `control.audit_list` page size: default and largest (PROTOCOL.md 5). */
+export const AUDIT_LIST_DEFAULT_LIMIT = 100;
+export const AUDIT_LIST_MAX_LIMIT = 1000;

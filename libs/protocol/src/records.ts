@@ -165,3 +165,57 @@ export interface TopologyEndDelta {
  * `reason: "access_ended"`).
  */
 export type TopologyDelta = TopologyChangeDelta | TopologyEndDelta;
+
+/** A mount of a declarative workspace, as `control.project_up` reports it (PROTOCOL.md 5a). */
+export interface MountSpec {
+  mount_path: string;
+  node_id: string;
+  /** The node's name; null when the node no longer exists (a removed mount of a deleted node). */
+  node_name: string | null;
+  export_name: string;
+}
+
+/** `control.project_up` reply payload (PROTOCOL.md 5, 5a). */
+export interface ProjectUpResult {
+  /** null only on a dry run for a project that does not exist yet. */
+  project_id: string | null;
+  created: boolean;
+  /** Only when the project was created by this call (returned once). */
+  project_token?: string;
+  changes: { added: MountSpec[]; removed: MountSpec[]; unchanged: number };
+  /** Every configured mount of the project after the call (as ProjectDetail `mounts`). */
+  mounts: MountView[];
+  /** With `activate`: the caller's workspace root. */
+  workspace_root?: string;
+}
+
+/** What an audit entry is about (PROTOCOL.md 5 `control.audit_list`); ids only, never a secret. */
+export interface AuditTarget {
+  project_id?: string;
+  node_id?: string;
+  mount_path?: string;
+  request_id?: string;
+}
+
+/**
+ * One entry of the audit log (PROTOCOL.md 5 `control.audit_list`): a control mutation or a
+ * refused authentication, by whom (`role`, `agent_id` of the session), of which `type`, on what
+ * `target`, with what `result` (`"ok"` or the error code). Never holds a token or secret.
+ */
+export interface AuditEntry {
+  /** When it was recorded, ms since the epoch. */
+  ts_ms: number;
+  role: Role;
+  agent_id: string;
+  /** The request type, e.g. `control.project_up`. */
+  type: string;
+  target: AuditTarget;
+  /** `"ok"` or the error code of the reply, e.g. `operator_auth_failed`. */
+  result: string;
+}
+
+/** `control.audit_list` reply payload: newest first; `next_cursor` null on the last page. */
+export interface AuditListResult {
+  entries: AuditEntry[];
+  next_cursor: string | null;
+}

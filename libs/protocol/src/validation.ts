@@ -32,9 +32,15 @@ function messageOf(constraints: Record<string, string>): string | undefined {
   return Object.values(constraints)[0];
 }
 
+/** The wire path of a member: `a.b` for an object member, `a[0]` for an array element. */
+function memberPath(prefix: string, property: string): string {
+  if (/^\d+$/.test(property) && prefix) return `${prefix}[${property}]`;
+  return prefix ? `${prefix}.${property}` : property;
+}
+
 function firstFailure(errors: ValidationError[], prefix = ''): { path: string; error: ValidationError } | null {
   for (const error of errors) {
-    const path = prefix ? `${prefix}.${error.property}` : error.property;
+    const path = memberPath(prefix, error.property);
     if (error.constraints && Object.keys(error.constraints).length > 0) return { path, error };
     if (error.children?.length) {
       const nested = firstFailure(error.children, path);
@@ -50,9 +56,12 @@ function firstFailure(errors: ValidationError[], prefix = ''): { path: string; e
  */
 function nullMemberPath(obj: object, prefix = ''): string | null {
   for (const [key, v] of Object.entries(obj)) {
-    const path = prefix ? `${prefix}.${key}` : key;
+    const path = Array.isArray(obj) ? `${prefix}[${key}]` : prefix ? `${prefix}.${key}` : key;
     if (v === null) return path;
-    if (typeof v === 'object' && !Array.isArray(v) && Object.getPrototypeOf(v) !== Object.prototype) {
+    if (Array.isArray(v)) {
+      const nested = nullMemberPath(v, path);
+      if (nested) return nested;
+    } else if (typeof v === 'object' && Object.getPrototypeOf(v) !== Object.prototype) {
       const nested = nullMemberPath(v as object, path);
       if (nested) return nested;
     }
@@ -89,7 +98,12 @@ export function validatePayload<T extends object>(cls: DtoClass<T>, payload: Rec
     if (error.value === undefined || error.value === null) {
       throw new ProtocolError('missing_field', `missing field: ${path}`);
     }
-    const message = messageOf(error.constraints ?? {}) ?? `${path} is invalid`;
+    const constraints = error.constraints ?? {};
+    // an array element of a nested DTO that is not an object (`mounts: [5]`)
+    if (Object.keys(constraints).length === 1 && constraints.nestedValidation !== undefined) {
+      throw new ProtocolError('invalid_payload', `${path} must be an object`);
+    }
+    const message = messageOf(constraints) ?? `${path} is invalid`;
     // class-validator names the leaf property; make nested paths explicit.
     const named = message.startsWith(error.property) && path !== error.property ? path + message.slice(error.property.length) : message;
     throw new ProtocolError('invalid_payload', named);

@@ -6,6 +6,9 @@
 import 'reflect-metadata';
 import { Type } from 'class-transformer';
 import {
+  ArrayMaxSize,
+  IsArray,
+  IsBoolean,
   IsIn,
   IsInt,
   IsObject,
@@ -18,7 +21,7 @@ import {
   Min,
   ValidateNested,
 } from 'class-validator';
-import { LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '../constants';
+import { AUDIT_LIST_MAX_LIMIT, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '../constants';
 
 const IDENT = /^[A-Za-z0-9_\-][A-Za-z0-9._\-]{0,127}$/;
 const IDENT_MSG = (field: string) => `${field} must be identifier-safe: 1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with "."`;
@@ -303,6 +306,112 @@ export class NodeServiceWatchDto {
   @IsOptional()
   @Ident('node_id')
   node_id?: string;
+}
+
+/**
+ * One mount of `control.project_up` (PROTOCOL.md 5a): its node by `node_id` or by
+ * `node_name` (exactly one of them; checked by the service, which knows the nodes).
+ */
+export class MountSpecDto {
+  /** Normalised and checked by the service (absolute, no `.`/`..`, no control characters). */
+  @IsString({ message: 'mount_path must be a string' })
+  mount_path: string;
+
+  @IsOptional()
+  @Ident('node_id')
+  node_id?: string;
+
+  @IsOptional()
+  @IsString({ message: 'node_name must be a string' })
+  @Length(1, 128, { message: 'node_name must be 1 to 128 characters' })
+  @Matches(PRINTABLE, { message: 'node_name must not contain control characters' })
+  node_name?: string;
+
+  @Ident('export_name')
+  export_name: string;
+}
+
+/** Largest `mounts` list of `control.project_up` (a project holds at most this many mounts). */
+export const PROJECT_UP_MAX_MOUNTS = 10_000;
+
+/**
+ * `control.project_up` `{name, vision?, access_policy?, mounts, prune?, activate?, dry_run?}`
+ * (PROTOCOL.md 5a): the declarative form of a project and its mounts.
+ */
+export class ProjectUpDto {
+  @IsString({ message: 'name must be a string' })
+  @Length(1, 256, { message: 'name must be 1 to 256 characters' })
+  @Matches(PRINTABLE, { message: 'name must not contain control characters' })
+  name: string;
+
+  @IsOptional()
+  @IsString({ message: 'vision must be a string' })
+  @MaxLength(4096, { message: 'vision must be at most 4096 characters' })
+  vision?: string;
+
+  @IsOptional()
+  @IsObject({ message: 'access_policy must be an object' })
+  @ValidateNested()
+  @Type(() => AccessPolicyDto)
+  access_policy?: AccessPolicyDto;
+
+  @IsArray({ message: 'mounts must be an array' })
+  @ArrayMaxSize(PROJECT_UP_MAX_MOUNTS, { message: `mounts must hold at most ${PROJECT_UP_MAX_MOUNTS} entries` })
+  @ValidateNested({ each: true })
+  @Type(() => MountSpecDto)
+  mounts: MountSpecDto[];
+
+  /** Remove the configured mounts that `mounts` does not list (default true). */
+  @IsOptional()
+  @IsBoolean({ message: 'prune must be a boolean' })
+  prune?: boolean;
+
+  /** Bind the caller's agent to the project (default true). */
+  @IsOptional()
+  @IsBoolean({ message: 'activate must be a boolean' })
+  activate?: boolean;
+
+  /** Compute the reply and change nothing (default false). */
+  @IsOptional()
+  @IsBoolean({ message: 'dry_run must be a boolean' })
+  dry_run?: boolean;
+}
+
+/**
+ * `control.audit_list` `{since_ms?, until_ms?, actor_agent_id?, type?, limit?, cursor?}`
+ * (PROTOCOL.md 5): times in ms since the epoch, both bounds inclusive; `limit` 1 to 1000
+ * (default 100); `cursor` is a previous reply's `next_cursor`.
+ */
+export class AuditListDto {
+  @IsOptional()
+  @IsInt({ message: 'since_ms must be an integer (ms since the epoch)' })
+  @Min(0, { message: 'since_ms must not be negative' })
+  since_ms?: number;
+
+  @IsOptional()
+  @IsInt({ message: 'until_ms must be an integer (ms since the epoch)' })
+  @Min(0, { message: 'until_ms must not be negative' })
+  until_ms?: number;
+
+  @IsOptional()
+  @Ident('actor_agent_id')
+  actor_agent_id?: string;
+
+  @IsOptional()
+  @IsString({ message: 'type must be a string' })
+  @Matches(/^[a-z]+\.[a-z_]{1,64}$/, { message: 'type must be a request type such as control.project_up' })
+  type?: string;
+
+  @IsOptional()
+  @IsInt({ message: 'limit must be an integer' })
+  @Min(1, { message: 'limit must be at least 1' })
+  @Max(AUDIT_LIST_MAX_LIMIT, { message: `limit must be at most ${AUDIT_LIST_MAX_LIMIT}` })
+  limit?: number;
+
+  @IsOptional()
+  @IsString({ message: 'cursor must be a string' })
+  @Matches(/^[0-9]{1,19}$/, { message: 'cursor must be a next_cursor of an earlier control.audit_list reply' })
+  cursor?: string;
 }
 
 /** Payloads that take nothing; members are ignored. */

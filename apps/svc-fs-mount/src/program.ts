@@ -1,0 +1,36 @@
+/**
+ * The program of `svc-fs-mount`: the workspace filesystem from the command line (issue 3
+ * item 8). See {@link MountRootCommand} for usage and {@link CliOutput} for exit codes.
+ * `main.ts` runs it (bundled by `npm run build`, see libs/ops/src/bundled-program.ts).
+ */
+// First: V8 settings of the data path (see the module); main.ts has applied them already.
+import '../../../libs/ops/src/data-path-gc';
+import 'reflect-metadata';
+import { CommandFactory } from 'nest-commander';
+import { MountCliModule } from './cli.module';
+
+// A reader that goes away (`svc-fs-mount cat f | head`) is not an error.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw e;
+});
+
+async function main(): Promise<void> {
+  await CommandFactory.run(MountCliModule, {
+    logger: false,
+    cliName: 'svc-fs-mount',
+    errorHandler: (err: Error & { code?: string }) => {
+      // commander's own usage errors (unknown option, missing argument) and --help.
+      process.exit(err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? 0 : 2);
+    },
+    serviceErrorHandler: (err: Error) => {
+      process.stderr.write(`svc-fs-mount: ${err.message}\n`);
+      process.exitCode = 2;
+    },
+  });
+}
+
+main().catch((e) => {
+  process.stderr.write(`svc-fs-mount: ${(e as Error).message}\n`);
+  process.exit(2);
+});
