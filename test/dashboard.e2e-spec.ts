@@ -213,6 +213,38 @@ suite('web dashboard in headless Chromium', () => {
     await screenshot(page, 'node-c-approved');
   });
 
+  it('shows the audit log with filters: the sign-ins, the setup and the approval', async () => {
+    const filter = async (type: string) => {
+      await page.fill('#audit-type', type);
+      await page.click('#audit-filters button[type="submit"]');
+      await page.waitForFunction(
+        (t) => {
+          const rows = [...document.querySelectorAll('#audit-table tbody tr')];
+          return rows.length > 0 && rows.every((r) => r.getAttribute('data-type') === t);
+        },
+        type.includes('.') ? type : `control.${type}`,
+        { timeout: 5000 },
+      );
+      return page.locator('#audit-table tbody tr').evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent ?? '')));
+    };
+    expect(await page.locator('#audit-unavailable').count()).toBe(0);
+    // two refused sign-ins (wrong token, user token) and one that succeeded, newest first
+    const signIns = await filter('ui.sign_in');
+    expect(signIns.map((r) => r[5])).toEqual(['ok', 'auth_failed', 'auth_failed']);
+    expect(signIns.every((r) => r[2] === 'dashboard')).toBe(true);
+    // the workspace setup: four mounts set by the test's admin session
+    const mounts = await filter('project_mount_set');
+    expect(mounts).toHaveLength(4);
+    expect(mounts.every((r) => r[4].includes(`project_id=${ws.project.project_id}`) && r[5] === 'ok')).toBe(true);
+    // the approval made with the button, by the dashboard's session
+    const approvals = await filter('node_join_approve');
+    expect(approvals).toHaveLength(1);
+    expect(approvals[0]).toEqual([expect.any(String), 'admin', 'dashboard', 'control.node_join_approve', expect.stringMatching(/request_id=/), 'ok']);
+    const html = await page.content();
+    for (const t of [ADMIN_TOKEN, USER_TOKEN, ws.project.project_token]) expect(html).not.toContain(t);
+    await screenshot(page, 'audit');
+  });
+
   it('refuses a WebSocket opened from another origin', async () => {
     const addr = otherOrigin.address() as { port: number };
     const evil = await context.newPage();

@@ -6,7 +6,7 @@
  * |---|---|
  * | `GET /` from a browser (`Accept: text/html`) | 303 to `/ui/` (anything else: the adapter's 426) |
  * | `GET /ui/` | the application shell with a valid session cookie, else the sign-in page; never data |
- * | `POST /ui/sign-in` (form field `token`) | the admin token: a session cookie and 303 to `/ui/`; anything else 401 (user token too: admin only); more than the rate limit: 429 with `Retry-After` |
+ * | `POST /ui/sign-in` (form field `token`) | the admin token: a session cookie and 303 to `/ui/`; anything else 401 (user token too: admin only); more than the rate limit: 429 with `Retry-After`. Audited as `ui.sign_in` (`ok` or `auth_failed`), logged, never with the token |
  * | `POST /ui/sign-out` | the cookie cleared (and the session revoked here), 303 to `/ui/` |
  * | `GET /ui/style.css` | the style sheet |
  * | `GET /favicon.ico` | 204 (no icon) |
@@ -27,11 +27,16 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import type { TLSSocket } from 'node:tls';
 import { HttpExtension, UpgradeVerdict } from '@svc/transport';
+import { AuditService } from '../audit/audit.service';
 import { AuthTokensService } from '../control/auth-tokens.service';
 import { appShell, signInPage, SignInNotice, STYLE_CSS } from './pages';
 import { SignInLimiter } from './sign-in-limiter';
 import { UI_SESSION_COOKIE, UI_SESSION_TTL_MS, UiSessionsService } from './ui-sessions.service';
 
+/** Audit entry type of a dashboard sign-in (result `ok` or {@link SIGN_IN_REFUSED}). */
+export const SIGN_IN_AUDIT_TYPE = 'ui.sign_in';
+/** Audit result of a refused dashboard sign-in (a wrong token, or the user token). */
+export const SIGN_IN_REFUSED = 'auth_failed';
 /** Largest sign-in form body, bytes. */
 const MAX_FORM_BYTES = 4096;
 /** Where `npm run build` puts the compiled browser modules (ui/ -> dist/ui). */
@@ -79,6 +84,7 @@ export class DashboardHttp implements HttpExtension {
   constructor(
     private readonly sessions: UiSessionsService,
     private readonly tokens: AuthTokensService,
+    private readonly audit: AuditService,
   ) {
     this.loadScripts(DEFAULT_ASSET_DIR);
   }
@@ -181,10 +187,12 @@ export class DashboardHttp implements HttpExtension {
       // Never the token itself: only why it was refused.
       const reason = !token ? 'no token given' : role === 'user' ? 'the user token (the dashboard is admin only)' : this.tokens.adminToken() ? 'wrong token' : 'role tokens not loaded yet';
       this.log.warn({ msg: 'dashboard sign-in refused', remote, reason });
+      if (this.tokens.adminToken()) void this.audit.record({ role: 'admin', agent_id: 'dashboard', type: SIGN_IN_AUDIT_TYPE, target: {}, result: SIGN_IN_REFUSED }, `ui:${remote}`);
       return this.page(req, res, this.tokens.adminToken() ? 401 : 503, signInPage(this.tokens.adminToken() ? 'wrong_token' : 'not_ready'));
     }
     const { value, session } = this.sessions.issue();
     this.log.log({ msg: 'dashboard sign-in', remote, session: session.id.slice(0, 8) });
+    void this.audit.record({ role: 'admin', agent_id: 'dashboard', type: SIGN_IN_AUDIT_TYPE, target: {}, result: 'ok' }, `ui:${remote}`);
     this.redirect(req, res, '/ui/', { 'Set-Cookie': this.cookie(req, value, Math.floor(UI_SESSION_TTL_MS / 1000)) });
   }
 

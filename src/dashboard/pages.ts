@@ -75,7 +75,7 @@ export function appShell(): string {
 <form id="audit-filters" class="filters">
 <label>Since <select id="audit-since"><option value="900000">15 min</option><option value="3600000" selected>1 h</option><option value="86400000">24 h</option><option value="604800000">7 days</option><option value="">all</option></select></label>
 <label>Agent <input id="audit-agent" size="12"></label>
-<label>Type <input id="audit-type" size="24" placeholder="control.project_create"></label>
+<label>Type <input id="audit-type" size="24" placeholder="project_up, ui.sign_in"></label>
 <button type="submit">Filter</button>
 </form>
 <div id="audit"></div>

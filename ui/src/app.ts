@@ -339,7 +339,7 @@ async function loadAudit(more: boolean): Promise<void> {
   const payload: Record<string, unknown> = { limit: AUDIT_PAGE };
   if (since) payload.since_ms = Date.now() - Number(since);
   if (agent) payload.actor_agent_id = agent;
-  if (type) payload.type = type.startsWith('control.') ? type : `control.${type}`;
+  if (type) payload.type = type.includes('.') ? type : `control.${type}`;
   if (more && auditCursor) payload.cursor = auditCursor;
   const moreButton = document.getElementById('audit-more') as HTMLButtonElement;
   try {
