@@ -10,6 +10,7 @@ import { existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSyn
 import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, ROOT, sleep, tmpDir, waitFor } from './helpers/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
+import { mountSlots } from '../libs/fs/src/fuse/fuse-inodes';
 
 function fuseUnavailable(): string | null {
   if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
@@ -125,7 +126,7 @@ describeFuse('FUSE mount', () => {
     expect(statSync(file).mtime.toISOString()).toBe('2021-03-04T05:06:07.000Z');
   });
 
-  it('runs git init, add and commit inside the mount', () => {
+  it('runs git init, add and commit inside the mount', async () => {
     const repo = join(mnt, 'b', 'repo');
     mkdirSync(repo);
     sh('cp', ['-r', join(ROOT, 'docs'), join(repo, 'docs')]);
@@ -135,6 +136,24 @@ describeFuse('FUSE mount', () => {
     expect(sh('git', ['status', '--porcelain'], repo)).toBe('');
     expect(sh('git', ['log', '--oneline'], repo)).toMatch(/in the mount/);
     expect(existsSync(join(ws.dirs.b, 'repo', '.git', 'HEAD'))).toBe(true);
+    // use_ino: stat reports the mount's own numbers (mount path slot in the high byte), which
+    // another mount of the same workspace gives too, so git's index stays valid there.
+    const ino = (root: string) => Number(sh('stat', ['-c', '%i', join(root, 'b', 'repo', 'docs', 'protocol.md')]).trim());
+    expect(Math.floor(ino(mnt) / 2 ** 24)).toBe(mountSlots(['/a', '/b', '/shared']).get('/b'));
+    const mnt2 = join(tmpDir('mnt2-'), 'ws');
+    mkdirSync(mnt2);
+    const second = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', mnt2], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let o2 = '';
+    second.stdout!.setEncoding('utf8').on('data', (d: string) => (o2 += d));
+    try {
+      await waitFor(() => o2.includes('mounted on'), 20_000);
+      expect(ino(mnt2)).toBe(ino(mnt));
+      expect(sh('git', ['status', '--porcelain'], join(mnt2, 'b', 'repo'))).toBe('');
+    } finally {
+      const exited = new Promise((r) => second.once('exit', r));
+      second.kill('SIGTERM');
+      await exited;
+    }
   });
 
   it('follows a mount path moved with project_mount_remove/project_mount_set while mounted', async () => {

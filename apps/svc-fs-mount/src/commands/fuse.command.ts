@@ -154,7 +154,9 @@ export class FuseMountCommand extends MountCommand {
       const fuse = new Fuse(mountpoint, fs.ops, {
         // `fsname` is passed through to libfuse's -o list: it also carries big_writes (128 KiB
         // writes instead of 4 KiB) which fuse-native has no option for.
-        fsname: 'svc,big_writes',
+        // use_ino: stat reports the mount's stable inode numbers (fuse-inodes.ts), so git's
+        // index stays valid across remounts instead of re-hashing every file.
+        fsname: 'svc,big_writes,use_ino',
         subtype: 'svc',
         allowOther: options.allowOther === true,
         // Strings: fuse-native drops a falsy number, which would leave libfuse's 1 s default for 0.

@@ -9,6 +9,7 @@
 import { Attr, Errno, FsError } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
+import type { FuseInodes } from './fuse-inodes';
 import { FuseStat, toFuseStat } from './fuse-stat';
 
 /** Most entries each client cache holds; past it the oldest tenth is dropped. */
@@ -65,6 +66,8 @@ export class FuseCaches {
   constructor(
     private readonly router: Pick<WorkspaceRouter, 'getattr' | 'readdirAll'>,
     private readonly ttl: number,
+    /** Inode numbers for the stats of listings (default: the node ids). */
+    private readonly inodes: Pick<FuseInodes, 'of'> = { of: (_path, id) => id },
   ) {}
 
   /** Drops every cached attribute, listing, negative lookup and open proof. */
@@ -159,7 +162,7 @@ export class FuseCaches {
     const done = Date.now();
     const names = entries.map((e) => e.name);
     for (const e of entries) this.remember(joinPath(path, e.name), e.attr, done);
-    const value: Listing = { names, has: new Set(names), stats: entries.map((e) => toFuseStat(e.attr)) };
+    const value: Listing = { names, has: new Set(names), stats: entries.map((e) => toFuseStat(e.attr, this.inodes.of(joinPath(path, e.name), e.attr.id))) };
     cacheSet(this.dirs, path, { value, expires: done + this.ttl });
     return value;
   }

@@ -22,6 +22,11 @@ class FakeRouter extends EventEmitter {
   /** Open handles keep the file they opened, as a descriptor does. */
   private readonly handles = new Map<number, { data: Buffer }>();
 
+  /** One mount path, `/w` (for the inode numbers). */
+  readonly mountPaths = ['/w'];
+  resolve(path: string) {
+    return path === '/w' || path.startsWith('/w/') ? { kind: 'mount', path, mountPath: '/w', rel: path.slice(3) } : { kind: 'synthetic', path, children: ['w'] };
+  }
   add(path: string, data: Buffer, ct = 1): void {
     this.files.set(path, { data, attr: attr(this.files.size + 10, data.length, ct) });
   }

@@ -33,6 +33,7 @@ import { BufferPool } from '../buffer-pool';
 import type { FailoverEvent, TopologyChange, UnavailableEvent, WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches } from './fuse-caches';
 import { FuseHandles } from './fuse-handles';
+import { FuseInodes } from './fuse-inodes';
 import { FuseOperations } from './fuse-ops';
 import { FusePoller } from './fuse-poller';
 import { ReadAhead } from './read-ahead';
@@ -57,7 +58,8 @@ export interface FuseFsOptions {
    * After answering an operation, keep the event loop polling instead of sleeping for this
    * long, µs (default 1000; 0 never; never on a single CPU). The next operation of a busy
    * caller is then picked up without the wake-up of an idle CPU, which costs tens of µs per
-   * operation on virtual machines; an idle mount does not poll.
+   * operation on virtual machines; an idle mount does not poll, and neither does a mount
+   * waiting for a node's reply (the spin would take a CPU from a node on the same machine).
    */
   pollUs?: number;
   /** An operation still unanswered after this long is answered ETIMEDOUT, ms (default 60000). */
@@ -79,7 +81,9 @@ export class FuseFs {
     // Write-behind blocks: header room + one chunk.
     const blocks = new BufferPool(BINARY_HEADER_ROOM + chunk, 8);
     const pollMs = availableParallelism() > 1 ? (options.pollUs ?? 1000) / 1000 : 0;
-    const caches = (this.caches = new FuseCaches(router, ttl));
+    // Stable inode numbers (the mount runs with libfuse's use_ino): see fuse-inodes.ts.
+    const inodes = new FuseInodes(router);
+    const caches = (this.caches = new FuseCaches(router, ttl, inodes));
     this.operations = new FuseOperations({
       router,
       caches,
@@ -87,6 +91,7 @@ export class FuseFs {
       reads: new ReadAhead(router, chunk, readAhead),
       writes: new WriteBehind(router, blocks, chunk),
       poller: new FusePoller(pollMs, options.opTimeoutMs ?? 60_000),
+      inodes,
       readOnly: options.readOnly ?? false,
     });
     router.on('inval', (e: { paths: string[] }) => e.paths.forEach((p) => caches.forget(p)));

@@ -3,10 +3,11 @@
  * router, the caches, the open-file table, read-ahead and write-behind, answered through the
  * poller. Mutations keep the caches coherent with what this mount did.
  */
-import { Errno, FsError, NodeKind, OpenFlags, StatFs } from '@svc/protocol/wire';
+import { Attr, Errno, FsError, NodeKind, OpenFlags, StatFs } from '@svc/protocol/wire';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches, openProof } from './fuse-caches';
 import { FuseHandles, OpenState } from './fuse-handles';
+import type { FuseInodes } from './fuse-inodes';
 import { Cb, FusePoller } from './fuse-poller';
 import { FuseStat, fuseErrno, toFuseStat } from './fuse-stat';
 import { ReadAhead } from './read-ahead';
@@ -20,6 +21,8 @@ export interface FuseOperationsParts {
   reads: ReadAhead;
   writes: WriteBehind;
   poller: FusePoller;
+  /** Inode numbers reported by getattr (default: the node ids). */
+  inodes?: Pick<FuseInodes, 'of'>;
   /** Refuse every mutation with EROFS. */
   readOnly: boolean;
 }
@@ -33,8 +36,10 @@ export class FuseOperations {
   private readonly writes: WriteBehind;
   private readonly poller: FusePoller;
   private readonly readOnly: boolean;
+  private readonly inodes: Pick<FuseInodes, 'of'>;
 
   constructor(parts: FuseOperationsParts) {
+    this.inodes = parts.inodes ?? { of: (_path, id) => id };
     this.router = parts.router;
     this.caches = parts.caches;
     this.handles = parts.handles;
@@ -42,6 +47,11 @@ export class FuseOperations {
     this.writes = parts.writes;
     this.poller = parts.poller;
     this.readOnly = parts.readOnly;
+  }
+
+  /** The fuse-native stat of `path` with attributes `attr`, with the mount's inode number. */
+  private stat(path: string, attr: Attr): FuseStat {
+    return toFuseStat(attr, this.inodes.of(path, attr.id));
   }
 
   /** @throws FsError EROFS on a read-only mount */
@@ -132,12 +142,12 @@ export class FuseOperations {
       getattr: (path: string, cb: Cb<FuseStat>) =>
         P.run(cb, async () => {
           await f.flushPath(path);
-          return toFuseStat(await C.attrOf(path));
+          return f.stat(path, await C.attrOf(path));
         }),
       fgetattr: (path: string, _fd: number, cb: Cb<FuseStat>) =>
         P.run(cb, async () => {
           await f.flushPath(path);
-          return toFuseStat(await C.attrOf(path));
+          return f.stat(path, await C.attrOf(path));
         }),
       access: (path: string, _mode: number, cb: Cb) => P.run(cb, async () => void (await C.attrOf(path))),
       readdir: (path: string, done: (err: number, names?: string[], stats?: FuseStat[]) => void) => {

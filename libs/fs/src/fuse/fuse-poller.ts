@@ -83,14 +83,19 @@ export class FusePoller {
     }
   }
 
-  /** Keeps the event loop polling for `pollMs` from now. */
+  /**
+   * Keeps the event loop polling for `pollMs` from now, while no operation waits for an answer:
+   * an operation in progress waits for a node's reply, which wakes the loop by itself, and a
+   * spin then only takes the CPU a node or the caller on this machine needs (bench:fuse-latency
+   * measured reading 10,000 small files 1.6x slower with the spin on 2 busy cores).
+   */
   private poll(): void {
     if (this.pollMs <= 0) return;
     this.pollUntil = performance.now() + this.pollMs;
     if (this.polling) return;
     this.polling = true;
     const spin = () => {
-      if (performance.now() < this.pollUntil) setImmediate(spin);
+      if (performance.now() < this.pollUntil && this.unanswered.size === 0) setImmediate(spin);
       else this.polling = false;
     };
     setImmediate(spin);

@@ -24,15 +24,16 @@ export interface FuseStat {
  * Converts a router attribute (ns times) to a fuse-native stat (ms times). `blksize`, the
  * preferred I/O size, is the 1 MiB of a read-ahead chunk: `cat`, `cp` and friends size their
  * buffers by it, so they make 8x fewer system calls than with 128 KiB.
+ * @param ino the inode number to report (default the node id; the mount reports FuseInodes numbers, fuse-inodes.ts)
  */
-export function toFuseStat(a: Attr): FuseStat {
+export function toFuseStat(a: Attr, ino: number = a.id): FuseStat {
   return {
     mode: a.m,
     uid: a.u,
     gid: a.g,
     size: a.sz,
     nlink: a.n || 1,
-    ino: a.id,
+    ino,
     blksize: 1024 * 1024,
     blocks: Math.ceil(a.sz / 512),
     atime: Math.floor(a.at / 1e6),

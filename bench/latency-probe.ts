@@ -1,0 +1,136 @@
+/**
+ * Latency probe for `bench/fuse-latency.ts` (issue 11, build item 2): preloaded into the
+ * `svc-fs-node` and `svc-fs-mount mount` processes with `node -r dist/bench/latency-probe.js`,
+ * it timestamps, without changing what they do:
+ *  - every WebSocket frame sent and received (the `ws` module's `send` and `message` event),
+ *    matched by the envelope's `tag`: in the node, receive -> reply sent per request type
+ *    (`node` times); in the mount, request sent -> reply received (`rtt` times, the round trip
+ *    as the mount sees it: the node's time plus both hops over loopback and both event loops);
+ *  - every fuse-native operation, from the moment the JS operation is called (after the FUSE
+ *    thread's hand-off to the event loop) to its answer (`fuse` times, per operation name).
+ * On exit the process writes `{pid, role, fuse, rtt, node}` (each a map of name -> durations,
+ * microseconds) as JSON to `$LATENCY_PROBE_DIR/probe-<pid>.json`; SIGUSR2 forgets what was
+ * recorded so far. Without LATENCY_PROBE_DIR it does nothing. Costs about a microsecond per frame (a regular expression on the first 200 bytes).
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const DIR = process.env.LATENCY_PROBE_DIR;
+
+/** Durations in µs by name. */
+type Series = Record<string, number[]>;
+
+const fuse: Series = {};
+const rtt: Series = {};
+const node: Series = {};
+/** Requests seen and not yet answered: tag -> [type, time ms]. */
+const sent = new Map<number, [string, number]>();
+const received = new Map<number, [string, number]>();
+
+function add(series: Series, name: string, us: number): void {
+  (series[name] ??= []).push(us);
+}
+
+const HEAD = /"type":"([^"]+)","tag":(\d+)/;
+
+/** The `type` and `tag` of a frame (text, or binary with its 4-byte header length), or null. */
+function typeAndTag(data: unknown, binary: boolean): [string, number] | null {
+  let head: string;
+  if (typeof data === 'string') head = data.slice(0, 200);
+  else if (Buffer.isBuffer(data)) head = data.toString('latin1', binary ? 4 : 0, Math.min(data.length, 204));
+  else return null;
+  const m = HEAD.exec(head);
+  return m ? [m[1], Number(m[2])] : null;
+}
+
+function onSend(data: unknown, binary: boolean): void {
+  const tt = typeAndTag(data, binary);
+  if (!tt) return;
+  const now = performance.now();
+  const [type, tag] = tt;
+  if (type.startsWith('acheron.t_')) {
+    sent.set(tag, [type.replace(/^acheron\.t_(fs_)?/, ''), now]);
+  } else {
+    const req = received.get(tag);
+    if (req) {
+      received.delete(tag);
+      add(node, req[0], (now - req[1]) * 1000);
+    }
+  }
+}
+
+function onMessage(data: unknown, binary: boolean): void {
+  const tt = typeAndTag(data, binary);
+  if (!tt) return;
+  const now = performance.now();
+  const [type, tag] = tt;
+  if (type.startsWith('acheron.t_')) {
+    received.set(tag, [type.replace(/^acheron\.t_(fs_)?/, ''), now]);
+  } else {
+    const req = sent.get(tag);
+    if (req) {
+      sent.delete(tag);
+      add(rtt, req[0], (now - req[1]) * 1000);
+    }
+  }
+}
+
+if (DIR) {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const WebSocket = require('ws') as { prototype: Record<string, (...args: unknown[]) => unknown> };
+  const send = WebSocket.prototype.send;
+  WebSocket.prototype.send = function (this: unknown, data: unknown, options?: unknown, cb?: unknown) {
+    const binary = typeof options === 'object' && options !== null ? (options as { binary?: boolean }).binary !== false && typeof data !== 'string' : typeof data !== 'string';
+    onSend(data, binary);
+    return send.call(this, data, options, cb);
+  };
+  const emit = WebSocket.prototype.emit;
+  WebSocket.prototype.emit = function (this: unknown, event: unknown, ...args: unknown[]) {
+    if (event === 'message') onMessage(args[0], args[1] === true);
+    return emit.call(this, event, ...args);
+  };
+
+  try {
+    const resolved = require.resolve('fuse-native');
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const Fuse = require(resolved) as new (mnt: string, ops: Record<string, unknown>, opts: unknown) => object;
+    class ProbedFuse extends Fuse {
+      constructor(mnt: string, ops: Record<string, unknown>, opts: unknown) {
+        const probed: Record<string, unknown> = {};
+        for (const [name, fn] of Object.entries(ops)) {
+          if (typeof fn !== 'function') {
+            probed[name] = fn;
+            continue;
+          }
+          probed[name] = (...args: unknown[]) => {
+            const t0 = performance.now();
+            const cb = args[args.length - 1] as (...r: unknown[]) => unknown;
+            if (typeof cb === 'function') {
+              args[args.length - 1] = (...r: unknown[]) => {
+                add(fuse, name, (performance.now() - t0) * 1000);
+                return cb(...r);
+              };
+            }
+            return (fn as (...a: unknown[]) => unknown)(...args);
+          };
+        }
+        super(mnt, probed, opts);
+      }
+    }
+    require.cache[resolved]!.exports = ProbedFuse;
+  } catch {
+    /* not a mount process, or FUSE unavailable */
+  }
+
+  // SIGUSR2 forgets what was recorded so far (a phase that warms up first).
+  process.on('SIGUSR2', () => {
+    for (const series of [fuse, rtt, node]) for (const k of Object.keys(series)) delete series[k];
+    sent.clear();
+    received.clear();
+  });
+
+  process.on('exit', () => {
+    const role = process.argv.some((a) => a.includes('svc-fs-node')) ? 'node' : 'mount';
+    writeFileSync(join(DIR, `probe-${process.pid}.json`), JSON.stringify({ pid: process.pid, role, fuse, rtt, node }));
+  });
+}
