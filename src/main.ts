@@ -65,8 +65,8 @@ async function main(): Promise<void> {
     maxMessageBytes: config.maxMessageBytes,
     profile: app.get(ControlEndpointProfile),
     sessions: app.get(SessionRegistry),
-    observer: app.get(ControlMetrics).requests,
     http: app.get(DashboardHttp),
+    observer: app.get(ControlMetrics).requests,
   });
   app.useWebSocketAdapter(adapter);
 
