@@ -45,6 +45,13 @@
  * taken. It asserts nothing. The machine is usually shared: the load average before and after is
  * printed with the table.
  *
+ * TLS (issue 12): a second `svc-fs-node` on the same export serving `wss://` with a throwaway CA
+ * made by `openssl` (bench/tls.ts), mounted a second time with `--tls-ca` ("svc TLS"), is measured
+ * in the same alternation on the sequential read and the small-file rows (`find`, `grep -R`); the
+ * table gives its seconds and the TLS cost (the throughput given up against the plain svc mount;
+ * issue 12 target on sequential read: at most 25 %). BENCH_TLS=0, or no `openssl`, leaves it out
+ * (the output says why).
+ *
  * Skipped with a message (exit 0) where FUSE is unavailable: no /dev/fuse, fuse-native not
  * installed, or no fusermount.
  *
@@ -64,6 +71,7 @@ import { closeSync, copyFileSync, createWriteStream, existsSync, mkdirSync, mkdt
 import { createServer, connect } from 'node:net';
 import { loadavg, tmpdir, userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
+import { makeBenchTls } from './tls';
 
 const ROOT = resolve(__dirname, '..', '..');
 const NODE = join(ROOT, 'dist/apps/svc-fs-node/src/main.js');
@@ -75,6 +83,7 @@ const RUNS = Math.max(1, Number(process.env.BENCH_RUNS ?? 5));
 const MOUNT_ARGS = (process.env.BENCH_MOUNT_ARGS ?? '').split(/\s+/).filter(Boolean);
 const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean);
 const WITH_SSHFS = process.env.BENCH_SSHFS !== '0';
+const WITH_TLS = process.env.BENCH_TLS !== '0';
 const ONLY = new Set((process.env.BENCH_ONLY ?? 'read,write,find,grep,git').split(',').map((s) => s.trim()));
 const MB = 1e6;
 const MIB = 1024 * 1024;
@@ -257,7 +266,7 @@ async function waitMounted(dir: string, want: boolean, ms: number): Promise<bool
 
 /** One mount under test. */
 interface Peer {
-  readonly name: 'svc' | 'sshfs';
+  readonly name: 'svc' | 'svc TLS' | 'sshfs';
   /** Directory in the mount that shows the export's root. */
   readonly root: string;
   /** Unmounts (when mounted) and mounts again: nothing the mount cached survives. */
@@ -266,22 +275,26 @@ interface Peer {
   stop(): Promise<void>;
 }
 
-/** The svc FUSE mount: a `svc-fs-mount ... mount` process on the svc-fs-node at `url`. */
+/**
+ * The svc FUSE mount: a `svc-fs-mount ... mount` process on the svc-fs-node at `url` (`wss://`
+ * with `extraArgs` `--tls-ca CA` for the TLS peer).
+ */
 class SvcPeer implements Peer {
-  readonly name = 'svc';
   readonly root: string;
   private proc: ChildProcess | null = null;
 
   constructor(
     private readonly url: string,
     private readonly mnt: string,
+    readonly name: 'svc' | 'svc TLS' = 'svc',
+    private readonly extraArgs: string[] = [],
   ) {
     this.root = join(mnt, 'w');
   }
 
   async remount(): Promise<void> {
     await this.stop();
-    const m = await startUntil([MOUNT, '--endpoint', `w=${this.url}`, 'mount', this.mnt, ...MOUNT_ARGS], /mounted on /, { SVC_LOG_LEVEL: 'warn' });
+    const m = await startUntil([MOUNT, '--endpoint', `w=${this.url}`, ...this.extraArgs, 'mount', this.mnt, ...MOUNT_ARGS], /mounted on /, { SVC_LOG_LEVEL: 'warn' });
     this.proc = m.proc;
   }
 
@@ -460,6 +473,10 @@ interface Row {
   svc: number;
   /** sshfs seconds; undefined without the peer. */
   sshfs?: number;
+  /** svc over TLS seconds; undefined when not measured. */
+  tls?: number;
+  /** Largest TLS cost the issue accepts (throughput given up, 0.25 = 25 %); undefined when only reported. */
+  tlsTarget?: number;
   /** Local disk seconds (page cache warm); undefined when not measured. */
   local?: number;
   /** Bytes moved, for MB/s. */
@@ -479,7 +496,8 @@ async function main(): Promise<void> {
   const local = join(base, 'local');
   const svcMnt = join(base, 'mnt-svc');
   const sshMnt = join(base, 'mnt-sshfs');
-  for (const d of [exp, local, svcMnt, sshMnt]) mkdirSync(d);
+  const tlsMnt = join(base, 'mnt-svc-tls');
+  for (const d of [exp, local, svcMnt, sshMnt, tlsMnt]) mkdirSync(d);
   const processes = new Set<ChildProcess>();
   const peers: Peer[] = [];
   let stopping = false;
@@ -495,6 +513,7 @@ async function main(): Promise<void> {
     }
     fuseUnmount(svcMnt);
     fuseUnmount(sshMnt);
+    fuseUnmount(tlsMnt);
     if (process.env.BENCH_KEEP === '1') log(`kept ${base}`);
     else rmSync(base, { recursive: true, force: true });
   };
@@ -533,6 +552,21 @@ async function main(): Promise<void> {
         notes.push(`sshfs ${peer.version}: sshfs ${peer.args.join(' ')}`);
       }
     } else notes.push('sshfs skipped: BENCH_SSHFS=0');
+    let tlsPeer: SvcPeer | null = null;
+    if (WITH_TLS) {
+      const tls = makeBenchTls(join(base, 'tls'));
+      if (typeof tls === 'string') {
+        notes.push(`svc TLS skipped: ${tls}`);
+        log(`svc TLS skipped: ${tls}`);
+      } else {
+        const tlsNode = await startUntil([NODE, '--port', '0', '--export', `work=${exp}`, '--tls-cert', tls.cert, '--tls-key', tls.key], /listening on (\S+)/, { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' });
+        processes.add(tlsNode.proc);
+        tlsPeer = new SvcPeer(tlsNode.match[1], tlsMnt, 'svc TLS', ['--tls-ca', tls.ca]);
+        peers.push(tlsPeer);
+        await tlsPeer.remount();
+        notes.push(`svc TLS: a second svc-fs-node on the export serving ${tlsNode.match[1]} (TLS 1.3, throwaway CA), mounted with --tls-ca; measured on the read, find and grep rows`);
+      }
+    } else notes.push('svc TLS skipped: BENCH_TLS=0');
 
     let dropNote: string | null | undefined;
     /** Remounts both mounts and drops the page cache: the next run is cold. */
@@ -541,7 +575,7 @@ async function main(): Promise<void> {
       const why = dropCaches();
       if (dropNote === undefined) {
         dropNote = why;
-        const mounts = peers.length > 1 ? 'both mounts' : 'the mount';
+        const mounts = peers.length > 2 ? `all ${peers.length} mounts` : peers.length > 1 ? 'both mounts' : 'the mount';
         notes.push(
           why === null
             ? `cold runs: ${mounts} remounted and the page cache dropped before each`
@@ -550,11 +584,15 @@ async function main(): Promise<void> {
         if (why !== null) log(`note: cannot drop the page cache (${why}); relying on remounts`);
       }
     };
-    /** Runs `fn` on each mount RUNS times, alternating which mount goes first; `prepare` runs before each timed run. */
-    const each = async (what: string, fn: (p: Peer) => Promise<number>, prepare?: (p: Peer) => Promise<void>) => {
-      const times = new Map<Peer, number[]>(peers.map((p) => [p, []]));
+    /**
+     * Runs `fn` on each mount RUNS times, alternating which mount goes first; `prepare` runs before
+     * each timed run. The TLS mount takes part when `withTls`.
+     */
+    const each = async (what: string, fn: (p: Peer) => Promise<number>, prepare?: (p: Peer) => Promise<void>, withTls = false) => {
+      const runPeers = peers.filter((p) => withTls || p !== tlsPeer);
+      const times = new Map<Peer, number[]>(runPeers.map((p) => [p, []]));
       for (let i = 0; i < RUNS; i++) {
-        const order = i % 2 === 0 ? peers : [...peers].reverse();
+        const order = i % 2 === 0 ? runPeers : [...runPeers].reverse();
         for (const p of order) {
           await prepare?.(p);
           const t = await fn(p);
@@ -562,7 +600,7 @@ async function main(): Promise<void> {
           log(`  ${what}, ${p.name} run ${i + 1}: ${t.toFixed(3)} s`);
         }
       }
-      return { svc: median(times.get(svc)!), sshfs: sshfs ? median(times.get(sshfs)!) : undefined };
+      return { svc: median(times.get(svc)!), sshfs: sshfs ? median(times.get(sshfs)!) : undefined, tls: withTls && tlsPeer ? median(times.get(tlsPeer)!) : undefined };
     };
     const localMedian = async (fn: () => Promise<number>) => {
       const xs: number[] = [];
@@ -573,8 +611,8 @@ async function main(): Promise<void> {
     if (ONLY.has('read')) {
       const what = `sequential read, ${FILE_MIB} MiB (cat), cold`;
       log(what);
-      const r = await each('read', (p) => timedRun('cat', [join(p.root, 'seq.bin')]), cold);
-      rows.push({ what, ...r, local: await localMedian(() => timedRun('cat', [join(local, 'seq.bin')])), bytes: size, target: 1.0 });
+      const r = await each('read', (p) => timedRun('cat', [join(p.root, 'seq.bin')]), cold, true);
+      rows.push({ what, ...r, local: await localMedian(() => timedRun('cat', [join(local, 'seq.bin')])), bytes: size, target: 1.0, tlsTarget: 0.25 });
     }
     if (ONLY.has('write')) {
       const what = `sequential write, ${FILE_MIB} MiB (cat > file)`;
@@ -589,7 +627,7 @@ async function main(): Promise<void> {
     if (ONLY.has('grep')) {
       const what = `grep -R over ${TREE_FILES} files, cold`;
       log(what);
-      rows.push({ what, ...(await each('grep cold', (p) => grep(p.root), cold)), target: 0.5 });
+      rows.push({ what, ...(await each('grep cold', (p) => grep(p.root), cold, true)), target: 0.5 });
     }
     if (ONLY.has('find') || ONLY.has('grep')) {
       // One untimed run of each on every mount first: then both are warm.
@@ -601,12 +639,12 @@ async function main(): Promise<void> {
     if (ONLY.has('find')) {
       const what = `find over ${TREE_FILES} files, warm`;
       log(what);
-      rows.push({ what, ...(await each('find warm', (p) => find(p.root))), local: await localMedian(() => find(local)), target: 1.0 });
+      rows.push({ what, ...(await each('find warm', (p) => find(p.root), undefined, true)), local: await localMedian(() => find(local)), target: 1.0 });
     }
     if (ONLY.has('grep')) {
       const what = `grep -R over ${TREE_FILES} files, warm`;
       log(what);
-      rows.push({ what, ...(await each('grep warm', (p) => grep(p.root))), local: await localMedian(() => grep(local)), target: 0.5 });
+      rows.push({ what, ...(await each('grep warm', (p) => grep(p.root), undefined, true)), local: await localMedian(() => grep(local)), target: 0.5 });
     }
     if (ONLY.has('git')) {
       const status = (root: string) => timedRun('git', [...GIT, 'status', '--porcelain'], { cwd: join(root, 'repo') });
@@ -623,7 +661,7 @@ async function main(): Promise<void> {
     await cleanup();
   }
 
-  const header = ['measurement', 'svc s', 'sshfs s', 'svc/sshfs', 'target', 'svc MB/s', 'sshfs MB/s', 'local s'];
+  const header = ['measurement', 'svc s', 'sshfs s', 'svc/sshfs', 'target', 'svc MB/s', 'sshfs MB/s', 'local s', 'svc TLS s', 'TLS cost'];
   const fmt = (n: number | undefined) => (n === undefined ? '-' : n >= 100 ? n.toFixed(0) : n >= 1 ? n.toFixed(2) : n.toFixed(3));
   const body = rows.map((r) => {
     const ratio = r.sshfs !== undefined ? r.svc / r.sshfs : undefined;
@@ -637,14 +675,17 @@ async function main(): Promise<void> {
       r.bytes ? (r.bytes / MB / r.svc).toFixed(0) : '',
       r.bytes && r.sshfs ? (r.bytes / MB / r.sshfs).toFixed(0) : '',
       fmt(r.local),
+      fmt(r.tls),
+      r.tls === undefined ? '' : `${((1 - r.svc / r.tls) * 100).toFixed(1)} %${r.tlsTarget === undefined ? '' : ` (<= ${r.tlsTarget * 100} %: ${1 - r.svc / r.tls <= r.tlsTarget ? 'met' : 'NOT met'})`}`,
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => (i === 0 || i === 4 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
+  const line = (cells: string[]) => cells.map((c, i) => (i === 0 || i === 4 || i === 9 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ');
   const loadAfter = loadavg();
   process.stdout.write(
     `\nsvc-fs-mount FUSE mount (binary data path) beside sshfs, same export, loopback; each figure the median of ${RUNS} runs per mount; ` +
-      `ratio = svc time / sshfs time (lower is better); local = the same on the local disk, page cache warm; MB = 10^6 bytes\n`,
+      `ratio = svc time / sshfs time (lower is better); local = the same on the local disk, page cache warm; ` +
+      `TLS cost = the throughput the svc TLS mount gives up against the plain one (1 - svc s / svc TLS s); MB = 10^6 bytes\n`,
   );
   for (const n of notes) process.stdout.write(`  ${n}\n`);
   process.stdout.write(`  load average (1 min) ${loadBefore[0].toFixed(2)} before, ${loadAfter[0].toFixed(2)} after (the machine may be shared: figures are noisy)\n\n`);

@@ -14,7 +14,10 @@
  *           shared  = the same temporary directory              -> /shared (standby)
  *
  * Flags: `--ci` (non-interactive; the demo never waits for input, the flag is accepted so CI
- * can say so), `--keep` (leave the temporary directory for inspection).
+ * can say so), `--keep` (leave the temporary directory for inspection), `--tls` (make a
+ * throwaway CA and certificates with `openssl` and run the same steps over `wss://`: svc and
+ * both nodes serve TLS, every client verifies them with `--tls-ca`; without `openssl` the demo
+ * says so and runs over `ws://`).
  */
 import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -29,6 +32,7 @@ const BIN = {
   fsMount: join(ROOT, 'dist/apps/svc-fs-mount/src/main.js'),
 };
 const keep = process.argv.includes('--keep');
+const tlsRequested = process.argv.includes('--tls');
 const work = mkdtempSync(join(tmpdir(), 'svc-demo-'));
 const children: ChildProcess[] = [];
 const ADMIN = `demo-admin-${process.pid}-${Date.now()}`;
@@ -81,10 +85,51 @@ function startServer(name: string, script: string, args: string[], env: NodeJS.P
   });
 }
 
+/** Certificates of the `--tls` run: the CA every client trusts, one certificate per server. */
+interface DemoTls {
+  ca: string;
+  certs: Record<'svc' | 'node-a' | 'node-b', { cert: string; key: string }>;
+}
+
+/** `--tls-ca CA` for every client when the demo runs over TLS. */
+let tlsArgs: string[] = [];
+
+/** Why the `--tls` run cannot make certificates here, or null when `openssl` works. */
+function opensslMissing(): string | null {
+  const r = spawnSync('openssl', ['version'], { encoding: 'utf8' });
+  return r.status === 0 ? null : `openssl is not installed (${r.error?.message ?? `exit ${r.status}`}; Debian: apt-get install openssl)`;
+}
+
+/**
+ * A throwaway CA (EC P-256, valid 2 days) and a certificate for each server, for 127.0.0.1 and
+ * localhost, made with `openssl` in `dir` (the commands are shown).
+ */
+function makeDemoTls(dir: string): DemoTls {
+  mkdirSync(dir);
+  const run = (args: string[]) => {
+    const r = spawnSync('openssl', args, { cwd: dir, encoding: 'utf8' });
+    if (r.status !== 0) throw new Error(`openssl ${args.join(' ')} failed (${r.status}): ${r.stderr}`);
+  };
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  process.stdout.write(`$ openssl req -x509 ${ec.join(' ')} -keyout ca.key -out ca.pem -days 2 -subj '/CN=svc demo CA'\n`);
+  run(['req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=svc demo CA']);
+  writeFileSync(join(dir, 'server.ext'), 'basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n');
+  const certs = {} as DemoTls['certs'];
+  for (const name of ['svc', 'node-a', 'node-b'] as const) {
+    process.stdout.write(`$ openssl req -new ${ec.join(' ')} -keyout ${name}.key -out ${name}.csr -subj '/CN=${name}'\n`);
+    run(['req', '-new', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
+    process.stdout.write(`$ openssl x509 -req -in ${name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out ${name}.pem\n`);
+    run(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'server.ext', '-out', `${name}.pem`]);
+    certs[name] = { cert: join(dir, `${name}.pem`), key: join(dir, `${name}.key`) };
+  }
+  process.stdout.write(`  CA ${join(dir, 'ca.pem')}; server certificates for IP:127.0.0.1, DNS:localhost\n`);
+  return { ca: join(dir, 'ca.pem'), certs };
+}
+
 /** Runs `svc-control <op> <payload>` and returns the parsed reply (exits the demo on failure). */
 function control(url: string, op: string, payload: object = {}): Record<string, unknown> {
-  const args = ['--url', url, op, JSON.stringify(payload)];
-  process.stdout.write(`$ svc-control ${op} '${masked(payload)}'\n`);
+  const args = ['--url', url, ...tlsArgs, op, JSON.stringify(payload)];
+  process.stdout.write(`$ svc-control ${tlsArgs.length ? `${tlsArgs.join(' ')} ` : ''}${op} '${masked(payload)}'\n`);
   const r = spawnSync(process.execPath, [BIN.control, ...args], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`svc-control ${op} failed (${r.status}): ${r.stderr}`);
   return JSON.parse(r.stdout) as Record<string, unknown>;
@@ -95,8 +140,8 @@ function control(url: string, op: string, payload: object = {}): Record<string, 
  * shortened), and returns its standard output (exits the demo on failure).
  */
 function apply(url: string, args: string[]): string {
-  process.stdout.write(`$ svc-control apply ${args.map((a) => a.replace(ROOT + '/', '')).join(' ')}\n`);
-  const r = spawnSync(process.execPath, [BIN.control, '--url', url, 'apply', ...args], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  process.stdout.write(`$ svc-control ${tlsArgs.length ? `${tlsArgs.join(' ')} ` : ''}apply ${args.map((a) => a.replace(ROOT + '/', '')).join(' ')}\n`);
+  const r = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, 'apply', ...args], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`svc-control apply failed (${r.status}): ${r.stderr}${r.stdout}`);
   process.stdout.write(r.stdout.replace(/^(project_token: )(\S{4})\S*/m, '$1$2...').replace(/^/gm, '  ').replace(/ {2}$/, ''));
   return r.stdout;
@@ -104,7 +149,7 @@ function apply(url: string, args: string[]): string {
 
 /** `svc-control` without echoing the command (for polling). */
 function controlQuiet(url: string, op: string, payload: object = {}): Record<string, unknown> {
-  const r = spawnSync(process.execPath, [BIN.control, '--url', url, op, JSON.stringify(payload)], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, op, JSON.stringify(payload)], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`svc-control ${op} failed (${r.status}): ${r.stderr}`);
   return JSON.parse(r.stdout) as Record<string, unknown>;
 }
@@ -178,9 +223,29 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void cleanup().then(() => process.exit(143)));
   ensureBuilt();
 
-  step('start the control plane (svc) on a free port, state in a temporary directory');
-  const { url } = await startServer('svc', BIN.svc, ['--port', '0', '--state-dir', join(work, 'state')], { SVC_ADMIN_TOKEN: ADMIN });
+  let tls: DemoTls | null = null;
+  if (tlsRequested) {
+    const missing = opensslMissing();
+    if (missing) {
+      step(`TLS skipped: ${missing}; the demo runs over plain ws://`);
+    } else {
+      step('--tls: make a throwaway CA and a certificate for svc and each node with openssl');
+      tls = makeDemoTls(join(work, 'tls'));
+      tlsArgs = ['--tls-ca', tls.ca];
+    }
+  }
+  const serverTls = (name: keyof DemoTls['certs']) => (tls ? ['--tls-cert', tls.certs[name].cert, '--tls-key', tls.certs[name].key] : []);
+
+  step(`start the control plane (svc) on a free port, state in a temporary directory${tls ? ', serving wss:// with its certificate' : ''}`);
+  const { url } = await startServer('svc', BIN.svc, ['--port', '0', '--state-dir', join(work, 'state'), ...serverTls('svc')], { SVC_ADMIN_TOKEN: ADMIN });
   process.stdout.write(`svc listening on ${url}\n`);
+  if (tls) {
+    step('a client that does not trust the CA is refused before it sends its token (exit 2)');
+    process.stdout.write(`$ svc-control --url ${url} node_list\n`);
+    const refused = spawnSync(process.execPath, [BIN.control, '--url', url, 'node_list'], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN, SVC_TLS_CA: '' }, encoding: 'utf8' });
+    process.stdout.write(`${refused.stderr.replace(/\n$/, '').replace(/^/gm, '  ! ')}\n  (exit ${refused.status})\n`);
+    if (refused.status !== 2) throw new Error(`a client without the CA was not refused (exit ${refused.status})`);
+  }
 
   step('prepare directories: sample files for node-b, a shared directory exported by both nodes');
   const samples = join(work, 'samples');
@@ -202,9 +267,10 @@ async function main(): Promise<void> {
   const nodes: Array<{ id: string; name: string; child: ChildProcess; url: string }> = [];
   for (const p of plan) {
     const invite = control(url, 'node_invite_create', { ttl_ms: 600_000 });
-    const args = ['--port', '0', '--node-name', p.name, '--control-url', url, `--invite-token=${String(invite.invite_token)}`, '--state-file', join(work, `${p.name}.state.json`), '--lease-ttl-ms', String(p.lease)];
+    const nodeTls = [...serverTls(p.name as 'node-a' | 'node-b'), ...tlsArgs];
+    const args = ['--port', '0', '--node-name', p.name, '--control-url', url, `--invite-token=${String(invite.invite_token)}`, '--state-file', join(work, `${p.name}.state.json`), '--lease-ttl-ms', String(p.lease), ...nodeTls];
     for (const e of p.exports) args.push('--export', e);
-    process.stdout.write(`$ svc-fs-node --port 0 --node-name ${p.name} --control-url ${url} --invite-token ${String(invite.invite_token).slice(0, 4)}... ${p.exports.map((e) => `--export ${e}`).join(' ')}\n`);
+    process.stdout.write(`$ svc-fs-node --port 0 --node-name ${p.name} --control-url ${url} --invite-token ${String(invite.invite_token).slice(0, 4)}... ${nodeTls.length ? `${nodeTls.join(' ')} ` : ''}${p.exports.map((e) => `--export ${e}`).join(' ')}\n`);
     const started = await startServer(p.name, BIN.fsNode, args, { SVC_AUTH_TOKEN: ADMIN });
     const id = await waitUntil(async () => {
       const { nodes: list } = controlQuiet(url, 'node_list') as { nodes: Array<{ node_id: string; node_name: string }> };
@@ -223,7 +289,7 @@ async function main(): Promise<void> {
   if (!projectId || !projectToken) throw new Error(`svc-control apply did not report a new project:\n${applied}`);
   step('apply the same file again: nothing to change');
   apply(url, ['-f', workspaceFile]);
-  mountArgs = ['--workspace-url', url, '--auth-token', ADMIN, '--project-id', projectId, '--project-token', projectToken];
+  mountArgs = ['--workspace-url', url, '--auth-token', ADMIN, '--project-id', projectId, '--project-token', projectToken, ...tlsArgs];
 
   step('the workspace as svc-fs-mount sees it: topology, states and a probe of every endpoint');
   mount(['status']);
@@ -286,8 +352,8 @@ async function main(): Promise<void> {
   }
 
   step('the audit log: every change above, by whom, with its result');
-  process.stdout.write(`$ svc-control audit --limit 8\n`);
-  const audit = spawnSync(process.execPath, [BIN.control, '--url', url, 'audit', '--limit', '8'], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  process.stdout.write(`$ svc-control ${tlsArgs.length ? `${tlsArgs.join(' ')} ` : ''}audit --limit 8\n`);
+  const audit = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, 'audit', '--limit', '8'], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
   if (audit.status !== 0) throw new Error(`svc-control audit failed (${audit.status}): ${audit.stderr}`);
   process.stdout.write(audit.stdout.replace(/^/gm, '  ').replace(/ {2}$/, ''));
 

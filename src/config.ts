@@ -6,6 +6,9 @@ import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { DEFAULT_BIND, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_SVC_PORT } from '@svc/protocol';
 import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '@svc/ops';
+import { ClientTls, loadClientTls, TlsCaError } from '../libs/client/src/tls-options';
+import { resolveTransportSecurity } from '../libs/transport/src/tls-config';
+import { LoadedServerTls, loadServerTls, TlsFileError } from '../libs/transport/src/tls-certificate';
 
 /** Validated server configuration. */
 export class ServerConfig {
@@ -13,6 +16,12 @@ export class ServerConfig {
   bind: string;
   /** WebSocket port; 0 picks a free one. */
   port: number;
+  /** TLS of the WebSocket listener (`--tls-cert`/`--tls-key`, PROTOCOL.md 1), loaded and checked; null: plain `ws://`. */
+  tls: LoadedServerTls | null;
+  /** `--insecure-transport` let a non-loopback `--bind` serve plain `ws://` (a warning at start). */
+  insecureTransport: boolean;
+  /** CAs the FS routing verifies `wss://` nodes against: system CAs plus `--tls-ca` / `SVC_TLS_CA`. */
+  clientTls: ClientTls;
   /** Absolute path of the state directory (`state.db`, role tokens, lock). */
   stateDir: string;
   /** Ops HTTP port (`SVC_METRICS_PORT`); null: no ops listener. */
@@ -77,6 +86,10 @@ export const SERVER_USAGE = `usage: svc [--bind ADDR] [--port PORT] [--state-dir
   --port PORT        WebSocket port, 0 picks a free one (default ${DEFAULT_SVC_PORT})
   --state-dir DIR    state directory (default $SVC_STATE_DIR, else ./.svc)
   --database-url URL keep the state in PostgreSQL (default $SVC_DATABASE_URL; else SQLite in the state directory)
+  --tls-cert FILE    serve wss:// with this PEM certificate chain (or $SVC_TLS_CERT); re-read when it changes and on SIGHUP
+  --tls-key FILE     its PEM private key (or $SVC_TLS_KEY)
+  --insecure-transport  allow a --bind beyond loopback without TLS (tokens and data in clear; warns)
+  --tls-ca FILE      CA certificates (PEM) trusted for wss:// FS nodes, besides the system CAs (or $SVC_TLS_CA)
 
 environment:
   SVC_METRICS_PORT             serve /livez /readyz /metrics /metrics.json on this port
@@ -147,6 +160,10 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
         port: { type: 'string' },
         'state-dir': { type: 'string' },
         'database-url': { type: 'string' },
+        'tls-cert': { type: 'string' },
+        'tls-key': { type: 'string' },
+        'insecure-transport': { type: 'boolean' },
+        'tls-ca': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -159,6 +176,21 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   config.help = Boolean(values.help);
   config.bind = (values.bind as string | undefined) ?? DEFAULT_BIND;
   config.port = values.port !== undefined ? parsePort(values.port as string, '--port') : DEFAULT_SVC_PORT;
+  if (config.bind === '') throw new ConfigError('--bind must not be empty');
+  if (config.help) return config;
+  const security = resolveTransportSecurity(
+    { bind: config.bind, tlsCert: values['tls-cert'] as string | undefined, tlsKey: values['tls-key'] as string | undefined, insecureTransport: values['insecure-transport'] === true },
+    env,
+    ConfigError,
+  );
+  config.insecureTransport = security.insecure;
+  try {
+    config.tls = security.tls ? loadServerTls(security.tls) : null;
+    config.clientTls = loadClientTls((values['tls-ca'] as string | undefined) ?? nonEmpty(env.SVC_TLS_CA));
+  } catch (e) {
+    if (e instanceof TlsFileError || e instanceof TlsCaError) throw new ConfigError(e.message);
+    throw e;
+  }
   config.stateDir = resolve((values['state-dir'] as string | undefined) ?? nonEmpty(env.SVC_STATE_DIR) ?? './.svc');
   config.metricsPort = nonEmpty(env.SVC_METRICS_PORT) !== null ? parsePort(env.SVC_METRICS_PORT as string, 'SVC_METRICS_PORT') : null;
   config.maxMessageBytes = parsePositiveInt(env.SVC_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, 'SVC_MAX_MESSAGE_BYTES', 1024);

@@ -4,14 +4,16 @@
  * envelope WebSocket adapter, the ops HTTP listener, state loading, and graceful shutdown
  * (PROTOCOL.md 1).
  *
- * Exit codes: 0 after a clean shutdown; 2 when the configuration is invalid, the state cannot
+ * Exit codes: 0 after a clean shutdown; 2 when the configuration is invalid (including a TLS
+ * certificate, key or CA file that cannot be used, or a `--bind` beyond loopback without TLS
+ * or `--insecure-transport`), the state cannot
  * be loaded (wrong key, foreign or damaged store, a schema newer than this code) or the port
  * cannot be bound. `svc state export|import` are the backup commands (src/state-cli).
  */
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { AppLogger, ReadinessService } from '@svc/ops';
-import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
+import { EnvelopeWsAdapter, insecureTransportWarning, ServerTls, SessionRegistry } from '@svc/transport';
 import { AppModule } from './app.module';
 import { ConfigError, loadServerConfig, SERVER_USAGE, ServerConfig } from './config';
 import { ControlEndpointProfile } from './control/control-endpoint.profile';
@@ -67,6 +69,7 @@ async function main(): Promise<void> {
     sessions: app.get(SessionRegistry),
     http: app.get(DashboardHttp),
     observer: app.get(ControlMetrics).requests,
+    tls: config.tls ? ServerTls.from(config.tls) : null,
   });
   app.useWebSocketAdapter(adapter);
 
@@ -113,8 +116,12 @@ async function main(): Promise<void> {
     die(`cannot listen on ${config.bind}:${config.port}: ${err.code === 'EADDRINUSE' ? 'address already in use' : err.message}`);
   }
   readiness.set('ws_listening', true);
-  logger.log({ msg: 'svc ready', url, state: config.databaseUrl ? redactUrl(config.databaseUrl) : config.stateDir, encrypted: config.stateKey !== null, operator_gate: config.operatorToken !== null }, 'Bootstrap');
+  logger.log({ msg: 'svc ready', url, state: config.databaseUrl ? redactUrl(config.databaseUrl) : config.stateDir, encrypted: config.stateKey !== null, operator_gate: config.operatorToken !== null, tls: config.tls ? { fingerprint256: config.tls.material.fingerprint256, not_after: config.tls.material.validTo.toISOString() } : null }, 'Bootstrap');
   process.stdout.write(`listening on ${url}\n`);
+  if (config.insecureTransport) {
+    logger.warn({ msg: insecureTransportWarning(url) }, 'Bootstrap');
+    process.stderr.write(`svc: warning: ${insecureTransportWarning(url)}\n`);
+  }
 }
 
 main().catch((e) => die(`fatal: ${(e as Error).stack ?? String(e)}`, 1));

@@ -1,7 +1,8 @@
 /**
  * e2e: the README's first command runs to the end (`npm run demo -- --ci`, here the built
  * script directly) and exits 0, leaving no process behind: svc, two svc-fs-nodes, a project,
- * and svc-fs-mount listing, reading, writing and failing over.
+ * and svc-fs-mount listing, reading, writing and failing over; and the same over wss:// with
+ * `--tls`.
  */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -43,3 +44,31 @@ it('runs the demo to the end and exits 0', async () => {
   const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
   expect(ps).not.toMatch(/svc-demo-/);
 }, 120_000);
+
+it('runs the demo over wss:// with --tls (a throwaway CA made with openssl) and exits 0', async () => {
+  const r = await runCli(join(ROOT, 'dist/scripts/demo.js'), ['--ci', '--tls'], { timeoutMs: 180_000 });
+  if (r.code !== 0) throw new Error(`demo --tls exited ${r.code}\n${r.stdout}\n${r.stderr}`);
+  const out = r.stdout;
+  expect(out).toContain('==> done');
+  if (out.includes('TLS skipped: ')) {
+    // no openssl here: the demo says why and runs over ws://
+    expect(out).toMatch(/TLS skipped: openssl is not installed/);
+    return;
+  }
+  expect(out).toMatch(/\$ openssl req -x509 .* -out ca\.pem/);
+  expect(out).toMatch(/^svc listening on wss:\/\/127\.0\.0\.1:\d+\/$/m);
+  // a client without the CA is refused, saying why
+  expect(out).toMatch(/! svc-control: TLS: refused the certificate of wss:\/\/127\.0\.0\.1:\d+\/: unknown CA.*\n {2}\(exit 2\)/);
+  expect(out).toMatch(/node-a paired as node-[0-9a-f]+, serving on wss:\/\//);
+  expect(out).toMatch(/node-b paired as node-[0-9a-f]+, serving on wss:\/\//);
+  // the topology's wss:// URLs, probed
+  expect(out).toMatch(/\/shared +node-a +shared +online +primary +token +wss:\/\/127\.0\.0\.1:\d+\/v2\/fs +ok /);
+  expect(out).toContain('  # Protocol notes');
+  expect(out).toMatch(/cat \/samples\/from-demo\.txt\n {2}written through svc-fs-mount at /);
+  const afterKill = out.slice(out.indexOf('killed'));
+  expect(afterKill).toMatch(/cat \/shared\/README\.txt\n {2}This directory is exported by node-a and node-b\.\n {2}\(exit 0/);
+  if (out.includes('mount the workspace with FUSE')) expect(out).toContain('svc-fs-mount mount exited 0');
+  expect(out).not.toMatch(/--(auth|project)-token [A-Za-z0-9_-]{8,}/);
+  const ps = execFileSync('ps', ['-eo', 'args'], { encoding: 'utf8' });
+  expect(ps).not.toMatch(/svc-demo-/);
+}, 180_000);

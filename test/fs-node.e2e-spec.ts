@@ -92,13 +92,15 @@ describe('start-up and configuration', () => {
   });
 
   it('warns when it listens beyond this host without FS session auth', async () => {
-    const open = await startFsNode([`work=${work}`], { args: ['--bind', '0.0.0.0'] });
+    // Beyond loopback without TLS needs --insecure-transport (PROTOCOL.md 1; test/tls.e2e-spec.ts).
+    const open = await startFsNode([`work=${work}`], { args: ['--bind', '0.0.0.0', '--insecure-transport'] });
     await waitFor(() => /svc-fs-node: warning: FS session auth is off and ws:\/\/0\.0\.0\.0:\d+\/v2\/fs is reachable from other hosts: anyone who reaches it can read and write the exports/.test(open.stderr()), 5000);
     await open.stop();
-    const closed = await startFsNode([`work=${work}`], { args: ['--bind', '0.0.0.0', '--auth-token', 'tok'] });
+    const closed = await startFsNode([`work=${work}`], { args: ['--bind', '0.0.0.0', '--insecure-transport', '--auth-token', 'tok'] });
     await waitFor(() => closed.stderr().includes('svc-fs-node ready'), 5000);
     await sleep(200);
-    expect(closed.stderr()).not.toMatch(/warning/);
+    expect(closed.stderr()).not.toMatch(/FS session auth is off/);
+    expect(closed.stderr()).toContain('svc-fs-node: warning: --insecure-transport:');
     await closed.stop();
   });
 

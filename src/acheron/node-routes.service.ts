@@ -244,7 +244,8 @@ export class NodeRoutesService implements OnModuleDestroy {
 
   private async open(nodeId: string, url: string, token: string, label: string): Promise<Connection> {
     const d = this.config.fsDeadlines;
-    const client = await FsClient.connect({ url, authToken: token, connectTimeoutMs: d.connectTimeoutMs, requestTimeoutMs: d.requestTimeoutMs, keepaliveMs: d.keepaliveMs, keepaliveTimeoutMs: d.keepaliveTimeoutMs });
+    // A wss:// node is verified against the system CAs plus --tls-ca (PROTOCOL.md 1).
+    const client = await FsClient.connect({ url, authToken: token, connectTimeoutMs: d.connectTimeoutMs, requestTimeoutMs: d.requestTimeoutMs, keepaliveMs: d.keepaliveMs, keepaliveTimeoutMs: d.keepaliveTimeoutMs, tls: this.config.clientTls });
     client.once('close', () => this.connections.delete(nodeId));
     const { exports } = await client.request<{ exports: Array<{ name: string; root: number }> }>('exports');
     this.logger.debug?.({ msg: 'routed FS session open', node_id: nodeId, exports: exports.length });

@@ -9,6 +9,7 @@
 import { Injectable } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
 import { Subscription } from 'rxjs';
+import { FsClient } from '@svc/client';
 import { FsError, OpenFlags } from '@svc/protocol';
 import { applyTopologyDelta, Topology, TopologySource, TopologySourceInfo, topologyFromStatus, WorkspaceRouter } from '@svc/fs/router';
 import type { WsSession } from '@svc/transport';
@@ -160,7 +161,8 @@ export class ProjectRoutesService {
     let router = routers.get(projectId);
     if (!router) {
       const source = new ControlPlaneTopologySource(this.workspace, this.availability, actor, projectId);
-      const r = new WorkspaceRouter(source, this.config.fsDeadlines);
+      const tls = this.config.clientTls;
+      const r = new WorkspaceRouter(source, { ...this.config.fsDeadlines, connect: (o) => FsClient.connect({ ...o, tls }) });
       router = r.start().then(() => r);
       routers.set(projectId, router);
       router.catch(() => routers!.delete(projectId));

@@ -4,12 +4,24 @@
  *   /a      -> node A export work
  *   /b      -> node B export work
  *   /shared -> node A export shared, then node B export shared (a failover group on one directory)
- * Optional terminal exports on node A.
+ * Optional terminal exports on node A. With `tls`, `svc` and both nodes serve `wss://` with
+ * the given certificates, and every client (the nodes' control sessions, the FS routing inside
+ * `svc`, `admin`, `mountArgs`) trusts the given CA through `--tls-ca`.
  */
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ControlClient } from '../../libs/client/src';
+import { ClientTls, ControlClient, loadClientTls } from '../../libs/client/src';
 import { ADMIN_TOKEN, BIN, Running, startProcess, startSvc, tmpDir, waitFor } from './processes';
+import type { CertFiles } from './tls';
+
+/** Certificates of a TLS workspace: the CA clients trust, and each server's certificate. */
+export interface WorkspaceTls {
+  /** CA certificate (PEM file) given to every client with `--tls-ca`. */
+  ca: string;
+  svc: CertFiles;
+  nodeA: CertFiles;
+  nodeB: CertFiles;
+}
 
 export interface Workspace {
   svc: Running & { stateDir: string };
@@ -21,15 +33,18 @@ export interface Workspace {
   project: { project_id: string; project_token: string };
   /** Global options of svc-fs-mount for this workspace (workspace mode, admin token). */
   mountArgs: string[];
+  /** The client trust of a TLS workspace (for ControlClient/FsClient `tls`); undefined without TLS. */
+  tls?: ClientTls;
   close(): void;
 }
 
 /** Starts a paired daemon node; resolves once its catalog record is published. */
-async function daemonNode(admin: ControlClient, svcUrl: string, name: string, exports: string[], extra: string[]): Promise<{ node: Running; nodeId: string }> {
+async function daemonNode(admin: ControlClient, svcUrl: string, name: string, exports: string[], extra: string[], tls?: { ca: string; cert: CertFiles }): Promise<{ node: Running; nodeId: string }> {
   const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
   const stateFile = join(tmpDir('node-state-'), 'state.json');
   const args = ['--port', '0', '--control-url', svcUrl, '--invite-token', invite_token, '--node-name', name, '--state-file', stateFile, '--refresh-interval-ms', '1000', '--reconnect-backoff-ms', '200'];
   for (const e of exports) args.push('--export', e);
+  if (tls) args.push('--tls-cert', tls.cert.cert, '--tls-key', tls.cert.key, '--tls-ca', tls.ca);
   const node = await startProcess(BIN.fsNode, [...args, ...extra], { SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_LOG_LEVEL: 'warn' });
   const nodeId = await waitFor(async () => {
     const { nodes } = await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list');
@@ -42,15 +57,17 @@ async function daemonNode(admin: ControlClient, svcUrl: string, name: string, ex
 }
 
 /** Builds the workspace described in the module documentation. */
-export async function startWorkspace(options: { terminalIds?: string[]; manifests?: string[] } = {}): Promise<Workspace> {
-  const svc = await startSvc({ env: { SVC_LOG_LEVEL: 'warn' } });
-  const admin = await ControlClient.connect({ url: svc.url, token: ADMIN_TOKEN });
+export async function startWorkspace(options: { terminalIds?: string[]; manifests?: string[]; tls?: WorkspaceTls } = {}): Promise<Workspace> {
+  const t = options.tls;
+  const svc = await startSvc({ env: { SVC_LOG_LEVEL: 'warn' }, args: t ? ['--tls-cert', t.svc.cert, '--tls-key', t.svc.key, '--tls-ca', t.ca] : [] });
+  const tls = t ? loadClientTls(t.ca) : undefined;
+  const admin = await ControlClient.connect({ url: svc.url, token: ADMIN_TOKEN, tls });
   const root = tmpDir('workspace-');
   const dirs = { a: join(root, 'a'), b: join(root, 'b'), shared: join(root, 'shared') };
   for (const d of Object.values(dirs)) mkdirSync(d);
   const extraA = [...(options.terminalIds ?? []).flatMap((id) => ['--terminal-id', id]), ...(options.manifests ?? []).flatMap((m) => ['--service-manifest', m])];
-  const A = await daemonNode(admin, svc.url, 'node-a', [`work=${dirs.a}`, `shared=${dirs.shared}`], extraA);
-  const B = await daemonNode(admin, svc.url, 'node-b', [`work=${dirs.b}`, `shared=${dirs.shared}`], []);
+  const A = await daemonNode(admin, svc.url, 'node-a', [`work=${dirs.a}`, `shared=${dirs.shared}`], extraA, t && { ca: t.ca, cert: t.nodeA });
+  const B = await daemonNode(admin, svc.url, 'node-b', [`work=${dirs.b}`, `shared=${dirs.shared}`], [], t && { ca: t.ca, cert: t.nodeB });
   const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'ws', access_policy: { invoke: 'allow' } });
   const mounts: Array<[string, string, string]> = [
     ['/a', A.nodeId, 'work'],
@@ -70,7 +87,8 @@ export async function startWorkspace(options: { terminalIds?: string[]; manifest
     nodeIds: { a: A.nodeId, b: B.nodeId },
     dirs,
     project,
-    mountArgs: ['--workspace-url', svc.url, '--auth-token', ADMIN_TOKEN, '--project-id', project.project_id, '--project-token', project.project_token],
+    mountArgs: ['--workspace-url', svc.url, '--auth-token', ADMIN_TOKEN, '--project-id', project.project_id, '--project-token', project.project_token, ...(t ? ['--tls-ca', t.ca] : [])],
+    tls,
     close: () => admin.close(),
   };
 }

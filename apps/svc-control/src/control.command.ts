@@ -1,5 +1,5 @@
 /**
- * `svc-control [--url URL] [--auth-token T] [--operator-token T] [--agent-id A] [--watch]
+ * `svc-control [--url URL] [--auth-token T] [--operator-token T] [--agent-id A] [--tls-ca FILE] [--watch]
  * <op> [payload JSON | @file | -]` (issue 2 item 10): negotiates, sends one control operation
  * (`control.` prefix optional), prints the reply payload as JSON.
  *

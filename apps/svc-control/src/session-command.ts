@@ -1,11 +1,11 @@
 /**
  * What every svc-control command shares: the session options (`--url`, `--auth-token`,
- * `--operator-token`, `--agent-id`, `--timeout-ms`), opening the control session, and the
- * mapping of failures to messages and exit codes (1: the server refused; 2: usage,
- * connection or authentication).
+ * `--operator-token`, `--agent-id`, `--timeout-ms`, `--tls-ca`), opening the control session,
+ * and the mapping of failures to messages and exit codes (1: the server refused; 2: usage,
+ * connection, TLS verification or authentication).
  */
 import { Option, CommandRunner } from 'nest-commander';
-import { ControlClient, ControlClientFactory, ControlError, ConnectionError, resolveAuthToken } from '@svc/client';
+import { clientTlsFrom, ControlClient, ControlClientFactory, ControlError, ConnectionError, resolveAuthToken } from '@svc/client';
 import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
 import { UsageError } from './payload';
 
@@ -16,6 +16,8 @@ export interface ControlOptions {
   agentId?: string;
   watch?: boolean;
   timeoutMs?: number;
+  /** Extra CA file for a `wss://` URL (`--tls-ca`, else `SVC_TLS_CA`). */
+  tlsCa?: string;
 }
 
 export const DEFAULT_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
@@ -35,15 +37,18 @@ export class CliOutput {
 }
 
 /**
- * Opens the control session for a command.
+ * Opens the control session for a command; a `wss://` URL is verified against the system CAs
+ * plus `--tls-ca` (PROTOCOL.md 1).
  * @throws UsageError when no token can be found
+ * @throws TlsCaError when the CA file cannot be used; ConnectionError `tls` when the server's
+ *   certificate is refused (the token is not sent)
  */
 export async function openSession(factory: ControlClientFactory, options: ControlOptions): Promise<ControlClient> {
   const token = resolveAuthToken(options.authToken);
   if (!token) {
     throw new UsageError('no auth token: pass --auth-token, set SVC_AUTH_TOKEN, or run where ${SVC_STATE_DIR:-./.svc}/auth_tokens.json is readable');
   }
-  return factory.connect({ url: options.url, token, agentId: options.agentId, requestTimeoutMs: options.timeoutMs });
+  return factory.connect({ url: options.url, token, agentId: options.agentId, requestTimeoutMs: options.timeoutMs, tls: clientTlsFrom(options.tlsCa) });
 }
 
 /** Maps a failure to the CLI's message and exit code. */
@@ -76,6 +81,11 @@ export abstract class SessionCommand extends CommandRunner {
     return v;
   }
 
+  @Option({ flags: '--tls-ca <file>', description: 'CA certificates (PEM) trusted for a wss:// URL besides the system CAs (default $SVC_TLS_CA); verification cannot be turned off' })
+  parseTlsCa(v: string): string {
+    return v;
+  }
+
   @Option({ flags: '--timeout-ms <ms>', description: 'per-request time limit in ms (default 30000)' })
   parseTimeout(v: string): number {
     const n = Number(v);
@@ -95,6 +105,7 @@ export abstract class SessionCommand extends CommandRunner {
       agentId: o.agentId,
       watch: o.watch,
       timeoutMs: o.timeoutMs,
+      tlsCa: o.tlsCa,
     };
   }
 }

@@ -2,7 +2,7 @@
  * Global options of `svc-fs-mount` (issue 3 item 8) and how they become a router configuration:
  * workspace mode (a control plane gives the topology) or endpoint mode (`--endpoint` list).
  */
-import { resolveAuthToken } from '@svc/client';
+import { clientTlsFrom, resolveAuthToken, TlsCaError } from '@svc/client';
 import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
 import { DEFAULT_WORKSPACE_SYNC_INTERVAL_MS, EndpointSpec, parseEndpointSpec, ROUTER_DEADLINES, RouterConfig } from '../../../libs/fs/src/router';
 
@@ -21,6 +21,8 @@ export interface GlobalOptions {
   /** false with `--no-binary`. */
   binary?: boolean;
   json?: boolean;
+  /** Extra CA file for `wss://` URLs (`--tls-ca`, else `SVC_TLS_CA`). */
+  tlsCa?: string;
   /** Deadlines, ms (`--connect-timeout-ms` ...; see {@link ROUTER_DEADLINES}). */
   connectTimeoutMs?: number;
   requestTimeoutMs?: number;
@@ -54,9 +56,11 @@ export const DEFAULT_WORKSPACE_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
  * - workspace mode otherwise: `--workspace-url` (else `$SVC_URL`, else ws://127.0.0.1:18790/),
  *   `--auth-token` is the role token, resolved like svc-control does (`$SVC_AUTH_TOKEN`, then
  *   `${SVC_STATE_DIR:-./.svc}/auth_tokens.json`); `--project-token` defaults to `$SVC_PROJECT_TOKEN`.
- * Deadlines not given are left to the router's defaults ({@link ROUTER_DEADLINES}).
+ * Deadlines not given are left to the router's defaults ({@link ROUTER_DEADLINES}). In both
+ * modes, `wss://` URLs (the control plane's, and the nodes' from the topology or `--endpoint`)
+ * are verified against the system CAs plus `--tls-ca` (else `$SVC_TLS_CA`; PROTOCOL.md 1).
  * @throws UsageError for contradictory or malformed options (also `--keepalive-timeout-ms`
- *   not larger than `--keepalive-ms`), or when no role token is found
+ *   not larger than `--keepalive-ms`), an unusable CA file, or when no role token is found
  */
 export function routerConfigOf(o: GlobalOptions, env: NodeJS.ProcessEnv = process.env): RouterConfig {
   const keepalive = o.keepaliveMs ?? ROUTER_DEADLINES.keepaliveMs;
@@ -64,8 +68,16 @@ export function routerConfigOf(o: GlobalOptions, env: NodeJS.ProcessEnv = proces
   if (keepalive > 0 && keepaliveTimeout <= keepalive) {
     throw new UsageError(`--keepalive-timeout-ms (${keepaliveTimeout}) must be larger than --keepalive-ms (${keepalive}): a ping needs time to be answered`);
   }
+  let tls;
+  try {
+    tls = clientTlsFrom(o.tlsCa, env);
+  } catch (e) {
+    if (e instanceof TlsCaError) throw new UsageError(e.message);
+    throw e;
+  }
   const common = {
     binary: o.binary !== false,
+    tls,
     connectTimeoutMs: o.connectTimeoutMs,
     requestTimeoutMs: o.requestTimeoutMs,
     keepaliveMs: o.keepaliveMs,

@@ -5,7 +5,7 @@
  * Global options (accepted before or after the command name):
  * `--workspace-url URL`, `--project-id ID`, `--project-token T`, `--auth-token T`,
  * `--agent-id A`, `--workspace-sync-interval-ms MS`, `--endpoint name=ws-url[#export][@/mount]`
- * (repeatable), `--no-binary`, `--json`, and the deadlines (issue 11 item 3)
+ * (repeatable), `--tls-ca FILE`, `--no-binary`, `--json`, and the deadlines (issue 11 item 3)
  * `--connect-timeout-ms`, `--request-timeout-ms`, `--keepalive-ms`, `--keepalive-timeout-ms`,
  * `--op-deadline-ms`. `mount MOUNTPOINT` (FUSE) sits beside the others on
  * the same router.
@@ -70,6 +70,11 @@ export class MountRootCommand extends MountCommand {
   @Option({ flags: '--endpoint <spec>', description: 'endpoint mode: name=ws-url[#export][@/mount] (repeatable; repeat a mount path for failover; export "work", mount /<name> by default)' })
   parseEndpoint(v: string, previous?: string[]): string[] {
     return [...(previous ?? []), v];
+  }
+
+  @Option({ flags: '--tls-ca <file>', description: 'CA certificates (PEM) trusted for wss:// URLs besides the system CAs (default $SVC_TLS_CA); verification cannot be turned off' })
+  parseTlsCa(v: string): string {
+    return v;
   }
 
   @Option({ flags: '--no-binary', description: 'use JSON + base64 for data instead of binary frames' })

@@ -11,6 +11,11 @@ import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, FORBIDDE
 // The values module only, not `@svc/ops` (logging, metrics, health): `--help` and a configuration
 // error load nothing else (issue 11 item 4).
 import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '../../../libs/ops/src/config-values';
+import { ClientTls, loadClientTls, TlsCaError } from '../../../libs/client/src/tls-options';
+import { isLoopbackBind, resolveTransportSecurity } from '../../../libs/transport/src/tls-config';
+import { LoadedServerTls, loadServerTls, TlsFileError } from '../../../libs/transport/src/tls-certificate';
+
+export { isLoopbackBind };
 
 /** One `--export name=path[:ro|:rw]`. */
 export interface ExportSpec {
@@ -27,6 +32,10 @@ export class FsNodeConfig {
   bind: string;
   /** WebSocket port; 0 picks a free one. */
   port: number;
+  /** TLS of the FS listener (`--tls-cert`/`--tls-key`, PROTOCOL.md 1), loaded and checked; null: plain `ws://`. */
+  tls: LoadedServerTls | null;
+  /** `--insecure-transport` let a non-loopback `--bind` serve plain `ws://` (a warning at start). */
+  insecureTransport: boolean;
   /** Exports in the order given (default `work=.:rw`). */
   exports: ExportSpec[];
   /** FS session token (`--auth-token`, else `SVC_FS_NODE_AUTH_TOKEN`); null: FS session auth off. */
@@ -54,6 +63,8 @@ export class FsNodeConfig {
 /** Control daemon mode settings (issue 4 item 2). */
 export interface DaemonConfig {
   controlUrl: string;
+  /** CAs a `wss://` control plane is verified against: system CAs plus `--tls-ca` / `SVC_TLS_CA`. */
+  tls: ClientTls;
   /** Role token for the control plane (`--control-auth-token`, else `SVC_AUTH_TOKEN`). */
   controlAuthToken: string;
   pairMode: 'invite' | 'request';
@@ -92,6 +103,10 @@ Serves directories as FS exports on ws://ADDR:PORT/v2/fs (standalone mode).
   --terminal-id ID     serve a terminal export terminal-ID (repeatable); requests run in --terminal-cwd;
                        needs --auth-token (or control daemon mode): it runs programs for its sessions
   --terminal-cwd DIR   directory terminal requests run in (default: the first read-write export)
+  --tls-cert FILE      serve wss:// with this PEM certificate chain (or $SVC_TLS_CERT); re-read when it
+                       changes and on SIGHUP
+  --tls-key FILE       its PEM private key (or $SVC_TLS_KEY)
+  --insecure-transport allow a --bind beyond loopback without TLS (tokens and file data in clear; warns)
   -h, --help           this text
 
 control daemon mode (pairs with svc, keeps a lease, publishes the node's service catalog):
@@ -99,7 +114,10 @@ control daemon mode (pairs with svc, keeps a lease, publishes the node's service
   --control-auth-token T        role token for svc (default $SVC_AUTH_TOKEN)
   --pair-mode invite|request    pair with an invite (default) or by a join request an admin approves
   --invite-token T              the invite (from svc-control node_invite_create)
-  --fs-url URL                  FS URL advertised to svc (default ws://BIND:PORT/v2/fs)
+  --fs-url URL                  FS URL advertised to svc (default the listening URL: ws://BIND:PORT/v2/fs,
+                                wss:// with --tls-cert)
+  --tls-ca FILE                 CA certificates (PEM) trusted for a wss:// --control-url, besides the
+                                system CAs (default $SVC_TLS_CA)
   --state-file PATH             credentials file, mode 0600 (default ./.svc-fs-node-state.json)
   --lease-ttl-ms MS             lease length asked for (default ${LEASE_TTL_DEFAULT_MS}); a node that stops
                                 without releasing it (killed, host lost) is degraded after this long
@@ -186,6 +204,10 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
         'node-name': { type: 'string' },
         'terminal-id': { type: 'string', multiple: true },
         'terminal-cwd': { type: 'string' },
+        'tls-cert': { type: 'string' },
+        'tls-key': { type: 'string' },
+        'insecure-transport': { type: 'boolean' },
+        'tls-ca': { type: 'string' },
         'control-url': { type: 'string' },
         'control-auth-token': { type: 'string' },
         'pair-mode': { type: 'string' },
@@ -243,17 +265,27 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
   if (config.terminalIds.length > 0 && config.terminalCwd === null && !config.exports.some((e) => !e.ro)) {
     throw new ConfigError('--terminal-id needs a read-write export or --terminal-cwd DIR for requests to run in');
   }
+  const security = resolveTransportSecurity(
+    { bind: config.bind, tlsCert: str('tls-cert'), tlsKey: str('tls-key'), insecureTransport: values['insecure-transport'] === true },
+    env,
+    ConfigError,
+  );
+  config.insecureTransport = security.insecure;
+  try {
+    config.tls = security.tls ? loadServerTls({ certFile: resolve(cwd, security.tls.certFile), keyFile: resolve(cwd, security.tls.keyFile) }) : null;
+  } catch (e) {
+    if (e instanceof TlsFileError) throw new ConfigError(e.message);
+    throw e;
+  }
   config.daemon = loadDaemonConfig(values, env, cwd);
+  if (config.tls && config.daemon?.fsUrl?.startsWith('ws:')) {
+    throw new ConfigError(`--fs-url ${config.daemon.fsUrl}: this node serves TLS (--tls-cert), so the URL it advertises must be wss://`);
+  }
   if (config.terminalIds.length > 0 && config.authToken === null && config.daemon === null) {
     // Least privilege: a terminal runs programs for whoever opens an FS session.
     throw new ConfigError('--terminal-id runs programs for every FS session: it needs FS session auth (--auth-token T or SVC_FS_NODE_AUTH_TOKEN) or control daemon mode (--control-url)');
   }
   return config;
-}
-
-/** True for an address only this host can reach (127.0.0.0/8, ::1, localhost). */
-export function isLoopbackBind(bind: string): boolean {
-  return bind === 'localhost' || bind === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(bind);
 }
 
 function parseMs(value: string | undefined, fallback: number, what: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -281,7 +313,7 @@ function loadDaemonConfig(values: Record<string, unknown>, env: NodeJS.ProcessEn
   const controlUrl = str('control-url');
   const labels = ((values.label as string[] | undefined) ?? []).map(parseLabel);
   if (controlUrl === undefined) {
-    const daemonOnly = ['control-auth-token', 'pair-mode', 'invite-token', 'fs-url', 'state-file', 'lease-ttl-ms', 'refresh-interval-ms', 'reconnect-backoff-ms', 'reconnect-backoff-max-ms', 'operator-token', 'no-fs-service', 'terminal-allow-user', 'service-manifest', 'services-dir', 'label'];
+    const daemonOnly = ['tls-ca', 'control-auth-token', 'pair-mode', 'invite-token', 'fs-url', 'state-file', 'lease-ttl-ms', 'refresh-interval-ms', 'reconnect-backoff-ms', 'reconnect-backoff-max-ms', 'operator-token', 'no-fs-service', 'terminal-allow-user', 'service-manifest', 'services-dir', 'label'];
     const given = daemonOnly.filter((k) => values[k] !== undefined);
     if (given.length > 0) throw new ConfigError(`--${given[0]} needs --control-url (control daemon mode)`);
     return null;
@@ -296,8 +328,17 @@ function loadDaemonConfig(values: Record<string, unknown>, env: NodeJS.ProcessEn
   const leaseTtlMs = parseMs(str('lease-ttl-ms'), LEASE_TTL_DEFAULT_MS, '--lease-ttl-ms', LEASE_TTL_MIN_MS, LEASE_TTL_MAX_MS);
   const reconnectBackoffMs = parseMs(str('reconnect-backoff-ms'), 1000, '--reconnect-backoff-ms', 10);
   const servicesDir = str('services-dir') !== undefined ? resolve(cwd, str('services-dir')!) : null;
+  let tls: ClientTls;
+  try {
+    const caFile = nonEmpty(str('tls-ca')) ?? nonEmpty(env.SVC_TLS_CA);
+    tls = loadClientTls(caFile === null ? null : resolve(cwd, caFile));
+  } catch (e) {
+    if (e instanceof TlsCaError) throw new ConfigError(e.message);
+    throw e;
+  }
   return {
     controlUrl,
+    tls,
     controlAuthToken,
     pairMode,
     inviteToken: str('invite-token') ?? null,

@@ -5,13 +5,15 @@
  * listener, the control daemon with `--control-url` (pairing, lease, catalog), and graceful
  * shutdown (serve.ts; PROTOCOL.md 1, 8; issue 4 item 2).
  *
- * Prints exactly one stdout line, `listening on ws://HOST:PORT/v2/fs`, once it accepts
- * sessions; logs are JSON lines on stderr. On SIGTERM/SIGINT in control daemon mode the node
- * first releases its lease (`control.node_lease_release`, PROTOCOL.md 5; at most 2 s, a failure
- * only logged), then drains FS requests. Exit codes: 0 after a clean shutdown (SIGTERM,
- * SIGINT); 2 for an invalid configuration (malformed --export or --label, an export path that
- * does not exist or is not a directory, an invalid service manifest, a bad port) or a port that
- * cannot be bound; 3 when the control daemon cannot go on (join request denied, invite used up
+ * Prints exactly one stdout line, `listening on ws://HOST:PORT/v2/fs` (`wss://` with
+ * `--tls-cert`/`--tls-key`), once it accepts sessions; logs are JSON lines on stderr. On
+ * SIGTERM/SIGINT in control daemon mode the node first releases its lease
+ * (`control.node_lease_release`, PROTOCOL.md 5; at most 2 s, a failure only logged), then
+ * drains FS requests. Exit codes: 0 after a clean shutdown (SIGTERM, SIGINT); 2 for an invalid
+ * configuration (malformed --export or --label, an export path that does not exist or is not a
+ * directory, an invalid service manifest, a bad port, a TLS certificate, key or CA file that
+ * cannot be used, a `--bind` beyond loopback without TLS or `--insecure-transport`) or a port
+ * that cannot be bound; 3 when the control daemon cannot go on (join request denied, invite used up
  * after the node was deleted, role token refused).
  *
  * Runs `program.ts` from the bundle `npm run build` made of it, with its V8 code cache (issue 11

@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import { ExportDefinition, FsEndpointProfile, FsMetrics, FsNodeOptions, LocalDirBackend, TerminalBackend } from '@svc/fs';
 import { AppLogger, ReadinessService } from '@svc/ops';
 import { CloseCode } from '@svc/protocol/wire';
-import { EnvelopeWsAdapter, SessionRegistry } from '@svc/transport';
+import { EnvelopeWsAdapter, insecureTransportWarning, ServerTls, SessionRegistry } from '@svc/transport';
 import { FsNodeConfig, isLoopbackBind } from './config';
 import { die } from './die';
 import { FsNodeAppModule } from './fs-node.module';
@@ -35,7 +35,7 @@ function version(): string {
  */
 function advertisedUrl(url: string, bind: string): string {
   if (bind !== '0.0.0.0' && bind !== '::') return url;
-  return url.replace(/^ws:\/\/(\[::\]|0\.0\.0\.0)/, `ws://${hostname()}`);
+  return url.replace(/^(wss?):\/\/(\[::\]|0\.0\.0\.0)/, `$1://${hostname()}`);
 }
 
 /**
@@ -92,6 +92,7 @@ export async function serve(config: FsNodeConfig): Promise<void> {
     profile: app.get(FsEndpointProfile),
     sessions: app.get(SessionRegistry),
     observer: app.get(FsMetrics).requests,
+    tls: config.tls ? ServerTls.from(config.tls) : null,
   });
   app.useWebSocketAdapter(adapter);
 
@@ -141,10 +142,15 @@ export async function serve(config: FsNodeConfig): Promise<void> {
       exports: exports.map((e) => ({ name: e.name, ro: e.ro, root: (e.backend as LocalDirBackend).root })),
       fs_auth: config.authToken !== null || config.daemon !== null,
       control_url: config.daemon?.controlUrl ?? null,
+      tls: config.tls ? { fingerprint256: config.tls.material.fingerprint256, not_after: config.tls.material.validTo.toISOString() } : null,
     },
     'Bootstrap',
   );
   process.stdout.write(`listening on ${url}\n`);
+  if (config.insecureTransport) {
+    logger.warn({ msg: insecureTransportWarning(url) }, 'Bootstrap');
+    process.stderr.write(`svc-fs-node: warning: ${insecureTransportWarning(url)}\n`);
+  }
   if (config.authToken === null && config.daemon === null && !isLoopbackBind(config.bind)) {
     const warning = `FS session auth is off and ${url} is reachable from other hosts: anyone who reaches it can ${exports.some((e) => !e.ro) ? 'read and write' : 'read'} the exports; give --auth-token T (or SVC_FS_NODE_AUTH_TOKEN)`;
     logger.warn({ msg: warning }, 'Bootstrap');

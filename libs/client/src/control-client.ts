@@ -7,6 +7,7 @@ import { EventEmitter } from 'node:events';
 import type WebSocket from 'ws';
 import { ConnectionError } from './connection-error';
 import { openWebSocket } from './open-websocket';
+import type { ClientTls } from './tls-options';
 import { ACHERON_VERSION, CONTROL_PROTOCOL, MAX_TAG } from '@svc/protocol/wire';
 
 /** A `control.error` / `acheron.error` reply. */
@@ -23,10 +24,12 @@ export class ControlError extends Error {
 export { ConnectionError };
 
 export interface ControlClientOptions {
-  /** Server URL, e.g. `ws://127.0.0.1:18790/`. */
+  /** Server URL, e.g. `ws://127.0.0.1:18790/` or `wss://svc.example:18790/`. */
   url: string;
   /** Bearer role token. */
   token: string;
+  /** CAs a `wss://` server is verified against (default: the system CAs). */
+  tls?: ClientTls;
   /** Agent id for `control.connect` (default `default`). */
   agentId?: string;
   /** Time allowed for connecting and negotiating, ms (default 10000). */
@@ -88,7 +91,8 @@ export class ControlClient extends EventEmitter {
 
   /**
    * Connects and negotiates (`control.version`, `control.connect`).
-   * @throws ConnectionError `unauthorized` (HTTP 401), `unreachable`, `timeout`, `protocol`
+   * @throws ConnectionError `unauthorized` (HTTP 401), `unreachable`, `timeout`, `protocol`,
+   *   `tls` (certificate refused or TLS handshake failed; the token was not sent)
    * @throws ControlError when the server rejects the negotiation
    */
   static async connect(options: ControlClientOptions): Promise<ControlClient> {
@@ -98,6 +102,7 @@ export class ControlClient extends EventEmitter {
       headers: { Authorization: `Bearer ${options.token}` },
       what: 'server',
       refusedHint: 'is svc running?',
+      tls: options.tls,
     });
     const client = new ControlClient(ws, options.requestTimeoutMs ?? 30_000);
     try {

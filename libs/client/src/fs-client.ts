@@ -22,10 +22,13 @@ import WebSocket from 'ws';
 import { base64Length, BINARY_HEADER_ROOM, completeBinaryFrame, decodeBase64Bytes, encodeBinaryFrame, FS_PROTO, FS_PROTOCOL, FsError, FsHelloReply, MAX_TAG, writeBase64 } from '@svc/protocol/wire';
 import { ConnectionError } from './connection-error';
 import { openWebSocket } from './open-websocket';
+import type { ClientTls } from './tls-options';
 
 export interface FsClientOptions {
-  /** Node URL, e.g. `ws://127.0.0.1:18891/v2/fs`. */
+  /** Node URL, e.g. `ws://127.0.0.1:18891/v2/fs` or `wss://node-a.example:18891/v2/fs`. */
   url: string;
+  /** CAs a `wss://` node is verified against (default: the system CAs). */
+  tls?: ClientTls;
   /** FS session token, when the node has FS session auth on. */
   authToken?: string;
   /** Ask for the binary data path (default true). */
@@ -171,14 +174,15 @@ export class FsClient extends EventEmitter {
   /**
    * Connects and says hello, both within `connectTimeoutMs` together (the hello gets what the
    * connect left).
-   * @throws ConnectionError `unreachable` / `timeout` / `closed` / `hung` when the node cannot be reached
+   * @throws ConnectionError `unreachable` / `timeout` / `closed` / `hung` when the node cannot be
+   *   reached, `tls` when its certificate is refused
    * @throws FsError when the node rejects the hello (errno 13 `AuthMissing`/`AuthFailed`, 71 EPROTO)
    */
   static async connect(options: FsClientOptions): Promise<FsClient> {
     const t0 = performance.now();
     const timeoutMs = options.connectTimeoutMs ?? 5000;
     let raw: Socket | null = null;
-    const ws = await openWebSocket(options.url, { timeoutMs, what: 'node', onSocket: (s) => (raw = s) });
+    const ws = await openWebSocket(options.url, { timeoutMs, what: 'node', tls: options.tls, onSocket: (s) => (raw = s) });
     const client = new FsClient(ws, options.url, options, raw);
     const payload: Record<string, unknown> = { protocol: FS_PROTOCOL, proto: FS_PROTO, binary: options.binary ?? true };
     if (options.authToken !== undefined) payload.auth_token = options.authToken;

@@ -5,6 +5,7 @@
 import type { Socket } from 'node:net';
 import WebSocket from 'ws';
 import { ConnectionError } from './connection-error';
+import { ClientTls, describeTlsError, tlsSocketOptions } from './tls-options';
 
 /** Options of {@link openWebSocket}. */
 export interface OpenOptions {
@@ -16,6 +17,8 @@ export interface OpenOptions {
   what: string;
   /** Hint appended to "connection refused" (e.g. `is svc running?`). */
   refusedHint?: string;
+  /** CAs a `wss://` server is verified against (default: the system CAs); verification is always on. */
+  tls?: ClientTls;
   /** Called with the TCP socket under the WebSocket once upgraded (to see raw bytes arrive). */
   onSocket?: (socket: Socket) => void;
 }
@@ -24,7 +27,10 @@ export interface OpenOptions {
  * Opens `url`.
  * @returns the open socket (64 MiB frame limit, no compression)
  * @throws ConnectionError `unreachable` (bad URL, refused, network error), `timeout`,
- *   `unauthorized` (HTTP 401), `protocol` (another HTTP answer than the upgrade)
+ *   `unauthorized` (HTTP 401), `protocol` (another HTTP answer than the upgrade), `tls` (the
+ *   server's certificate was refused: unknown CA, expired, another host; or the TLS handshake
+ *   failed, e.g. a `ws://` URL on a TLS listener or the reverse). Nothing is sent, the bearer
+ *   token included, before the server's certificate is verified.
  */
 export function openWebSocket(url: string, options: OpenOptions): Promise<WebSocket> {
   return new Promise((resolve, reject) => {
@@ -41,7 +47,13 @@ export function openWebSocket(url: string, options: OpenOptions): Promise<WebSoc
     };
     const timer = setTimeout(() => done(new ConnectionError(`no answer from ${url} within ${options.timeoutMs} ms (connect)`, 'timeout')), options.timeoutMs);
     try {
-      socket = new WebSocket(url, { headers: options.headers, handshakeTimeout: options.timeoutMs, perMessageDeflate: false, maxPayload: 64 * 1024 * 1024 });
+      socket = new WebSocket(url, {
+        headers: options.headers,
+        handshakeTimeout: options.timeoutMs,
+        perMessageDeflate: false,
+        maxPayload: 64 * 1024 * 1024,
+        ...tlsSocketOptions(options.tls),
+      });
     } catch (e) {
       done(new ConnectionError(`invalid ${options.what} URL ${url}: ${(e as Error).message}`, 'unreachable'));
       return;
@@ -57,6 +69,8 @@ export function openWebSocket(url: string, options: OpenOptions): Promise<WebSoc
       );
     });
     socket.once('error', (err: NodeJS.ErrnoException) => {
+      const tls = describeTlsError(err, url, options.tls);
+      if (tls) return done(new ConnectionError(tls.message, 'tls'));
       const refused = err.code === 'ECONNREFUSED' ? `connection refused${options.refusedHint ? ` (${options.refusedHint})` : ''}` : err.message;
       done(new ConnectionError(`cannot connect to ${url}: ${refused}`, 'unreachable'));
     });

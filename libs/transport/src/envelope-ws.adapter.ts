@@ -12,6 +12,7 @@ import { INestApplicationContext, Logger } from '@nestjs/common';
 import { MessageMappingProperties } from '@nestjs/websockets';
 import { WsAdapter } from '@nestjs/platform-ws';
 import { createServer, IncomingMessage, Server as HttpServer, ServerResponse } from 'node:http';
+import type { Server as HttpsServer } from 'node:https';
 import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import { isObservable, lastValueFrom, Observable } from 'rxjs';
@@ -34,6 +35,7 @@ import { RequestContext, RequestObserver } from './request-context';
 import { SessionRegistry, WsSession } from './session';
 import { toProtocolError } from './exception.filter';
 import { EncodedJson } from './encoded-json';
+import type { ServerTls } from './tls-listener';
 
 /** Options of {@link EnvelopeWsAdapter}. */
 export interface EnvelopeWsAdapterOptions {
@@ -48,6 +50,11 @@ export interface EnvelopeWsAdapterOptions {
   /** Plain HTTP requests and upgrade checks of this listener (`svc`: the dashboard under `/ui/`). */
   http?: HttpExtension;
   observer?: RequestObserver;
+  /**
+   * Serve TLS (`wss://`, PROTOCOL.md 1) with this certificate, followed for changes while
+   * listening; absent: plain `ws://`.
+   */
+  tls?: ServerTls | null;
 }
 
 /** Metric result label of an error: the errno name on FS sessions (`ENOENT`), else the code. */
@@ -75,12 +82,13 @@ export class EnvelopeWsAdapter extends WsAdapter {
       perMessageDeflate: false,
       clientTracking: false,
     });
-    this.http = createServer((req, res) => this.onPlainHttp(req, res));
+    const handler = (req: IncomingMessage, res: ServerResponse) => this.onPlainHttp(req, res);
+    this.http = options.tls ? options.tls.createServer(handler) : createServer(handler);
     this.http.on('upgrade', (req, socket, head) => this.onUpgrade(req, socket, head));
     this.http.on('clientError', (_err, socket) => socket.destroy());
   }
 
-  /** The WebSocket URL once listening, e.g. `ws://127.0.0.1:18790/`. */
+  /** The WebSocket URL once listening, e.g. `ws://127.0.0.1:18790/` (`wss://` with TLS). */
   get listenUrl(): string | null {
     return this.url;
   }
@@ -92,7 +100,7 @@ export class EnvelopeWsAdapter extends WsAdapter {
 
   /**
    * Starts accepting connections.
-   * @returns the WebSocket URL, e.g. `ws://127.0.0.1:18790/`
+   * @returns the WebSocket URL, e.g. `ws://127.0.0.1:18790/`, or `wss://...` with TLS
    * @throws Error with `code` `EADDRINUSE`/`EACCES` when the port cannot be bound
    */
   async listen(): Promise<string> {
@@ -107,8 +115,9 @@ export class EnvelopeWsAdapter extends WsAdapter {
     const addr = this.http.address();
     const port = typeof addr === 'object' && addr ? addr.port : this.options.port;
     const host = this.options.bind.includes(':') ? `[${this.options.bind}]` : this.options.bind;
-    this.url = `ws://${host}:${port}${this.options.profile.path}`;
+    this.url = `${this.options.tls ? 'wss' : 'ws'}://${host}:${port}${this.options.profile.path}`;
     this.listening = true;
+    this.options.tls?.attach(this.http as HttpsServer);
     return this.url;
   }
 
@@ -119,6 +128,7 @@ export class EnvelopeWsAdapter extends WsAdapter {
   async shutdown(graceMs: number): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    this.options.tls?.close();
     const closed = new Promise<void>((resolve) => (this.listening ? this.http.close(() => resolve()) : resolve()));
     const deadline = Date.now() + graceMs;
     while (this.options.sessions.inflight() > 0 && Date.now() < deadline) {
@@ -169,6 +179,7 @@ export class EnvelopeWsAdapter extends WsAdapter {
   }
 
   override async dispose(): Promise<void> {
+    this.options.tls?.close();
     if (this.listening) this.http.close();
   }
 
@@ -197,6 +208,8 @@ export class EnvelopeWsAdapter extends WsAdapter {
 
   private onUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     socket.on('error', () => socket.destroy());
+    // Never the headers: the upgrade carries the bearer token.
+    this.log.debug?.({ msg: 'upgrade request', remote: req.socket.remoteAddress, tls: this.options.tls ? true : false });
     let pathname: string;
     try {
       pathname = new URL(req.url ?? '/', 'http://localhost').pathname;

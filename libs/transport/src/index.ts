@@ -6,3 +6,6 @@ export * from './envelope-ws.adapter';
 export * from './exception.filter';
 export * from './decorators';
 export * from './encoded-json';
+export * from './tls-config';
+export * from './tls-certificate';
+export * from './tls-listener';

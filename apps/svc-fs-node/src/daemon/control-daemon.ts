@@ -166,6 +166,7 @@ export class ControlDaemon extends EventEmitter {
           url: this.options.controlUrl,
           token: this.options.controlAuthToken,
           agentId: 'svc-fs-node',
+          tls: this.options.tls,
           connectTimeoutMs: remaining(),
           requestTimeoutMs: remaining(),
         });
@@ -208,13 +209,18 @@ export class ControlDaemon extends EventEmitter {
     const backoff = new Backoff(this.options.reconnectBackoffMs, this.options.reconnectBackoffMaxMs);
     while (!this.stop$.signal.aborted) {
       try {
-        this.client = await ControlClient.connect({ url: this.options.controlUrl, token: this.options.controlAuthToken, agentId: 'svc-fs-node' });
+        this.client = await ControlClient.connect({ url: this.options.controlUrl, token: this.options.controlAuthToken, agentId: 'svc-fs-node', tls: this.options.tls });
       } catch (e) {
         if (e instanceof ConnectionError && e.reason === 'unauthorized') {
           throw new DaemonFatal(`control plane ${this.options.controlUrl} refused the role token (HTTP 401): pass --control-auth-token or set SVC_AUTH_TOKEN`);
         }
         const delay = backoff.next();
-        this.logger.warn({ msg: `control plane unreachable (attempt ${backoff.failures}): ${(e as Error).message}; retrying in ${delay} ms` });
+        if (e instanceof ConnectionError && e.reason === 'tls') {
+          // The certificate may be fixed on the server side (or --tls-ca here): keep trying, loudly.
+          this.logger.error({ msg: `cannot connect to the control plane (attempt ${backoff.failures}): ${e.message}; retrying in ${delay} ms` });
+        } else {
+          this.logger.warn({ msg: `control plane unreachable (attempt ${backoff.failures}): ${(e as Error).message}; retrying in ${delay} ms` });
+        }
         await sleep(delay, this.stop$.signal);
         continue;
       }

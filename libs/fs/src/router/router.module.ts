@@ -3,13 +3,16 @@
  * (and later the FUSE mount) receive the factory by injection (ARCHITECTURE.md).
  */
 import { Injectable, Module } from '@nestjs/common';
-import { ClientModule, ControlClientFactory } from '@svc/client';
+import { ClientModule, ClientTls, ControlClientFactory, FsClient } from '@svc/client';
 import { EndpointSpec } from './topology';
 import { StaticTopologySource, TopologySource, WorkspaceTopologySource } from './topology-source';
 import { WorkspaceRouter, WorkspaceRouterOptions } from './workspace-router';
 
-/** Where the topology comes from, and how to reach the FS endpoints. */
-export type RouterConfig = WorkspaceRouterOptions &
+/**
+ * Where the topology comes from, and how to reach the FS endpoints; `tls` is the trust of
+ * `wss://` URLs, the control plane's and the nodes' (default: the system CAs).
+ */
+export type RouterConfig = WorkspaceRouterOptions & { tls?: ClientTls } &
   (
     | {
         mode: 'workspace';
@@ -46,7 +49,7 @@ export class WorkspaceRouterFactory {
       projectId: config.projectId,
       projectToken: config.projectToken,
       syncIntervalMs: config.syncIntervalMs,
-      connect: (o) => this.control.connect(o),
+      connect: (o) => this.control.connect({ ...o, tls: config.tls }),
     });
   }
 
@@ -55,7 +58,8 @@ export class WorkspaceRouterFactory {
    * @throws ConnectionError / ControlError from the control plane (workspace mode)
    */
   async open(config: RouterConfig): Promise<WorkspaceRouter> {
-    const router = new WorkspaceRouter(this.source(config), config);
+    const tls = config.tls;
+    const router = new WorkspaceRouter(this.source(config), { ...config, connect: config.connect ?? ((o) => FsClient.connect({ ...o, tls })) });
     try {
       await router.start();
     } catch (e) {
