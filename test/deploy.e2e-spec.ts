@@ -17,7 +17,10 @@
  *   dashboard queries is in the `/metrics` of the program it is about.
  *
  * Flags are checked against each program's `--help`; environment variables against the names
- * the built code reads (or the `$(VAR)` references of the same container).
+ * the built code reads (or the `$(VAR)` references of the same container). Transport: every
+ * server listening beyond loopback serves TLS or says `--insecure-transport`, clients use
+ * `wss://` exactly towards TLS servers, and the running check serves the Kubernetes files' TLS
+ * with certificates of a test CA (openssl; without it that part runs without TLS and says so).
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
@@ -25,6 +28,8 @@ import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
 import { BIN, cleanupTmp, killAll, ROOT, Running, startProcess, tmpDir, ADMIN_TOKEN, USER_TOKEN } from './helpers/processes';
 import { Postgres, startPostgres } from './helpers/postgres';
+import { makeCa, opensslMissing, TestCa } from './helpers/tls';
+import { ControlClient, loadClientTls } from '../libs/client/src';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; type: string }>;
@@ -105,6 +110,28 @@ function checkContainer(where: string, program: Program, args: string[], env: st
     const used = envReadByCode().has(name) || referenced.has(name);
     expect({ where, env: name, used }).toEqual({ where, env: name, used: true });
   }
+}
+
+const LOOPBACK = /^(127\.|::1$|localhost$)/;
+
+/**
+ * PROTOCOL.md 1 "Secure by default": a server whose `--bind` is beyond loopback serves TLS
+ * (`--tls-cert` and `--tls-key`) or says `--insecure-transport`.
+ * @returns whether it serves TLS
+ */
+function checkTransport(where: string, args: string[]): boolean {
+  const tls = flag(args, '--tls-cert') !== undefined;
+  expect({ where, cert: tls, key: flag(args, '--tls-key') !== undefined }).toEqual({ where, cert: tls, key: tls });
+  const insecure = args.includes('--insecure-transport');
+  expect({ where, both: tls && insecure }).toEqual({ where, both: false });
+  const bind = flag(args, '--bind') ?? '127.0.0.1';
+  if (!LOOPBACK.test(bind)) expect({ where, bind, tlsOrInsecure: tls || insecure }).toEqual({ where, bind, tlsOrInsecure: true });
+  return tls;
+}
+
+/** A URL's scheme matches the transport of the server it names. */
+function checkScheme(where: string, url: string, tls: boolean, scheme: 'ws' | 'http' = 'ws'): void {
+  expect({ where, url, scheme: new URL(url).protocol }).toEqual({ where, url, scheme: `${scheme}${tls ? 's' : ''}:` });
 }
 
 // ---- the files ----------------------------------------------------------------------------
@@ -218,6 +245,8 @@ describe('deploy/Dockerfile', () => {
       const env = envOf(lines);
       checkContainer(`Dockerfile ${program}`, program, cmd, Object.keys(env));
       if (program === 'mount') continue;
+      // secure by default: the images' own commands serve TLS from /etc/svc/tls
+      expect(checkTransport(`Dockerfile ${program}`, cmd)).toBe(true);
       const exposed = lines.filter((l) => l.op === 'EXPOSE').flatMap((l) => l.rest.split(/\s+/));
       expect(exposed.sort()).toEqual([flag(cmd, '--port'), env.SVC_METRICS_PORT].sort());
     }
@@ -254,6 +283,7 @@ describe('deploy/compose.yaml', () => {
 
   it('uses flags, ports, volumes, health checks and variables that exist', () => {
     const ports = new Map<string, string>();
+    const tlsOf = new Map<string, boolean>();
     for (const [name, s] of Object.entries(services)) {
       const target = s.build?.target as Program | undefined;
       if (!target) continue;
@@ -261,8 +291,11 @@ describe('deploy/compose.yaml', () => {
       const env = Object.keys(s.environment ?? {});
       checkContainer(`compose ${name}`, target, args, env);
       if (target === 'mount') continue;
+      tlsOf.set(name, checkTransport(`compose ${name}`, args));
       const port = flag(args, '--port')!;
       ports.set(name, port);
+      // without TLS the ports are published on the host's loopback only
+      if (!tlsOf.get(name)) for (const p of (s.ports as string[] | undefined) ?? []) expect({ name, published: p }).toEqual({ name, published: expect.stringMatching(/^127\.0\.0\.1:/) });
       for (const p of (s.ports as string[] | undefined) ?? []) expect(p.split(':').pop()).toBe(port);
       const probe = (s.healthcheck.test as string[]).join(' ');
       const m = /http:\/\/127\.0\.0\.1:(\d+)(\/\w+)/.exec(probe)!;
@@ -280,6 +313,8 @@ describe('deploy/compose.yaml', () => {
     for (const [name, s] of ofTarget('fs-node')) {
       const control = new URL(flag(s.command, '--control-url')!);
       expect(ports.get(control.hostname)).toBe(control.port);
+      checkScheme(`compose ${name} --control-url`, control.href, tlsOf.get(control.hostname)!);
+      checkScheme(`compose ${name} --fs-url`, flag(s.command, '--fs-url')!, tlsOf.get(name)!);
       expect(services[control.hostname].build.target).toBe('svc');
       expect(s.depends_on[control.hostname].condition).toBe('service_healthy');
       const fs = new URL(flag(s.command, '--fs-url')!);
@@ -288,6 +323,7 @@ describe('deploy/compose.yaml', () => {
     }
     const mountUrl = new URL(services.mount.environment.SVC_URL);
     expect(ports.get(mountUrl.hostname)).toBe(mountUrl.port);
+    checkScheme('compose mount SVC_URL', mountUrl.href, tlsOf.get(mountUrl.hostname)!);
   });
 });
 
@@ -325,7 +361,13 @@ describe('deploy/k8s', () => {
     const mounts = (container.volumeMounts as Obj[]).map((m) => m.mountPath as string);
     const volumes = (template.spec.volumes as Obj[]).map((v) => v.name as string);
     for (const m of container.volumeMounts as Obj[]) expect(volumes).toContain(m.name);
-    return { ...container, mounts };
+    const tls = checkTransport(where, container.args);
+    // certificate, key and CA files come from a mounted volume
+    for (const f of ['--tls-cert', '--tls-key', '--tls-ca']) {
+      const file = flag(container.args, f);
+      if (file) expect({ where, file, mounted: mounts.some((m) => file.startsWith(`${m}/`)) }).toEqual({ where, file, mounted: true });
+    }
+    return { ...container, mounts, tls };
   }
 
   it('has a Deployment of two svc replicas with /livez and /readyz probes on the ops port', () => {
@@ -333,6 +375,11 @@ describe('deploy/k8s', () => {
     expect(d.spec.replicas).toBe(2);
     for (const [k, v] of Object.entries(d.spec.selector.matchLabels)) expect(d.spec.template.metadata.labels[k]).toBe(v);
     const c = checkPod('Deployment svc', d.spec.template, 'svc');
+    expect(c.tls).toBe(true);
+    const tlsVolume = (d.spec.template.spec.volumes as Obj[]).find((v) => v.name === (c.volumeMounts as Obj[]).find((m) => flag(c.args, '--tls-cert')!.startsWith(`${m.mountPath}/`)).name);
+    const tlsSecret = docs.find((x) => x.kind === 'Secret' && x.metadata.name === tlsVolume.secret.secretName)!;
+    expect(tlsSecret.type).toBe('kubernetes.io/tls');
+    for (const f of ['--tls-cert', '--tls-key', '--tls-ca']) expect(Object.keys(tlsSecret.stringData ?? tlsSecret.data)).toContain(flag(c.args, f)!.split('/').pop());
     expect(flag(c.args, '--database-url')).toBe('$(SVC_DATABASE_URL)');
     expect(c.mounts).toContain(flag(c.args, '--state-dir'));
     for (const name of ['SVC_ADMIN_TOKEN', 'SVC_USER_TOKEN', 'SVC_CONTROL_STATE_KEY_HEX', 'SVC_DATABASE_URL']) {
@@ -351,10 +398,16 @@ describe('deploy/k8s', () => {
   it('has an svc-fs-node DaemonSet that reaches the Service', () => {
     const ds = kind('DaemonSet', 'svc-fs-node');
     const c = checkPod('DaemonSet svc-fs-node', ds.spec.template, 'fs-node');
+    const svcTls = flag(kind('Deployment', 'svc').spec.template.spec.containers[0].args, '--tls-cert') !== undefined;
+    checkScheme('DaemonSet --control-url', flag(c.args, '--control-url')!, svcTls);
+    checkScheme('DaemonSet --fs-url', flag(c.args, '--fs-url')!.replace(/\$\(\w+\)/, '10.0.0.1'), c.tls);
+    if (svcTls) expect(flag(c.args, '--tls-ca')).toBeDefined();
     const control = new URL(flag(c.args, '--control-url')!);
     const service = kind('Service', control.hostname);
     expect((service.spec.ports as Obj[]).some((p) => String(p.port) === control.port)).toBe(true);
-    const fsUrl = new URL(flag(c.args, '--fs-url')!.replace('$(POD_IP)', '10.0.0.1'));
+    const fsUrl = new URL(flag(c.args, '--fs-url')!.replace(/\$\(\w+\)/, '10.0.0.1'));
+    // advertised on the host's address: the FS port is a host port
+    if (/\$\(HOST_IP\)/.test(flag(c.args, '--fs-url')!)) expect((c.ports as Obj[]).find((p) => String(p.containerPort) === fsUrl.port)?.hostPort).toBe(Number(fsUrl.port));
     expect(fsUrl.port).toBe(flag(c.args, '--port'));
     expect(fsUrl.pathname).toBe('/v2/fs');
     expect(c.mounts).toContain(flag(c.args, '--state-file')!.replace(/\/[^/]+$/, ''));
@@ -369,10 +422,14 @@ describe('deploy/k8s', () => {
 
 describe('the deployment running for real', () => {
   let pg: Postgres | null = null;
+  let ca: TestCa | null = null;
   const running: Record<string, Running> = {};
 
   beforeAll(async () => {
     pg = await startPostgres();
+    const missing = opensslMissing();
+    if (missing) process.stderr.write(`deploy e2e: ${missing}: the Kubernetes files' TLS arguments are run without TLS\n`);
+    else ca = makeCa('svc deploy test CA');
   }, 60_000);
 
   afterAll(async () => {
@@ -381,39 +438,71 @@ describe('the deployment running for real', () => {
     cleanupTmp();
   });
 
-  it('starts both svc replicas and both nodes with the files\' arguments; every probe path answers', async () => {
+  /** An argument list without the given flags (and their values). */
+  const without = (args: string[], names: string[]) => args.filter((a, i) => !names.includes(a) && !names.includes(args[i - 1]));
+
+  /** The TLS flags of a file pointed at a test certificate (or dropped without openssl). */
+  const tlsFiles = (args: string[], name: string): string[] => {
+    if (flag(args, '--tls-cert') === undefined) return args;
+    if (!ca) return without(args, ['--tls-cert', '--tls-key', '--tls-ca']);
+    const c = ca.issue(name);
+    return adapt(args, { '--tls-cert': c.cert, '--tls-key': c.key, '--tls-ca': ca.cert });
+  };
+
+  it('starts both svc replicas and both nodes with the files\' arguments; they pair; every probe path answers', async () => {
     const docs = k8s();
     const deployment = docs.find((d) => d.kind === 'Deployment' && d.metadata.name === 'svc')!.spec.template.spec.containers[0];
     const daemonset = docs.find((d) => d.kind === 'DaemonSet')!.spec.template.spec.containers[0];
     const services = compose().services as Record<string, Obj>;
     const dbUrl = pg ? await pg.newDatabase() : null;
     const env = { SVC_ADMIN_TOKEN: ADMIN_TOKEN, SVC_USER_TOKEN: USER_TOKEN, SVC_METRICS_PORT: '0', SVC_LOG_LEVEL: 'info' };
-    const svcArgs = (args: string[]) => {
-      let a = adapt(args, { '--bind': '127.0.0.1', '--port': '0', '--state-dir': tmpDir('deploy-svc-') }, { SVC_DATABASE_URL: dbUrl ?? '' });
-      if (!dbUrl) {
-        // no PostgreSQL here: the embedded store, and the replica-only checks below are skipped
-        const i = a.indexOf('--database-url');
-        a = [...a.slice(0, i), ...a.slice(i + 2)];
-      }
-      return a;
+    // loopback instead of 0.0.0.0 (tests listen on this machine only), port 0, a temp state dir
+    const svcArgs = (args: string[], name: string) => {
+      const a = tlsFiles(adapt(args, { '--bind': '127.0.0.1', '--port': '0', '--state-dir': tmpDir('deploy-svc-'), '--database-url': dbUrl ?? '' }, { SVC_DATABASE_URL: dbUrl ?? '' }), name);
+      // no PostgreSQL here: the embedded store, and the replica-only checks below are skipped
+      return dbUrl ? a : without(a, ['--database-url']);
     };
-    running.k8sSvc = await startProcess(BIN.svc, svcArgs(deployment.args), env);
+    running.k8sSvc = await startProcess(BIN.svc, svcArgs(deployment.args, 'svc'), env);
+    expect(running.k8sSvc.url.startsWith(ca ? 'wss://' : 'ws://')).toBe(true);
     // the compose replica shares the database (with the embedded store: its own directory)
-    const composeArgs = adapt(services['svc-1'].command, { '--database-url': dbUrl ?? '' });
-    running.composeSvc = await startProcess(BIN.svc, svcArgs(composeArgs), env);
-    const nodeArgs = (args: string[], name: string) => {
+    running.composeSvc = await startProcess(BIN.svc, svcArgs(services['svc-1'].command, 'svc-1'), env);
+    const nodeArgs = (args: string[], name: string, svc: Running) => {
       const dir = tmpDir(`deploy-${name}-`);
       mkdirSync(join(dir, 'work'));
-      return adapt(
-        args,
-        { '--bind': '127.0.0.1', '--port': '0', '--control-url': running.k8sSvc.url, '--fs-url': 'ws://127.0.0.1:1/v2/fs', '--state-file': join(dir, 'state.json'), '--export': `work=${join(dir, 'work')}` },
-        { NODE_NAME: name, POD_IP: '127.0.0.1' },
+      const tls = flag(args, '--tls-cert') !== undefined && ca !== null;
+      return tlsFiles(
+        adapt(
+          args,
+          { '--bind': '127.0.0.1', '--port': '0', '--control-url': svc.url, '--fs-url': `${tls ? 'wss' : 'ws'}://127.0.0.1:1/v2/fs`, '--state-file': join(dir, 'state.json'), '--export': `work=${join(dir, 'work')}` },
+          { NODE_NAME: name, HOST_IP: '127.0.0.1', POD_IP: '127.0.0.1' },
+        ),
+        name,
       );
     };
     const nodeEnv = { SVC_AUTH_TOKEN: USER_TOKEN, SVC_METRICS_PORT: '0', SVC_LOG_LEVEL: 'info' };
-    running.k8sNode = await startProcess(BIN.fsNode, nodeArgs(daemonset.args, 'k8s-node'), nodeEnv);
-    running.composeNode = await startProcess(BIN.fsNode, nodeArgs(services['fs-node-1'].command, 'compose-node'), nodeEnv);
-    // both nodes filed their join requests with the user token, as deployed
+    const k8sNodeArgs = nodeArgs(daemonset.args, 'k8s-node', running.k8sSvc);
+    const composeNodeArgs = nodeArgs(services['fs-node-1'].command, 'compose-node', running.composeSvc);
+    running.k8sNode = await startProcess(BIN.fsNode, k8sNodeArgs, nodeEnv);
+    running.composeNode = await startProcess(BIN.fsNode, composeNodeArgs, nodeEnv);
+    // each node reached its svc (wss:// with the CA of the files for the Kubernetes one) and
+    // filed its join request with the user token, as deployed
+    for (const [svc, node] of [
+      [running.k8sSvc, flag(k8sNodeArgs, '--node-name')!],
+      [running.composeSvc, flag(composeNodeArgs, '--node-name')!],
+    ] as const) {
+      const admin = await ControlClient.connect({ url: svc.url, token: ADMIN_TOKEN, tls: ca ? loadClientTls(ca.cert) : undefined });
+      try {
+        const deadline = Date.now() + 10_000;
+        let names: string[] = [];
+        while (Date.now() < deadline && !names.includes(node)) {
+          names = (await admin.request<{ pending: Array<{ node_name: string }> }>('node_join_pending_list')).pending.map((p) => p.node_name);
+          if (!names.includes(node)) await new Promise((r) => setTimeout(r, 100));
+        }
+        expect({ svc: svc.url, pending: names }).toEqual({ svc: svc.url, pending: expect.arrayContaining([node]) });
+      } finally {
+        admin.close();
+      }
+    }
     for (const [name, r] of Object.entries(running)) expect({ name, ops: r.opsUrl }).toEqual({ name, ops: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/) });
     // every probe path of the files (collected by the checks above), each on every program
     for (const path of new Set(['/livez', '/readyz', ...probePaths.keys()])) {
