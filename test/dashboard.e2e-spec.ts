@@ -9,18 +9,22 @@
  * and puts the event in the feed within 3 s, without a reload; a pending join approved with
  * the button makes the node appear; a WebSocket opened from another origin is refused (in the
  * browser and with the cookie from a plain client); sign-in attempts are rate limited;
- * signing out ends the session. Screenshots go to a temp dir printed at the end.
+ * signing out ends the session. Screenshots go to a temp dir printed at the end. With TLS
+ * (`--tls-cert`, certificates of a test CA), the dashboard is served on the same `https://`
+ * port with a `Secure` cookie that opens `wss://` from its own origin only.
  *
  * Chromium absent (`/usr/bin/chromium`; `.ci/run` installs it): skipped with the reason
  * printed. Chromium present but not starting: the tests fail.
  */
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import { createServer, Server } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import NodeWebSocket from 'ws';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, tmpDir, USER_TOKEN, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc, tmpDir, USER_TOKEN, waitFor } from './helpers/processes';
+import { describeWithOpenssl, makeCa } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -32,10 +36,10 @@ if (!haveChromium) {
 }
 const suite = haveChromium ? describe : describe.skip;
 
-/** Status of a WebSocket upgrade on `url` with `headers`: 101 when it opened. */
-function upgradeStatus(url: string, headers: Record<string, string>): Promise<number> {
+/** Status of a WebSocket upgrade on `url` with `headers`: 101 when it opened. `ca`: PEM trusted for wss://. */
+function upgradeStatus(url: string, headers: Record<string, string>, ca?: Buffer): Promise<number> {
   return new Promise((resolve, reject) => {
-    const ws = new NodeWebSocket(url, { headers });
+    const ws = new NodeWebSocket(url, { headers, ca });
     ws.once('open', () => {
       ws.close();
       resolve(101);
@@ -305,5 +309,51 @@ suite('web dashboard in headless Chromium', () => {
     expect(ws.svc.stderr()).not.toMatch(/guess-\d+-0123456789/);
     expect(ws.svc.stderr()).not.toContain(ADMIN_TOKEN);
     void nodeC;
+  });
+});
+
+describeWithOpenssl('web dashboard over TLS', () => {
+  afterAll(async () => {
+    await killAll();
+    cleanupTmp();
+  });
+
+  /** One HTTPS request verified against `ca`: status, headers and body. */
+  const fetchTls = (url: string, ca: Buffer, init: { method?: string; body?: string; headers?: Record<string, string> } = {}) =>
+    new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }>((resolve, reject) => {
+      const req = httpsRequest(url, { method: init.method ?? 'GET', ca, headers: init.headers }, (res) => {
+        let body = '';
+        res.setEncoding('utf8').on('data', (d: string) => (body += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
+      });
+      req.once('error', reject);
+      req.end(init.body);
+    });
+
+  it('serves /ui/ on the wss:// port with a Secure session cookie that opens wss:// from its own origin only', async () => {
+    const ca = makeCa('svc dashboard test CA');
+    const cert = ca.issue('svc');
+    const pem = readFileSync(ca.cert);
+    const svc = await startSvc({ args: ['--tls-cert', cert.cert, '--tls-key', cert.key], env: { SVC_LOG_LEVEL: 'warn' } });
+    expect(svc.url).toMatch(/^wss:\/\/127\.0\.0\.1:\d+\/$/);
+    const base = svc.url.replace(/^wss/, 'https').replace(/\/$/, '');
+    const page = await fetchTls(`${base}/ui/`, pem);
+    expect(page.status).toBe(200);
+    expect(page.body).toContain('id="token"');
+    // the port speaks TLS only
+    await expect(fetch(`${base.replace('https', 'http')}/ui/`)).rejects.toThrow();
+    const signIn = await fetchTls(`${base}/ui/sign-in`, pem, {
+      method: 'POST',
+      body: new URLSearchParams({ token: ADMIN_TOKEN }).toString(),
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded', Origin: base },
+    });
+    expect(signIn.status).toBe(303);
+    const setCookie = String(signIn.headers['set-cookie']);
+    expect(setCookie).toMatch(/^svc_ui_session=[^;]+; Path=\/; Max-Age=\d+; HttpOnly; SameSite=Strict; Secure$/);
+    const jar = setCookie.split(';')[0];
+    expect((await fetchTls(`${base}/ui/app.js`, pem, { headers: { Cookie: jar } })).status).toBe(200);
+    expect(await upgradeStatus(svc.url, { Cookie: jar, Origin: base }, pem)).toBe(101);
+    expect(await upgradeStatus(svc.url, { Cookie: jar, Origin: 'https://evil.example' }, pem)).toBe(403);
+    expect(await upgradeStatus(svc.url, { Cookie: jar }, pem)).toBe(403);
   });
 });
