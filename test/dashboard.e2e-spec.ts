@@ -184,6 +184,7 @@ suite('web dashboard in headless Chromium', () => {
       { timeout: Math.max(1, 3000 - (Date.now() - t0)), polling: 50 },
     );
     const elapsed = Date.now() - t0;
+    process.stdout.write(`dashboard: node-a SIGTERM to "degraded" and its event on the page: ${elapsed} ms\n`);
     expect(elapsed).toBeLessThan(3000);
     expect((await exited).code).toBe(0);
     // the same page: not reloaded
