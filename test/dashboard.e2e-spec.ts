@@ -282,6 +282,38 @@ suite('web dashboard in headless Chromium', () => {
     expect(await upgradeStatus(ws.svc.url, { Authorization: `Bearer ${ADMIN_TOKEN}` })).toBe(101);
   });
 
+  it('never hands a role token to a cookie session (auth_status, auth_rotate: forbidden)', async () => {
+    const [cookie] = await context.cookies();
+    const host = new URL(ws.svc.url).host;
+    const sock = new NodeWebSocket(ws.svc.url, { headers: { Cookie: `${cookie.name}=${cookie.value}`, Origin: `http://${host}` } });
+    const replies: Array<Record<string, unknown>> = [];
+    sock.on('message', (d) => replies.push(JSON.parse(d.toString()) as Record<string, unknown>));
+    await new Promise<void>((resolve, reject) => {
+      sock.once('open', () => resolve());
+      sock.once('error', reject);
+    });
+    const ask = async (frame: Record<string, unknown>) => {
+      sock.send(JSON.stringify(frame));
+      return waitFor(() => replies.find((r) => r.id === frame.id), 5000);
+    };
+    try {
+      expect((await ask({ channel: 'control', type: 'control.version', id: 'v', payload: { protocol: 'unified-v2' } })).ok).toBe(true);
+      expect((await ask({ channel: 'control', type: 'control.connect', id: 'c', payload: { agent_id: 'ui-probe' } })).ok).toBe(true);
+      for (const [id, type, payload] of [
+        ['s', 'control.auth_status', {}],
+        ['r', 'control.auth_rotate', { role: 'user' }],
+      ] as const) {
+        const r = await ask({ channel: 'control', type, id, payload });
+        expect(r.ok).toBe(false);
+        expect((r.error as { code: string }).code).toBe('forbidden');
+        expect(JSON.stringify(r)).not.toContain(ADMIN_TOKEN);
+        expect(JSON.stringify(r)).not.toContain(USER_TOKEN);
+      }
+    } finally {
+      sock.close();
+    }
+  });
+
   it('signs out: the session cookie no longer opens anything', async () => {
     const [cookie] = await context.cookies();
     const jar = `${cookie.name}=${cookie.value}`;

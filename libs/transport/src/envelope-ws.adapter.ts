@@ -228,11 +228,12 @@ export class EnvelopeWsAdapter extends WsAdapter {
       this.log.warn({ remote: req.socket.remoteAddress, msg: 'upgrade refused: missing or invalid bearer token' });
       return this.refuse(socket, 401, 'Unauthorized', { 'WWW-Authenticate': 'Bearer realm="svc"' });
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, auth.role, req));
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, auth.role, req, verdict !== null));
   }
 
-  private onConnection(ws: WebSocket, role: WsSession['role'], req: IncomingMessage): void {
+  private onConnection(ws: WebSocket, role: WsSession['role'], req: IncomingMessage, browser = false): void {
     const session = new WsSession(ws, role, req.socket.remoteAddress ?? 'unknown');
+    session.browser = browser;
     this.options.sessions.add(session);
     ws.on('error', (err: Error & { code?: string }) => {
       // ws closes the connection itself (1009 for an oversized frame, 1007 for bad UTF-8).
