@@ -11,6 +11,7 @@ import { CatalogModule } from './catalog/catalog.module';
 import { Clock } from './common/clock';
 import { ServerConfig } from './config';
 import { ControlModule } from './control/control.module';
+import { DashboardModule } from './dashboard/dashboard.module';
 import { HealthModule } from './health/health.module';
 import { PersistenceModule } from './persistence/persistence.module';
 import { ProjectsModule } from './projects/projects.module';
@@ -43,6 +44,7 @@ export class AppModule {
         ControlModule,
         AcheronModule,
         HealthModule,
+        DashboardModule,
       ],
     };
   }

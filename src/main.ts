@@ -18,6 +18,7 @@ import { AppModule } from './app.module';
 import { ConfigError, loadServerConfig, SERVER_USAGE, ServerConfig } from './config';
 import { ControlEndpointProfile } from './control/control-endpoint.profile';
 import { ControlMetrics } from './health/control-metrics';
+import { DashboardHttp } from './dashboard/dashboard.http';
 import { redactUrl } from './persistence/postgres-state.store';
 import { StateService } from './persistence/state.service';
 
@@ -66,6 +67,7 @@ async function main(): Promise<void> {
     maxMessageBytes: config.maxMessageBytes,
     profile: app.get(ControlEndpointProfile),
     sessions: app.get(SessionRegistry),
+    http: app.get(DashboardHttp),
     observer: app.get(ControlMetrics).requests,
     tls: config.tls ? ServerTls.from(config.tls) : null,
   });

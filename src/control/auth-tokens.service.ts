@@ -59,6 +59,14 @@ export class AuthTokensService implements OnModuleInit {
     return isAdmin ? 'admin' : isUser ? 'user' : undefined;
   }
 
+  /**
+   * The current admin token, or null before the store is loaded. For keys derived from it
+   * in-process (the dashboard's session cookies, src/dashboard); never logged or sent.
+   */
+  adminToken(): string | null {
+    return this.tokens?.admin_token ?? null;
+  }
+
   /** `control.auth_status`: both tokens and the file path (admin only). */
   status(): { admin_token: string; user_token: string; path: string } {
     return { ...this.tokens!, path: this.path };

@@ -28,6 +28,14 @@ import { AuthTokensService } from './auth-tokens.service';
 import { Audited } from '../audit/audit.gates';
 import { AdminOnly, ControlChannelGateway, Protected } from './gates';
 
+/**
+ * Refuses an operation that returns a role token to a dashboard (cookie) session.
+ * @throws ProtocolError `forbidden`
+ */
+function refuseBrowser(session: WsSession, type: string): void {
+  if (session.browser) throw new ProtocolError('forbidden', `${type} is not available to a dashboard session: it would hand a role token to a web page`);
+}
+
 @ControlChannelGateway()
 export class ControlGateway implements OnModuleInit, OnModuleDestroy {
   private sub: Subscription | null = null;
@@ -101,7 +109,8 @@ export class ControlGateway implements OnModuleInit, OnModuleDestroy {
   /** `control.auth_status` (admin) -> `{admin_token, user_token, path}`. */
   @SubscribeMessage('control.auth_status')
   @AdminOnly()
-  authStatus() {
+  authStatus(@Session() session: WsSession) {
+    refuseBrowser(session, 'control.auth_status');
     return this.tokens.status();
   }
 
@@ -110,7 +119,8 @@ export class ControlGateway implements OnModuleInit, OnModuleDestroy {
   @AdminOnly()
   @Protected()
   @Audited()
-  authRotate(@Payload() body: AuthRotateDto) {
+  authRotate(@Payload() body: AuthRotateDto, @Session() session: WsSession) {
+    refuseBrowser(session, 'control.auth_rotate');
     return this.tokens.rotate(body.role);
   }
 

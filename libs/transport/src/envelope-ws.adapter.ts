@@ -29,6 +29,7 @@ import {
   replyTypeOf,
   RequestId,
 } from '@svc/protocol';
+import { HttpExtension } from './http-extension';
 import { EndpointProfile } from './profile';
 import { RequestContext, RequestObserver } from './request-context';
 import { SessionRegistry, WsSession } from './session';
@@ -46,6 +47,8 @@ export interface EnvelopeWsAdapterOptions {
   maxMessageBytes: number;
   profile: EndpointProfile;
   sessions: SessionRegistry;
+  /** Plain HTTP requests and upgrade checks of this listener (`svc`: the dashboard under `/ui/`). */
+  http?: HttpExtension;
   observer?: RequestObserver;
   /**
    * Serve TLS (`wss://`, PROTOCOL.md 1) with this certificate, followed for changes while
@@ -182,7 +185,8 @@ export class EnvelopeWsAdapter extends WsAdapter {
 
   // ---- connections --------------------------------------------------------------------
 
-  private onPlainHttp(_req: IncomingMessage, res: ServerResponse): void {
+  private onPlainHttp(req: IncomingMessage, res: ServerResponse): void {
+    if (this.options.http?.handleRequest(req, res)) return;
     const body = `this port serves WebSocket sessions on ${this.options.profile.path}; connect with a WebSocket client\n`;
     res.writeHead(426, { 'Content-Type': 'text/plain', Upgrade: 'websocket', Connection: 'close' });
     res.end(body);
@@ -214,16 +218,22 @@ export class EnvelopeWsAdapter extends WsAdapter {
     }
     if (pathname !== this.options.profile.path) return this.refuse(socket, 404, 'Not Found');
     if (this.stopping) return this.refuse(socket, 503, 'Service Unavailable');
-    const auth = this.options.profile.authenticate(req);
+    const verdict = this.options.http?.checkUpgrade(req) ?? null;
+    if (verdict && 'refuse' in verdict) {
+      this.log.warn({ remote: req.socket.remoteAddress, msg: `upgrade refused: ${verdict.refuse.log}` });
+      return this.refuse(socket, verdict.refuse.status, verdict.refuse.reason);
+    }
+    const auth = verdict ?? this.options.profile.authenticate(req);
     if (!auth) {
       this.log.warn({ remote: req.socket.remoteAddress, msg: 'upgrade refused: missing or invalid bearer token' });
       return this.refuse(socket, 401, 'Unauthorized', { 'WWW-Authenticate': 'Bearer realm="svc"' });
     }
-    this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, auth.role, req));
+    this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, auth.role, req, verdict !== null));
   }
 
-  private onConnection(ws: WebSocket, role: WsSession['role'], req: IncomingMessage): void {
+  private onConnection(ws: WebSocket, role: WsSession['role'], req: IncomingMessage, browser = false): void {
     const session = new WsSession(ws, role, req.socket.remoteAddress ?? 'unknown');
+    session.browser = browser;
     this.options.sessions.add(session);
     ws.on('error', (err: Error & { code?: string }) => {
       // ws closes the connection itself (1009 for an oversized frame, 1007 for bad UTF-8).

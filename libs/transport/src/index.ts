@@ -1,5 +1,6 @@
 export * from './session';
 export * from './profile';
+export * from './http-extension';
 export * from './request-context';
 export * from './envelope-ws.adapter';
 export * from './exception.filter';

@@ -39,6 +39,12 @@ export class WsSession extends EventEmitter {
   readonly handlers = new Map<string, (data: unknown, type: string) => unknown>();
   /** Requests received and not yet answered. */
   inflight = 0;
+  /**
+   * True when a browser session cookie authenticated the upgrade (the dashboard, through the
+   * listener's HTTP extension) rather than a bearer token: operations that hand out a role
+   * token refuse such a session, so a script injected into a page can never read one.
+   */
+  browser = false;
   /** Frames of a channel still negotiating are handled in order on this chain. */
   negotiationChain: Promise<void> = Promise.resolve();
   private closed = false;
