@@ -78,6 +78,6 @@ describe('RefusalLimiter', () => {
   it('forgets quiet sources rather than growing without bound', () => {
     const l = new RefusalLimiter({ globalPerSec: 1e9, globalBurst: 1e9, sourcePerSec: 1, sourceBurst: 1, maxSources: 10 }, 0);
     for (let i = 0; i < 1000; i++) expect(l.allow(`s${i}`, i * 2000)).toBe(true);
-    expect((l as unknown as { sources: Map<string, unknown> }).sources.size).toBeLessThanOrEqual(10);
+    expect(l.trackedSources).toBeLessThanOrEqual(10);
   });
 });

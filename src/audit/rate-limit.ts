@@ -5,40 +5,9 @@
  * session cannot use up what the others need.
  */
 
-/** A token bucket: `ratePerSec` tokens a second, holding at most `burst`. Times in ms. */
-export class TokenBucket {
-  private tokens: number;
-  private last: number;
+import { KeyedRateLimiter } from '../common/rate-limit';
 
-  constructor(
-    private readonly ratePerSec: number,
-    private readonly burst: number,
-    now: number,
-  ) {
-    this.tokens = burst;
-    this.last = now;
-  }
-
-  /** Takes one token at time `now` (ms); false when the bucket is empty. */
-  take(now: number): boolean {
-    this.refill(now);
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
-  }
-
-  /** True when the bucket is full at `now` (its source has been quiet: it can be forgotten). */
-  isFull(now: number): boolean {
-    this.refill(now);
-    return this.tokens >= this.burst;
-  }
-
-  private refill(now: number): void {
-    const elapsed = Math.max(0, now - this.last);
-    this.last = now;
-    this.tokens = Math.min(this.burst, this.tokens + (elapsed / 1000) * this.ratePerSec);
-  }
-}
+export { TokenBucket } from '../common/rate-limit';
 
 /** Limits of {@link RefusalLimiter}: per second and burst, globally and per source. */
 export interface RefusalLimits {
@@ -59,14 +28,13 @@ export const DEFAULT_REFUSAL_LIMITS: RefusalLimits = { globalPerSec: 20, globalB
 
 /** Whether an entry that rides on no mutation may be written now. */
 export class RefusalLimiter {
-  private readonly global: TokenBucket;
-  private readonly sources = new Map<string, TokenBucket>();
+  private readonly limiter: KeyedRateLimiter;
 
-  constructor(
-    private readonly limits: RefusalLimits,
-    now: number,
-  ) {
-    this.global = new TokenBucket(limits.globalPerSec, limits.globalBurst, now);
+  constructor(limits: RefusalLimits, now: number) {
+    this.limiter = new KeyedRateLimiter(
+      { perKeyPerSec: limits.sourcePerSec, perKeyBurst: limits.sourceBurst, globalPerSec: limits.globalPerSec, globalBurst: limits.globalBurst, maxKeys: limits.maxSources },
+      now,
+    );
   }
 
   /**
@@ -75,26 +43,11 @@ export class RefusalLimiter {
    * @returns true when the entry may be written
    */
   allow(source: string | null, now: number): boolean {
-    if (source !== null) {
-      let bucket = this.sources.get(source);
-      if (!bucket) {
-        if (this.sources.size >= this.limits.maxSources) this.forgetQuiet(now);
-        bucket = new TokenBucket(this.limits.sourcePerSec, this.limits.sourceBurst, now);
-        this.sources.set(source, bucket);
-      }
-      if (!bucket.take(now)) return false;
-    }
-    return this.global.take(now);
+    return this.limiter.attempt(source, now).allowed;
   }
 
-  /** Drops the buckets of quiet sources (and, if all are busy, the oldest half). */
-  private forgetQuiet(now: number): void {
-    for (const [k, b] of this.sources) if (b.isFull(now)) this.sources.delete(k);
-    if (this.sources.size < this.limits.maxSources) return;
-    let n = Math.floor(this.sources.size / 2);
-    for (const k of this.sources.keys()) {
-      if (n-- <= 0) break;
-      this.sources.delete(k);
-    }
+  /** Sources whose buckets are held now (bounded by `maxSources`). */
+  get trackedSources(): number {
+    return this.limiter.tracked;
   }
 }
