@@ -301,8 +301,12 @@ export class MountRoutes {
         if (!c.fs_url) throw new FsError(Errno.ENODEV, `node ${c.node_id ?? c.node_name} has no fs_url (state ${c.state ?? 'unknown'})`);
         const session = await this.pool.get(c.fs_url, c.auth_token, left);
         const ex = await session.export(c.export_name);
-        if (!this.routes.has(route.mountPath) || !route.candidates.includes(c)) continue;
-        const active: ActiveEndpoint = { candidate: c, key, session, root: ex.root, ro: ex.ro, cache: new LookupCache(this.options.lookupCacheEntries) };
+        if (!this.routes.has(route.mountPath)) continue;
+        // A topology update while connecting rebuilds the candidate list (new objects): the
+        // endpoint just reached is used when it is still a candidate, whatever its place now.
+        const current = route.candidates.includes(c) ? c : route.candidates.find((x) => candidateKey(x) === key);
+        if (!current) continue;
+        const active: ActiveEndpoint = { candidate: current, key, session, root: ex.root, ro: ex.ro, cache: new LookupCache(this.options.lookupCacheEntries) };
         active.cache.set('', ex.root);
         route.active = active;
         route.last = active;
@@ -311,7 +315,7 @@ export class MountRoutes {
         route.lastError.delete(key);
         if (!previous || previous.key !== key || previous.session !== session) {
           const cause = previous ? (previousError ?? null) : null;
-          const ev: FailoverEvent = { mount_path: route.mountPath, from: previous ? describeCandidate(previous.candidate) : null, to: describeCandidate(c), cause };
+          const ev: FailoverEvent = { mount_path: route.mountPath, from: previous ? describeCandidate(previous.candidate) : null, to: describeCandidate(current), cause };
           if (previous) this.emit('failover', ev);
           this.emit('inval_dir', { mount_path: route.mountPath, paths: [route.mountPath], dir: ex.root });
         }
