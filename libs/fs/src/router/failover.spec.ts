@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { Errno, FsError } from '@svc/protocol/wire';
 import { startStubNode, StubNode } from '../../../../test/helpers/stub-fs-node';
-import { parseEndpointSpec } from './topology';
+import { parseEndpointSpec, topologyFromEndpoints } from './topology';
 import { StaticTopologySource } from './topology-source';
 import { FailoverEvent, WorkspaceRouter, WorkspaceRouterOptions } from './workspace-router';
 
@@ -145,5 +145,24 @@ describe('failover with hung nodes', () => {
     expect(t.err).toBeUndefined();
     expect(t.ms).toBeGreaterThanOrEqual(2400);
     expect(r.describe()[0].candidates.map((c) => c.active)).toEqual([true, false]);
+  });
+});
+
+describe('topology updates while a mount connects', () => {
+  it('uses the endpoint just reached when a delta rebuilt the candidate list meanwhile', async () => {
+    const a = await node(1);
+    const specs = [`p=${a.url}@/s`];
+    const src = new StaticTopologySource(specs.map((s) => parseEndpointSpec(s)));
+    const r = new WorkspaceRouter(src, FAST);
+    routers.push(r);
+    await r.start();
+    const pending = timed(r.getattr('/s/f'));
+    // while the connect to p is under way: a new list (new objects) that still holds p
+    const next = topologyFromEndpoints([...specs, 'q=ws://127.0.0.1:1/v2/fs@/s'].map((s) => parseEndpointSpec(s)));
+    (src as unknown as { current: typeof next }).current = next;
+    src.emit('topology', next);
+    const t = await pending;
+    expect(t.err).toBeUndefined();
+    expect(t.value?.sz).toBe(1);
   });
 });
