@@ -58,6 +58,13 @@ export interface FsOpenFile {
  */
 export type FsWatchEvent = { type: 'rename' | 'change'; name: string | null };
 
+/**
+ * One file of {@link FsBackend.readSmallFiles}: the attributes of the file opened and its bytes
+ * (null when it is not a regular file or is larger than asked), or why it could not be read
+ * (an FsError with the errno; anything else counts as EIO).
+ */
+export type SmallFileRead = { stat: FsStat; data: Buffer | null } | { error: unknown };
+
 /** A live directory watch. */
 export interface FsWatch {
   /** Stops the watch; its listener is not called after this returns, not even for earlier changes. */
@@ -71,11 +78,19 @@ export interface FsBackend {
   /** Export capabilities listed by `exports`. */
   readonly caps: Record<string, unknown>;
   /**
-   * True when reading a file has no effect but its bytes, so the node may read files nobody
-   * opened yet (the `prefetch` extension, docs/protocol.md "FS extensions"). A synthetic tree
-   * whose reads act (a terminal's `invoke.json`) leaves it unset: `prefetch` is then ENOTSUP.
+   * Reads several small files of directory `dir` at once, for the `prefetch` extension
+   * (docs/protocol.md "FS extensions"): each of `names` is opened read-only without following
+   * it (a symlink there: ELOOP), its attributes are taken from the open file, and when it is a
+   * regular file of at most `maxBytes[i]` bytes its content is read (up to size + 1 bytes, so a
+   * file that grew meanwhile reads longer than its attributes say). One result per name, in
+   * order; a failure of one name is its result, never a rejection (only `dir` itself failing
+   * rejects, with an FsError).
+   *
+   * Only a backend whose reads have no effect but their bytes implements it, so the node may
+   * read files nobody opened yet: a synthetic tree whose reads act (a terminal's
+   * `invoke.json`) leaves it out, and `prefetch` is then ENOTSUP.
    */
-  readonly batchReads?: boolean;
+  readSmallFiles?(dir: readonly string[], names: readonly string[], maxBytes: readonly number[]): Promise<SmallFileRead[]>;
 
   /** Attributes of `path` without following a final symlink. @throws FsError ENOENT, EACCES (outside the root) */
   getattr(path: readonly string[]): Promise<FsStat>;

@@ -57,8 +57,6 @@ import { FsNode, NodeTable } from './node-table';
 export const READDIRP_DEFAULT_MAX = 256;
 export const READDIRP_MAX = 1024;
 
-/** Files `prefetch` opens and reads at once. */
-const PREFETCH_CONCURRENCY = 16;
 /** File type bits of st_mode, and that of a regular file. */
 const S_IFMT = 0o170000;
 const S_IFREG = 0o100000;
@@ -66,15 +64,6 @@ const S_IFREG = 0o100000;
 /** The errno of a failure (EIO for anything that is not an FsError). */
 function errnoOf(e: unknown): number {
   return e instanceof FsError ? (e.errno ?? Errno.EIO) : Errno.EIO;
-}
-
-/** Runs `fn` on every item, at most `limit` at once. */
-async function forEachLimit<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await fn(items[next++]);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }
 
 /** Default permission bits of `create` and `mkdir`. */
@@ -380,7 +369,8 @@ export class FsService implements OnModuleDestroy {
   async prefetch(session: FsSession, dirId: number, names: readonly string[], maxFile?: number, maxTotal?: number): Promise<{ files: PrefetchEntry[]; data: Buffer[] }> {
     if (names.length > PREFETCH_MAX_NAMES) throw new FsError(Errno.EINVAL, `names holds ${names.length} names; at most ${PREFETCH_MAX_NAMES}`);
     const { dir, exp } = this.dir(dirId);
-    if (!exp.backend.batchReads) throw new FsError(Errno.ENOTSUP, `export ${exp.name} does not serve prefetch`);
+    const readSmallFiles = exp.backend.readSmallFiles?.bind(exp.backend);
+    if (!readSmallFiles) throw new FsError(Errno.ENOTSUP, `export ${exp.name} does not serve prefetch`);
     const fileCap = Math.min(maxFile ?? PREFETCH_DEFAULT_MAX_FILE, PREFETCH_MAX_FILE);
     let budget = Math.min(maxTotal ?? PREFETCH_DEFAULT_MAX_TOTAL, PREFETCH_MAX_TOTAL);
     const path = dir.path();
@@ -420,41 +410,33 @@ export class FsService implements OnModuleDestroy {
       }
     });
     const data: Array<Buffer | undefined> = new Array(names.length);
-    await forEachLimit(reads, PREFETCH_CONCURRENCY, async ({ i, reserved }) => {
+    const results = reads.length > 0 ? await readSmallFiles(path, reads.map(({ i }) => names[i]), reads.map(({ reserved }) => reserved)) : [];
+    reads.forEach(({ i }, k) => {
+      const r = results[k];
       const entry = files[i];
-      const fail = (e: unknown) => {
+      if ('error' in r) {
         delete entry.attr;
         delete entry.skip;
-        entry.errno = errnoOf(e);
-      };
-      let opened: Awaited<ReturnType<typeof exp.backend.open>>;
-      try {
-        opened = await exp.backend.open([...path, names[i]], OpenFlags.O_RDONLY | OpenFlags.O_NOFOLLOW);
-      } catch (e) {
-        return fail(e);
+        entry.errno = errnoOf(r.error);
+        return;
       }
-      const { file, stat } = opened;
-      try {
-        if (stat.kind !== NodeKind.FILE || (stat.mode & S_IFMT) !== S_IFREG) return fail(new FsError(stat.kind === NodeKind.DIR ? Errno.EISDIR : Errno.EACCES));
-        entry.attr = this.attr(session, this.table.child(dir, names[i]), stat);
-        // Grown past what was counted for it: not read (the batch stays within max_total).
-        if (stat.size > reserved) {
-          entry.skip = 'changed';
-          return;
-        }
-        const buf = Buffer.allocUnsafe(stat.size + 1);
-        const n = await file.read(buf, 0);
-        this.metrics.bytesRead.inc(n);
-        if (n !== stat.size) entry.skip = 'changed';
-        else {
-          entry.n = n;
-          data[i] = buf.subarray(0, n);
-        }
-      } catch (e) {
-        fail(e);
-      } finally {
-        await file.close().catch(() => undefined);
+      const { stat } = r;
+      if (stat.kind !== NodeKind.FILE || (stat.mode & S_IFMT) !== S_IFREG) {
+        delete entry.attr;
+        entry.errno = stat.kind === NodeKind.DIR ? Errno.EISDIR : Errno.EACCES;
+        return;
       }
+      entry.attr = this.attr(session, this.table.child(dir, names[i]), stat);
+      // Grown past what was counted for it (not read: the batch stays within max_total), or
+      // changed between its attributes and its read.
+      if (r.data === null || r.data.length !== stat.size) {
+        entry.skip = 'changed';
+        if (r.data) this.metrics.bytesRead.inc(r.data.length);
+        return;
+      }
+      this.metrics.bytesRead.inc(r.data.length);
+      entry.n = r.data.length;
+      data[i] = r.data;
     });
     return { files, data: data.filter((d): d is Buffer => d !== undefined) };
   }

@@ -19,12 +19,12 @@
  * Linux only (`/proc/self/fd`).
  */
 import { Logger } from '@nestjs/common';
-import { closeSync, constants as C, fstat, open as openCb, watch as fsWatch, BigIntStats } from 'node:fs';
+import { closeSync, constants as C, fstat, lstat as lstatCb, open as openCb, read as readCb, watch as fsWatch, BigIntStats } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { promisify } from 'node:util';
 import { chmod, chown, lstat, mkdir, open, readdir, readlink, realpath, rename, rmdir, stat, statfs, symlink, truncate, unlink, utimes, FileHandle } from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
-import type { FsAttrChanges, FsBackend, FsOpenFile, FsStat, FsWatch, FsWatchEvent } from '../fs-backend';
+import type { FsAttrChanges, FsBackend, FsOpenFile, FsStat, FsWatch, FsWatchEvent, SmallFileRead } from '../fs-backend';
 import { confinedAt, fdPath, isInside, realPathOfFdSync } from './confine';
 import { toFsError } from './errno';
 
@@ -33,6 +33,12 @@ const O_PATH = OpenFlags.O_PATH;
 const PASS_FLAGS = OpenFlags.O_TRUNC | OpenFlags.O_APPEND | OpenFlags.O_DSYNC | OpenFlags.O_SYNC | OpenFlags.O_NOATIME | OpenFlags.O_DIRECTORY;
 /** Open flags never accepted from a client. */
 const REFUSED_FLAGS = OpenFlags.O_PATH | OpenFlags.O_TMPFILE;
+
+/**
+ * Files {@link LocalDirBackend.readSmallFiles} has in the thread pool at once: enough to keep
+ * libuv's 4 threads and the disk queue busy, few enough to leave room for other sessions' calls.
+ */
+const SMALL_READS_IN_FLIGHT = 16;
 
 /** Default limit of directory watches per backend (inotify watches are a per-user kernel resource). */
 export const DEFAULT_MAX_WATCHES = 8192;
@@ -73,8 +79,8 @@ function fstatBig(fd: number): Promise<BigIntStats> {
 }
 
 /**
- * Closes an O_PATH descriptor at once, without a thread-pool round trip: closing one never
- * waits for the filesystem (no data to flush).
+ * Closes an O_PATH or read-only descriptor at once, without a thread-pool round trip: closing
+ * one never waits for the filesystem (no data to flush).
  */
 function closePath(fd: number): void {
   try {
@@ -164,7 +170,6 @@ export function utimesSeconds(ns: number): number {
 export class LocalDirBackend implements FsBackend {
   readonly sourceKind = 'local_dir';
   readonly caps: Record<string, unknown>;
-  readonly batchReads = true;
   private readonly log = new Logger('LocalDirBackend');
   private readonly maxWatches: number;
   private readonly watches = new Set<ReturnType<typeof fsWatch>>();
@@ -279,18 +284,73 @@ export class LocalDirBackend implements FsBackend {
     return this.inDir(dir, (fd) => readdir(fdPath(fd)));
   }
 
+  /**
+   * All lstat(2) calls are queued at once through the callback API (no promise per call: a
+   * batch of hundreds of names costs the thread pool's time, little of the event loop's).
+   */
   async lookupMany(dir: readonly string[], names: readonly string[]): Promise<Array<FsStat | null>> {
-    return this.inDir(dir, (fd) =>
-      Promise.all(
-        names.map(async (name) => {
-          try {
-            return toFsStat(await lstat(fdPath(fd, name), { bigint: true }));
-          } catch (e) {
-            if ((e as NodeJS.ErrnoException).code === 'ENOENT') return null;
-            throw e;
-          }
+    return this.inDir(
+      dir,
+      (fd) =>
+        new Promise((resolve, reject) => {
+          const out = new Array<FsStat | null>(names.length);
+          let left = names.length;
+          let failed = false;
+          if (left === 0) return resolve(out);
+          names.forEach((name, i) =>
+            lstatCb(fdPath(fd, name), { bigint: true }, (e, st) => {
+              if (failed) return;
+              if (e && e.code !== 'ENOENT') {
+                failed = true;
+                return reject(e);
+              }
+              out[i] = e ? null : toFsStat(st);
+              if (--left === 0) resolve(out);
+            }),
+          );
         }),
-      ),
+    );
+  }
+
+  /**
+   * {@link FsBackend.readSmallFiles}: the directory is pinned once; each name is opened
+   * relative to it with O_NOFOLLOW|O_NONBLOCK (one name below a directory checked inside the
+   * root cannot lead out, and a fifo does not block), then fstat, one pread of size + 1 bytes
+   * and close: three thread-pool calls per file through the callback API, the close done at
+   * once (a read-only descriptor has nothing to flush), {@link SMALL_READS_IN_FLIGHT} files at
+   * a time. A non-regular file is closed unread (its attributes are returned).
+   */
+  async readSmallFiles(dir: readonly string[], names: readonly string[], maxBytes: readonly number[]): Promise<SmallFileRead[]> {
+    return this.inDir(
+      dir,
+      (dfd) =>
+        new Promise<SmallFileRead[]>((resolve) => {
+          const out = new Array<SmallFileRead>(names.length);
+          let next = 0;
+          let done = 0;
+          const finish = (i: number, r: SmallFileRead) => {
+            out[i] = r;
+            if (++done === names.length) resolve(out);
+            else if (next < names.length) start(next++);
+          };
+          const start = (i: number) =>
+            openCb(fdPath(dfd, names[i]), C.O_RDONLY | C.O_NOFOLLOW | C.O_NONBLOCK, (e, fd) => {
+              if (e) return finish(i, { error: toFsError(e) });
+              const closeWith = (r: SmallFileRead) => {
+                closePath(fd);
+                finish(i, r);
+              };
+              fstat(fd, { bigint: true }, (e2, st) => {
+                if (e2) return closeWith({ error: toFsError(e2) });
+                const stat = toFsStat(st);
+                if ((stat.mode & C.S_IFMT) !== C.S_IFREG || stat.size > maxBytes[i]) return closeWith({ stat, data: null });
+                const buf = Buffer.allocUnsafe(stat.size + 1);
+                readCb(fd, buf, 0, buf.length, 0, (e3, n) => closeWith(e3 ? { error: toFsError(e3) } : { stat, data: buf.subarray(0, n) }));
+              });
+            });
+          if (names.length === 0) return resolve(out);
+          while (next < names.length && next < SMALL_READS_IN_FLIGHT) start(next++);
+        }),
     );
   }
 
