@@ -216,6 +216,17 @@ export class FuseCaches {
     }
   }
 
+  /** The cached listing of directory `path` while fresh. */
+  freshListing(path: string): Listing | undefined {
+    const hit = this.dirs.get(path);
+    return hit && hit.expires > Date.now() ? hit.value : undefined;
+  }
+
+  /** True while a listing of directory `path` is being read. */
+  listingPending(path: string): boolean {
+    return this.listingsInFlight.has(path);
+  }
+
   /**
    * The entries of directory `path` as names and stats for readdir: the cached listing while
    * fresh, else read from the node (every entry's attributes are cached on the way).

@@ -17,7 +17,10 @@
  *   read-only open brings the file's first bytes along (`open_read`: a small file is one round
  *   trip, no close), and a reader going through a directory's files gets the next small ones
  *   in batches (`prefetch`, {@link PrefetchPolicy}), held coherent and bounded by
- *   {@link PrefetchCache} and served to opens whose attributes match.
+ *   {@link PrefetchCache} and served to opens whose attributes match;
+ * - listing ahead of a recursive walk (`grep -R`, `find`): once a caller descends from a
+ *   directory into a subdirectory, the next few subdirectories are listed in the background
+ *   (metadata only, {@link ListAhead}).
  *
  * These client-side caches live `cacheTtlMs` (default 60 s) and are invalidated by the node's
  * `acheron.e_fs_inval*` pushes (router `inval`/`inval_dir` events, sent for changes made on
@@ -29,7 +32,7 @@
  *
  * This module composes the parts, each in its own module (issue 11 item 5): `./fuse-caches`
  * (attributes, negative lookups, listings, open proofs), `./prefetch-cache` (prefetched
- * contents), `./prefetch-policy` (when to prefetch what), `./fuse-handles` (open-file table,
+ * contents), `./prefetch-policy` (when to prefetch what), `./list-ahead`, `./fuse-handles` (open-file table,
  * lazy opens), `./read-ahead`, `./write-behind`, `./fuse-poller` (answering, watchdog,
  * polling), `./fuse-ops` (the operations table), `./fuse-stat` (stats and errno for fuse-native).
  */
@@ -42,6 +45,7 @@ import { FuseHandles } from './fuse-handles';
 import { FuseInodes } from './fuse-inodes';
 import { FuseOperations } from './fuse-ops';
 import { FusePoller } from './fuse-poller';
+import { ListAhead, ListAheadOptions } from './list-ahead';
 import { PrefetchOptions, PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
@@ -75,6 +79,8 @@ export interface FuseFsOptions {
   prefetchCacheBytes?: number;
   /** Prefetch tuning ({@link PrefetchPolicy}). */
   prefetch?: PrefetchOptions;
+  /** Listing-ahead tuning ({@link ListAhead}). */
+  listAhead?: ListAheadOptions;
 }
 
 /**
@@ -100,6 +106,7 @@ export class FuseFs {
       caches,
       handles: new FuseHandles(router, caches, chunk),
       prefetch: new PrefetchPolicy(router, caches, caches.contents, options.prefetch),
+      listAhead: new ListAhead(caches, options.listAhead),
       reads: new ReadAhead(router, chunk, readAhead),
       writes: new WriteBehind(router, blocks, chunk),
       poller: new FusePoller(pollMs, options.opTimeoutMs ?? 60_000),

@@ -10,6 +10,7 @@ import { FuseHandles, OpenState } from './fuse-handles';
 import type { FuseInodes } from './fuse-inodes';
 import { Cb, FusePoller } from './fuse-poller';
 import { FuseStat, fuseErrno, toFuseStat } from './fuse-stat';
+import type { ListAhead } from './list-ahead';
 import { PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
@@ -24,6 +25,8 @@ export interface FuseOperationsParts {
   poller: FusePoller;
   /** Starts prefetch batches as readers go through a directory. */
   prefetch: PrefetchPolicy;
+  /** Lists directories ahead of a recursive walk (default: none). */
+  listAhead?: Pick<ListAhead, 'onList'>;
   /** Inode numbers reported by getattr (default: the node ids). */
   inodes?: Pick<FuseInodes, 'of'>;
   /** Refuse every mutation with EROFS. */
@@ -39,11 +42,13 @@ export class FuseOperations {
   private readonly writes: WriteBehind;
   private readonly poller: FusePoller;
   private readonly prefetch: PrefetchPolicy;
+  private readonly listAhead: Pick<ListAhead, 'onList'>;
   private readonly readOnly: boolean;
   private readonly inodes: Pick<FuseInodes, 'of'>;
 
   constructor(parts: FuseOperationsParts) {
     this.prefetch = parts.prefetch;
+    this.listAhead = parts.listAhead ?? { onList: () => undefined };
     this.inodes = parts.inodes ?? { of: (_path, id) => id };
     this.router = parts.router;
     this.caches = parts.caches;
@@ -81,7 +86,7 @@ export class FuseOperations {
     const state = this.handles.state(path, writable, flags & ~OpenFlags.O_CREAT);
     const attr = writable ? undefined : this.caches.cachedAttr(path);
     if (attr) state.reads.sizeHint = attr.sz;
-    if (!writable) this.prefetch.opened(path);
+    if (!writable) void this.prefetch.opened(path);
     if (attr?.k === NodeKind.FILE) state.content = await this.prefetched(path, attr);
     if (!state.content && (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr))) await this.handles.nodeHandle(state);
     const fh = this.handles.add(state);
@@ -122,7 +127,8 @@ export class FuseOperations {
     if (!state) throw new FsError(Errno.EBADF);
     if (!state.readStarted) {
       state.readStarted = true;
-      if (!state.writable) void this.prefetch.onRead(state.path);
+      // After this read is answered: the policy's planning would run before the answer otherwise.
+      if (!state.writable) setImmediate(() => void this.prefetch.onRead(state.path));
     }
     if (state.content) return pos >= state.content.length ? 0 : state.content.copy(buf, 0, pos, Math.min(state.content.length, pos + len));
     if (state.writes.dirty || state.writes.error) await this.writes.flush(state.writes);
@@ -192,6 +198,8 @@ export class FuseOperations {
           (l) => cb(0, l.names, l.stats),
           (e) => cb(fuseErrno(e)),
         );
+        // After this listing was asked for (the walker's own one goes out first) and answered when cached.
+        setImmediate(() => f.listAhead.onList(path));
       },
       open: (path: string, flags: number, cb: Cb<number>) => P.run(cb, () => f.open(path, flags)),
       create: (path: string, mode: number, cb: Cb<number>) =>

@@ -2,7 +2,8 @@
  * Unit tests of the FUSE layer's prefetching (issue 11 item 1): the store of prefetched
  * contents (identity of attributes, one use, bounds, TTL, invalidation, batches in flight) and
  * the policy (only reads trigger, two files of a directory, listing order, bounds per batch,
- * one batch per directory, a node without the extension).
+ * growing batches, one batch per directory, a recursive reader's sibling directories, a node
+ * without the extension).
  */
 import { Attr, DirEntry } from '@svc/protocol/wire';
 import type { PrefetchedFile } from '@svc/client';
@@ -244,7 +245,7 @@ describe('PrefetchPolicy', () => {
     const first = policy.onRead('/w/d/f001');
     for (const i of [2, 3, 4]) await policy.onRead(`/w/d/${name(i)}`);
     // opened, not read yet: a batch starts after it too
-    policy.opened('/w/d/f005');
+    void policy.opened('/w/d/f005');
     release();
     await first;
     expect(dir.asked).toEqual([[name(6), name(7), name(8), name(9), name(10), name(11), name(12), name(13), name(14), name(15)]]);
@@ -260,6 +261,70 @@ describe('PrefetchPolicy', () => {
     await expect(policy.onRead('/w/d/f001')).resolves.toBeUndefined();
     expect(caches.contents.size).toBe(0);
     expect(caches.contents.pending('/w/d/f002')).toBeUndefined();
+  });
+});
+
+describe('PrefetchPolicy: first batch and recursive readers', () => {
+  afterEach(() => jest.useRealTimers());
+
+  it('holds firstBatch names in the first batch of a directory, maxNames in the next ones', async () => {
+    const dir = new Dir(Array.from({ length: 100 }, (_, i) => [name(i), attr(10 + i, 10)] as [string, Attr]));
+    const { policy } = policyOver(dir, { maxNames: 12, firstBatch: 3, lookahead: 4, maxTotal: 1 << 20 });
+    await policy.onRead('/w/d/f000');
+    await policy.onRead('/w/d/f001');
+    await policy.onRead('/w/d/f002');
+    await policy.onRead('/w/d/f014');
+    expect(dir.asked.map((b) => b.length)).toEqual([3, 12, 12]);
+    expect(dir.asked[0]).toEqual([name(2), name(3), name(4)]);
+    expect(dir.asked[1][0]).toBe(name(5));
+  });
+
+  /** `/w` holding directories a, b, c of 40 small files each, served as Dir serves `/w/d`. */
+  function siblings() {
+    const files = (base: number) => Array.from({ length: 40 }, (_, i) => ({ name: name(i), attr: attr(base + i, 10) }));
+    const dirs: Record<string, DirEntry[]> = { '/w/a': files(100), '/w/b': files(200), '/w/c': files(300) };
+    const asked: Array<[string, string[]]> = [];
+    const router = {
+      getattr: async (): Promise<Attr> => {
+        throw new Error('no getattr expected');
+      },
+      readdirAll: async (path: string): Promise<DirEntry[]> => dirs[path] ?? [],
+      prefetch: async (dir: string, names: readonly string[]): Promise<PrefetchedFile[] | null> => {
+        asked.push([dir, [...names]]);
+        return names.map((n) => ({ name: n, attr: dirs[dir].find((e) => e.name === n)!.attr, data: Buffer.alloc(10) }));
+      },
+    };
+    const caches = new FuseCaches(router, 60_000);
+    const policy = new PrefetchPolicy(router, caches, caches.contents, { maxFile: 1000, maxTotal: 1 << 20, maxNames: 64, firstBatch: 4, lookahead: 8, windowMs: 1000 });
+    return { policy, asked };
+  }
+
+  it('gives a reader that had batches in a directory the first batch of a sibling at its first open there', async () => {
+    const { policy, asked } = siblings();
+    await policy.onRead('/w/a/f000');
+    await policy.onRead('/w/a/f001');
+    expect(asked).toEqual([['/w/a', [name(2), name(3), name(4), name(5)]]]);
+    await policy.opened('/w/b/f000');
+    expect(asked[1]).toEqual(['/w/b', [name(1), name(2), name(3), name(4)]]);
+    // the walk goes on to the next sibling; opens in a directory being read start nothing more
+    await policy.opened('/w/c/f000');
+    expect(asked[2][0]).toBe('/w/c');
+    await policy.opened('/w/a/f030');
+    expect(asked.length).toBe(3);
+  });
+
+  it('fetches nothing on the first open of a directory without a reader going through a sibling, nor after the window', async () => {
+    jest.useFakeTimers({ now: 2_000_000, doNotFake: ['setImmediate', 'nextTick'] });
+    const { policy, asked } = siblings();
+    await policy.opened('/w/a/f000');
+    await policy.opened('/w/b/f000');
+    expect(asked).toEqual([]);
+    await policy.onRead('/w/a/f000');
+    await policy.onRead('/w/a/f001');
+    expect(asked.length).toBe(1);
+    jest.setSystemTime(2_001_500);
+    await policy.opened('/w/c/f000');
+    expect(asked.length).toBe(1);
   });
 });
 
