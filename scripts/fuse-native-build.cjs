@@ -1,16 +1,23 @@
 #!/usr/bin/env node
 /**
- * postinstall: rebuilds the optional `fuse-native` binding from source with one fix.
+ * postinstall: rebuilds the optional `fuse-native` binding from source with two changes to its
+ * C glue (`fuse-native.c`), then runs node-gyp there; fuse-native's loader (node-gyp-build)
+ * prefers `build/Release` over its prebuilt binary.
  *
- * fuse-native 2.2.6 (the last release) hands `utimens` the access time twice: its C glue
- * marshals `l->atime` into the mtime arguments (upstream issue sagemathinc/fuse-native#3), so
- * through a FUSE mount `cp -p`, `rsync -t` and `touch -d` set mtime to the atime
- * they meant. This script replaces that one line in `fuse-native.c` and runs node-gyp there;
- * fuse-native's loader (node-gyp-build) prefers `build/Release` over its prebuilt binary.
+ * 1. utimens fix: fuse-native 2.2.6 (the last release) hands `utimens` the access time twice
+ *    (it marshals `l->atime` into the mtime arguments; upstream issue sagemathinc/fuse-native#3),
+ *    so through a FUSE mount `cp -p`, `rsync -t` and `touch -d` set mtime to the atime they meant.
+ * 2. flush without a hop (issue 11 item 2): the kernel sends FLUSH at every close(2), and
+ *    fuse-native hands each one from its FUSE thread to the event loop and back (tens of µs
+ *    on a virtual machine). A handle whose number has bit 30 set ({@link FH_NOTHING_TO_FLUSH}
+ *    in libs/fs/src/fuse/fuse-handles.ts: the mount sets it on read-only handles, which never
+ *    hold pending writes) is answered in the FUSE thread at once. Without this change the
+ *    flush reaches JS as before, which answers it the same way: only the hop is saved.
  *
  * Never fails the install: without fuse-native (it is optional) it does nothing; when the
  * build cannot run (no C compiler, no node headers) it restores the original source, keeps
- * the prebuilt binding and prints what is lost and how to fix it.
+ * the prebuilt binding and prints what is lost and how to fix it. A change whose text is not
+ * found (fuse-native changed upstream) is left out, with a message.
  * Run it again by hand with `npm run postinstall`.
  */
 'use strict';
@@ -18,8 +25,32 @@ const { execFileSync } = require('node:child_process');
 const { existsSync, readFileSync, renameSync, writeFileSync } = require('node:fs');
 const { dirname, join } = require('node:path');
 
-const BUG = 'FUSE_UINT64_TO_INTS_ARGV(l->atime, 5)';
-const FIX = 'FUSE_UINT64_TO_INTS_ARGV(l->mtime, 5)';
+/** The changes to fuse-native.c: each replaces `from` (found once) with `to`. */
+const PATCHES = [
+  {
+    name: 'utimens fix (mtime is no longer replaced by atime)',
+    from: 'FUSE_UINT64_TO_INTS_ARGV(l->atime, 5)',
+    to: 'FUSE_UINT64_TO_INTS_ARGV(l->mtime, 5)',
+  },
+  {
+    name: 'flush of read-only handles answered in the FUSE thread',
+    from: '  if (implemented[op_flush]) ops.flush = fuse_native_flush;',
+    to: '  if (implemented[op_flush]) ops.flush = svc_flush;',
+    // defined before the function that registers it
+    before: 'NAPI_METHOD(fuse_native_mount) {',
+    define: [
+      '// svc (scripts/fuse-native-build.cjs): a handle marked as holding nothing to flush (bit 30 of',
+      '// its number) is answered here, without a hop to the event loop and back.',
+      '#define SVC_FH_NOTHING_TO_FLUSH 0x40000000',
+      'static int svc_flush (const char *path, struct fuse_file_info *info) {',
+      '  if (info != NULL && (info->fh & SVC_FH_NOTHING_TO_FLUSH)) return 0;',
+      '  return fuse_native_flush(path, info);',
+      '}',
+      '',
+      '',
+    ].join('\n'),
+  },
+];
 
 function say(msg) {
   process.stderr.write(`svc postinstall: ${msg}\n`);
@@ -49,13 +80,22 @@ function main() {
   const file = join(dir, 'fuse-native.c');
   const built = join(dir, 'build', 'Release', 'fuse.node');
   const source = readFileSync(file, 'utf8');
-  if (!source.includes(BUG)) {
-    if (source.includes(FIX) && existsSync(built)) return; // fixed and built already
-    if (!source.includes(FIX)) return say(`fuse-native.c has changed upstream; left as it is (check its utimens)`);
+  let patched = source;
+  const applied = [];
+  for (const p of PATCHES) {
+    if (patched.includes(p.to)) continue; // applied by an earlier run
+    if (!patched.includes(p.from) || (p.before && !patched.includes(p.before))) {
+      say(`fuse-native.c has changed upstream; left without the ${p.name}`);
+      continue;
+    }
+    patched = patched.replace(p.from, p.to);
+    if (p.define) patched = patched.replace(p.before, `${p.define}${p.before}`);
+    applied.push(p.name);
   }
+  // Nothing new to apply: built already, or nothing applies at all (the prebuilt binding stays).
+  if (applied.length === 0 && (existsSync(built) || !PATCHES.some((p) => source.includes(p.to)))) return;
   const gyp = nodeGyp();
-  const fixed = source.replace(BUG, FIX);
-  writeFileSync(`${file}.tmp`, fixed);
+  writeFileSync(`${file}.tmp`, patched);
   renameSync(`${file}.tmp`, file);
   try {
     if (!gyp) throw new Error('node-gyp not found (it comes with npm)');
@@ -65,14 +105,15 @@ function main() {
     if (!process.env.npm_config_nodedir && existsSync(join(prefix, 'include', 'node', 'node_api.h'))) args.push(`--nodedir=${prefix}`);
     execFileSync(process.execPath, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], timeout: 300_000 });
     if (!existsSync(built)) throw new Error(`node-gyp finished but ${built} is missing`);
-    say('built fuse-native from source with its utimens fix (mtime is no longer replaced by atime)');
+    say(`built fuse-native from source with: ${PATCHES.filter((p) => patched.includes(p.to)).map((p) => p.name).join('; ')}`);
   } catch (e) {
     const detail = String(e.stderr ?? e.message).trim().split('\n').slice(-3).join(' | ');
     writeFileSync(`${file}.tmp`, source);
     renameSync(`${file}.tmp`, file);
     say(`could not build fuse-native from source (${detail}).`);
     say('FUSE mounts still work with its prebuilt binding, but setting file times through one (cp -p, rsync -t, touch -d)');
-    say('sets mtime to the access time. Install a C compiler (Debian: apt-get install g++ make python3) and run');
+    say('sets mtime to the access time, and each close(2) costs a hop to the event loop. Install a C compiler');
+    say('(Debian: apt-get install g++ make python3) and run');
     say('`npm run postinstall` to fix it.');
   }
 }

@@ -40,6 +40,15 @@ export class OpenState {
   }
 }
 
+/**
+ * Bit 30 of a FUSE handle number: the handle never holds pending writes (opened read-only), so a
+ * flush of it has nothing to do. fuse-native as built by `scripts/fuse-native-build.cjs`
+ * answers such a flush in its FUSE thread, without the hop to the event loop and back that each
+ * close(2) costs otherwise (issue 11 item 2); a prebuilt fuse-native hands it to the flush
+ * operation, which answers it the same way.
+ */
+export const FH_NOTHING_TO_FLUSH = 0x40000000;
+
 /** FUSE file handles of one mount. */
 export class FuseHandles {
   private readonly files = new Map<number, OpenState>();
@@ -59,9 +68,17 @@ export class FuseHandles {
     return new OpenState(path, writable, flags, (s) => this.nodeHandle(s));
   }
 
-  /** Registers `state` under a new FUSE file handle. */
+  /**
+   * Registers `state` under a new FUSE file handle: a number below 2^30 not in use, with
+   * {@link FH_NOTHING_TO_FLUSH} added for a read-only state.
+   */
   add(state: OpenState): number {
-    const fh = this.nextFh++;
+    let fh: number;
+    do {
+      fh = this.nextFh;
+      this.nextFh = this.nextFh >= FH_NOTHING_TO_FLUSH - 1 ? 1 : this.nextFh + 1;
+      if (!state.writable) fh |= FH_NOTHING_TO_FLUSH;
+    } while (this.files.has(fh));
     this.files.set(fh, state);
     return fh;
   }
