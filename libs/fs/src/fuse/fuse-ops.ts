@@ -127,8 +127,8 @@ export class FuseOperations {
     if (!state) throw new FsError(Errno.EBADF);
     if (!state.readStarted) {
       state.readStarted = true;
-      // After this read is answered: the policy's planning would run before the answer otherwise.
-      if (!state.writable) setImmediate(() => void this.prefetch.onRead(state.path));
+      // The policy plans after this read is answered.
+      if (!state.writable) void this.prefetch.onRead(state.path);
     }
     if (state.content) return pos >= state.content.length ? 0 : state.content.copy(buf, 0, pos, Math.min(state.content.length, pos + len));
     if (state.writes.dirty || state.writes.error) await this.writes.flush(state.writes);

@@ -12,8 +12,10 @@
  * holds at most `firstBatch` names: the reader waits only for that small one, and reads it
  * while the next, larger one is on its way. A recursive reader (`grep -R`, `rg`) that had
  * batches in a directory and opens a file of a sibling directory for reading gets that
- * sibling's first batch at once, with the files after the one opened
- * ({@link PrefetchPolicy.opened}): it does not wait for two reads in each directory.
+ * sibling's files at once, in a small batch starting with the file opened and a second one
+ * with the rest right after it, then the small files of the next directory it will get to,
+ * one directory ahead ({@link PrefetchPolicy.opened}): it does not wait for two reads in each
+ * directory, nor ask the node for the first file on its own.
  * A directory has at most one batch in flight, the mount `maxInFlight`. The listing comes
  * from the FUSE listing cache (read once when the directory was not listed: metadata only). A node that did not grant `prefetch` is
  * not asked again for a minute; a failed batch is not retried for a second. What a batch
@@ -55,6 +57,15 @@ const UNSUPPORTED_BACKOFF_MS = 60_000;
 /** A batch that failed is not retried in its directory for this long, ms. */
 const FAILURE_BACKOFF_MS = 1000;
 
+/**
+ * Resolves in the event loop's next check phase: the FUSE operation that called the policy is
+ * answered first (planning a batch scans listing entries). The history (`last`, `recent`) is
+ * updated before, in the order of the operations.
+ */
+function afterAnswer(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
+
 /** Read history and batch state of one directory. */
 interface DirState {
   /** Name -> time of its latest read (ms), oldest first. */
@@ -63,6 +74,8 @@ interface DirState {
   last: string;
   /** A batch (or the listing it needs) is on its way. */
   busy: boolean;
+  /** The batches requested ahead of a recursive reader, while on their way. */
+  ahead: Promise<void> | null;
   /** No batch before this time (ms). */
   quietUntil: number;
   /** Listing position of each name, for the listing it was built from. */
@@ -88,7 +101,7 @@ export class PrefetchPolicy {
 
   constructor(
     private readonly router: Pick<WorkspaceRouter, 'prefetch'>,
-    private readonly caches: Pick<FuseCaches, 'listing' | 'cachedAttr'>,
+    private readonly caches: Pick<FuseCaches, 'listing' | 'freshListing' | 'cachedAttr'>,
     private readonly contents: PrefetchCache,
     options: PrefetchOptions = {},
   ) {
@@ -116,21 +129,82 @@ export class PrefetchPolicy {
    * File `path` is being opened for reading (before its first read): a batch planned for its
    * directory from now on starts after it, so the file is not fetched twice. When nothing was
    * read in its directory yet and a sibling directory had a batch within `windowMs` (a
-   * recursive reader going on to the next directory), that batch is requested now. Never throws.
-   * @returns when the batch it started (if any) ended
+   * recursive reader going on to the next directory): unless the file is held already (see
+   * below), a small batch starting with it is requested at once (the open waits for it
+   * instead of asking the node on its own); then one with the files after those, and last the
+   * small files of the next directory of the parent's listing (listed already, by
+   * {@link ListAhead}), so they are held when the reader gets there. Never throws.
+   * @returns when the batches it started (if any) ended
    */
   async opened(path: string): Promise<void> {
     if (path === '/') return;
     const dir = parentPath(path);
+    const name = baseName(path);
     const known = this.dirs.get(dir);
-    if (known) known.last = baseName(path);
+    if (known) known.last = name;
     if (known && known.recent.size > 0) return;
     const now = Date.now();
     const walked = dir === '/' ? undefined : this.walking.get(parentPath(dir));
     if (walked === undefined || now - walked > this.windowMs) return;
     const st = known ?? this.state(dir);
-    st.last = baseName(path);
-    return this.batch(dir, st, now);
+    st.last = name;
+    // Held, or on its way (in a batch requested ahead of this reader): the open takes it.
+    const a = this.caches.cachedAttr(path);
+    const held = a !== undefined && this.covered(path, a);
+    if (st.ahead) await st.ahead;
+    const listing = this.caches.freshListing(dir);
+    if (!listing || st.busy || st.quietUntil > Date.now() || this.inFlight >= this.maxInFlight) return;
+    const i = this.indexOf(st, listing).get(name);
+    if (i === undefined) return;
+    st.batchNames = this.maxNames;
+    st.busy = true;
+    try {
+      // Pending before the first await when the file is not held: the open waits for this batch.
+      const first = held ? { names: [], next: i + 1 } : this.pick(dir, listing, i, this.firstBatch);
+      if (first.names.length > 0) await this.send(dir, st, first.names, now);
+      // The rest right behind it (alone on the node, the first one comes back sooner).
+      const rest = this.pick(dir, listing, first.next, this.maxNames);
+      if (rest.names.length > 0 && st.quietUntil <= Date.now()) await this.send(dir, st, rest.names, Date.now());
+    } finally {
+      st.busy = false;
+    }
+    await this.aheadOfReader(dir);
+  }
+
+  /**
+   * Requests the small files of the directory after `dir` in its parent's listing (within
+   * `lookahead` entries), for a recursive reader done with `dir`'s batches: a first small
+   * batch, then one with the rest (up to `maxNames` and `maxTotal`), only when that directory is
+   * listed already and nothing of it was read or requested. One directory ahead at most: the
+   * reader is still reading `dir`'s files meanwhile. Never throws.
+   */
+  private async aheadOfReader(dir: string): Promise<void> {
+    const parent = parentPath(dir);
+    const up = this.caches.freshListing(parent);
+    if (!up) return;
+    const at = this.indexOf(this.state(parent), up).get(baseName(dir));
+    if (at === undefined) return;
+    for (let j = at + 1; j < up.names.length && j <= at + this.lookahead; j++) {
+      const next = joinPath(parent, up.names[j]);
+      if (this.caches.cachedAttr(next)?.k !== NodeKind.DIR) continue;
+      const listing = this.caches.freshListing(next);
+      const st = this.state(next);
+      const now = Date.now();
+      if (!listing || st.busy || st.recent.size > 0 || st.last !== '' || st.quietUntil > now || this.inFlight >= this.maxInFlight) return;
+      const first = this.pick(next, listing, 0, this.firstBatch);
+      if (first.names.length === 0) return;
+      st.busy = true;
+      st.ahead = (async () => {
+        await this.send(next, st, first.names, now);
+        const rest = this.pick(next, listing, first.next, this.maxNames);
+        if (rest.names.length > 0 && st.quietUntil <= Date.now()) await this.send(next, st, rest.names, Date.now());
+      })().finally(() => {
+        st.busy = false;
+        st.ahead = null;
+      });
+      st.batchNames = this.maxNames;
+      return st.ahead;
+    }
   }
 
   /**
@@ -152,35 +226,51 @@ export class PrefetchPolicy {
       st.recent.delete(n);
     }
     if (st.recent.size < this.minFiles) return;
-    return this.batch(dir, st, now);
+    await afterAnswer();
+    return this.batch(dir, st, Date.now());
   }
 
   /** Plans and requests the next batch of `dir` when none is on its way there and the mount has room. */
   private async batch(dir: string, st: DirState, now: number): Promise<void> {
     if (st.busy || st.quietUntil > now || this.inFlight >= this.maxInFlight) return;
     st.busy = true;
-    this.inFlight++;
     try {
       const names = await this.plan(dir, st);
       if (names.length === 0) return;
       st.batchNames = this.maxNames;
-      this.walked(dir, now);
-      const batch = this.contents.begin(dir, names);
-      try {
-        const files = await this.router.prefetch(dir, names, this.maxFile, this.maxTotal);
-        if (files === null) st.quietUntil = Date.now() + UNSUPPORTED_BACKOFF_MS;
-        this.contents.complete(batch, files ?? []);
-      } catch {
-        // The reads go to the node as usual.
-        this.contents.end(batch);
-        st.quietUntil = Date.now() + FAILURE_BACKOFF_MS;
-      }
+      await this.send(dir, st, names, now);
     } catch {
       st.quietUntil = Date.now() + FAILURE_BACKOFF_MS;
     } finally {
       st.busy = false;
+    }
+  }
+
+  /**
+   * Requests `names` of `dir` as one batch: they are pending (opens wait for them) before the
+   * first await. Never throws: a failed batch stores nothing and quiets the directory.
+   */
+  private async send(dir: string, st: DirState, names: string[], now: number): Promise<void> {
+    this.inFlight++;
+    this.walked(dir, now);
+    const batch = this.contents.begin(dir, names);
+    try {
+      const files = await this.router.prefetch(dir, names, this.maxFile, this.maxTotal);
+      if (files === null) st.quietUntil = Date.now() + UNSUPPORTED_BACKOFF_MS;
+      this.contents.complete(batch, files ?? []);
+    } catch {
+      // The reads go to the node as usual.
+      this.contents.end(batch);
+      st.quietUntil = Date.now() + FAILURE_BACKOFF_MS;
+    } finally {
       this.inFlight--;
     }
+  }
+
+  /** Listing position of each name of `listing` (kept for the listing it was built from). */
+  private indexOf(st: DirState, listing: Listing): Map<string, number> {
+    if (st.index?.listing !== listing) st.index = { listing, at: new Map(listing.names.map((n, i) => [n, i])) };
+    return st.index.at;
   }
 
   /**
@@ -191,23 +281,28 @@ export class PrefetchPolicy {
    */
   private async plan(dir: string, st: DirState): Promise<string[]> {
     const listing = await this.caches.listing(dir);
-    if (st.index?.listing !== listing) st.index = { listing, at: new Map(listing.names.map((n, i) => [n, i])) };
-    const i = st.index.at.get(st.last);
+    const i = this.indexOf(st, listing).get(st.last);
     if (i === undefined) return [];
     const names = listing.names;
-    let start = -1;
     for (let j = i + 1; j < names.length && j <= i + this.lookahead; j++) {
       const p = joinPath(dir, names[j]);
       const a = this.caches.cachedAttr(p);
-      if (this.candidate(a) && !this.covered(p, a)) {
-        start = j;
-        break;
-      }
+      if (this.candidate(a) && !this.covered(p, a)) return this.pick(dir, listing, j, st.batchNames).names;
     }
-    if (start < 0) return [];
+    return [];
+  }
+
+  /**
+   * From listing position `start` on: the small regular files not held or on their way, at
+   * most `limit` names and `maxTotal` bytes (looking at most 4 x `limit` entries), and the
+   * position after the last entry looked at.
+   */
+  private pick(dir: string, listing: Listing, start: number, limit: number): { names: string[]; next: number } {
+    const names = listing.names;
     const picked: string[] = [];
     let bytes = 0;
-    for (let j = start; j < names.length && j < start + 4 * st.batchNames && picked.length < st.batchNames; j++) {
+    let j = start;
+    for (; j < names.length && j < start + 4 * limit && picked.length < limit; j++) {
       const p = joinPath(dir, names[j]);
       const a = this.caches.cachedAttr(p);
       if (!this.candidate(a) || this.covered(p, a)) continue;
@@ -215,7 +310,7 @@ export class PrefetchPolicy {
       picked.push(names[j]);
       bytes += a.sz;
     }
-    return picked;
+    return { names: picked, next: j };
   }
 
   /** Records that `dir` had a batch at `now`: opens in its siblings may start theirs ({@link opened}). */
@@ -232,7 +327,7 @@ export class PrefetchPolicy {
     if (st) {
       this.dirs.delete(dir);
     } else {
-      st = { recent: new Map(), last: '', busy: false, quietUntil: 0, index: null, batchNames: this.firstBatch };
+      st = { recent: new Map(), last: '', busy: false, ahead: null, quietUntil: 0, index: null, batchNames: this.firstBatch };
       if (this.dirs.size >= MAX_DIRS) {
         for (const [d, s] of this.dirs) {
           if (s.busy) continue;

@@ -288,7 +288,8 @@ describe('PrefetchPolicy: first batch and recursive readers', () => {
       getattr: async (): Promise<Attr> => {
         throw new Error('no getattr expected');
       },
-      readdirAll: async (path: string): Promise<DirEntry[]> => dirs[path] ?? [],
+      readdirAll: async (path: string): Promise<DirEntry[]> =>
+        path === '/w' ? ['a', 'b', 'c'].map((n, i) => ({ name: n, attr: attr(10 + i, 4096, { k: 2, m: 0o40755 }) })) : (dirs[path] ?? []),
       prefetch: async (dir: string, names: readonly string[]): Promise<PrefetchedFile[] | null> => {
         asked.push([dir, [...names]]);
         return names.map((n) => ({ name: n, attr: dirs[dir].find((e) => e.name === n)!.attr, data: Buffer.alloc(10) }));
@@ -296,26 +297,48 @@ describe('PrefetchPolicy: first batch and recursive readers', () => {
     };
     const caches = new FuseCaches(router, 60_000);
     const policy = new PrefetchPolicy(router, caches, caches.contents, { maxFile: 1000, maxTotal: 1 << 20, maxNames: 64, firstBatch: 4, lookahead: 8, windowMs: 1000 });
-    return { policy, asked };
+    return { policy, asked, caches };
   }
 
-  it('gives a reader that had batches in a directory the first batch of a sibling at its first open there', async () => {
-    const { policy, asked } = siblings();
+  it('gives a reader that had batches in a directory the files of a sibling at its first open there: a small batch from that file, then the rest', async () => {
+    const { policy, asked, caches } = siblings();
     await policy.onRead('/w/a/f000');
     await policy.onRead('/w/a/f001');
     expect(asked).toEqual([['/w/a', [name(2), name(3), name(4), name(5)]]]);
-    await policy.opened('/w/b/f000');
-    expect(asked[1]).toEqual(['/w/b', [name(1), name(2), name(3), name(4)]]);
+    // the walker lists b, then opens its first file: that file's batch is on its way when opened() returns
+    await caches.listing('/w/b');
+    const both = policy.opened('/w/b/f000');
+    expect(caches.contents.pending('/w/b/f000')).toBeDefined();
+    await both;
+    expect(asked[1]).toEqual(['/w/b', [name(0), name(1), name(2), name(3)]]);
+    expect(asked[2]).toEqual(['/w/b', Array.from({ length: 36 }, (_, i) => name(4 + i))]);
     // the walk goes on to the next sibling; opens in a directory being read start nothing more
+    await caches.listing('/w/c');
     await policy.opened('/w/c/f000');
-    expect(asked[2][0]).toBe('/w/c');
+    expect(asked[3][0]).toBe('/w/c');
     await policy.opened('/w/a/f030');
-    expect(asked.length).toBe(3);
+    expect(asked.length).toBe(5);
+  });
+
+  it('gets the next directory of the parent listing ready, one directory ahead, once the reader is in a sibling', async () => {
+    const { policy, asked, caches } = siblings();
+    for (const d of ['/w', '/w/a', '/w/b', '/w/c']) await caches.listing(d);
+    await policy.onRead('/w/a/f000');
+    await policy.onRead('/w/a/f001');
+    await policy.opened('/w/b/f000');
+    // b: its first small batch and the rest; then c, ahead of the reader: first batch and rest
+    expect(asked.map(([d, names]) => `${d}:${names[0]}:${names.length}`)).toEqual(['/w/a:f002:4', '/w/b:f000:4', '/w/b:f004:36', '/w/c:f000:4', '/w/c:f004:36']);
+    // the reader gets to c: everything is held, nothing more is asked there, and nothing lies beyond c
+    const held = caches.cachedAttr('/w/c/f000')!;
+    expect(caches.contents.has('/w/c/f000', held)).toBe(true);
+    await policy.opened('/w/c/f000');
+    expect(asked.length).toBe(5);
   });
 
   it('fetches nothing on the first open of a directory without a reader going through a sibling, nor after the window', async () => {
     jest.useFakeTimers({ now: 2_000_000, doNotFake: ['setImmediate', 'nextTick'] });
-    const { policy, asked } = siblings();
+    const { policy, asked, caches } = siblings();
+    for (const d of ['/w/a', '/w/b', '/w/c']) await caches.listing(d);
     await policy.opened('/w/a/f000');
     await policy.opened('/w/b/f000');
     expect(asked).toEqual([]);
