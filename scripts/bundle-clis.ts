@@ -39,6 +39,8 @@ interface WarmRun {
 interface Program {
   app: string;
   warmRuns: WarmRun[];
+  /** Built-in modules loaded on first use ({@link LAZY_BUILTINS}); none for a server. */
+  lazyBuiltins: string[];
   /** Packages left out of this bundle beyond {@link NATIVE}. */
   external: string[];
 }
@@ -58,22 +60,35 @@ const ON_REQUEST = ['@nestjs/platform-express', 'class-validator', 'class-transf
 /** Native addons: always left out of a bundle. */
 const NATIVE = ['bufferutil', 'utf-8-validate', 'fuse-native', 'better-sqlite3'];
 
+/**
+ * Node built-in modules the command-line clients' packages require when loaded but use only on
+ * some paths: `tls` and `https` (ws, for `wss://` only), `zlib` (ws's permessage-deflate, which
+ * the clients do not negotiate), `child_process` (commander's executable subcommands; the
+ * mount's fusermount), `fs/promises` (the FUSE command's mount point checks). Each is
+ * replaced in the client bundles by a stand-in that loads the module on first use (about 6 ms of
+ * Node's own module compilation at every start otherwise).
+ */
+const LAZY_BUILTINS = ['tls', 'https', 'zlib', 'child_process', 'fs/promises'];
+
 /** The programs; `{export}` in a run's arguments is a temporary directory. */
 const PROGRAMS: Program[] = [
   {
     app: 'svc-control',
     warmRuns: [{ args: ['--help'] }, { args: ['--url', `${NOWHERE}/`, '--auth-token', 'x', '--timeout-ms', '2000', 'ping'] }],
     external: ON_REQUEST,
+    lazyBuiltins: LAZY_BUILTINS,
   },
   {
     app: 'svc-fs-mount',
     warmRuns: [{ args: ['--help'] }, { args: ['--endpoint', `a=${NOWHERE}/v2/fs#work@/a`, 'cat', '/a/x'] }],
     external: ON_REQUEST,
+    lazyBuiltins: LAZY_BUILTINS,
   },
   {
     app: 'svc-fs-node',
     warmRuns: [{ args: ['--help'] }, { args: ['--port', '0', '--export', 'work={export}'], untilListening: true }],
     external: [],
+    lazyBuiltins: [],
   },
 ];
 
@@ -133,6 +148,34 @@ function lazyPackages(names: string[]): Plugin {
           `const load = () => (real ??= require(${JSON.stringify(args.path)}));`,
           real.__esModule ? `Object.defineProperty(exports, '__esModule', { value: true });` : '',
           `for (const k of ${JSON.stringify(keys)}) Object.defineProperty(exports, k, { enumerable: true, get: () => load()[k] });`,
+        ];
+        return { contents: lines.join('\n'), loader: 'js', resolveDir: ROOT };
+      });
+    },
+  };
+}
+
+/**
+ * The esbuild plugin of {@link LAZY_BUILTINS}: `require('<builtin>')` (or `node:<builtin>`)
+ * from the bundled code gets a Proxy that requires the module on the first property access,
+ * and then behaves as the module (get, has, keys, descriptors).
+ */
+function lazyBuiltins(names: string[]): Plugin {
+  const filter = new RegExp(`^(node:)?(${names.map((n) => n.replace('/', '\\/')).join('|')})$`);
+  return {
+    name: 'svc-lazy-builtins',
+    setup(b) {
+      b.onResolve({ filter }, (args) => (args.namespace === 'svc-lazy-builtin' ? { path: args.path, external: true } : { path: args.path.replace(/^node:/, ''), namespace: 'svc-lazy-builtin' }));
+      b.onLoad({ filter: /.*/, namespace: 'svc-lazy-builtin' }, (args) => {
+        const lines = [
+          `let real;`,
+          `const load = () => (real ??= require(${JSON.stringify(`node:${args.path}`)}));`,
+          `module.exports = new Proxy({}, {`,
+          `  get: (_, k) => load()[k],`,
+          `  has: (_, k) => k in load(),`,
+          `  ownKeys: () => Reflect.ownKeys(load()),`,
+          `  getOwnPropertyDescriptor: (_, k) => { const d = Object.getOwnPropertyDescriptor(load(), k); if (d) d.configurable = true; return d; },`,
+          `});`,
         ];
         return { contents: lines.join('\n'), loader: 'js', resolveDir: ROOT };
       });
@@ -221,7 +264,7 @@ async function bundle(p: Program, exportDir: string): Promise<void> {
     // Class and function names stay as written: Nest names providers and modules by them.
     keepNames: true,
     external: NATIVE,
-    plugins: [lazyPackages(LAZY), externals(p.external), lazyNestLoggerClock()],
+    plugins: [...(p.lazyBuiltins.length > 0 ? [lazyBuiltins(p.lazyBuiltins)] : []), lazyPackages(LAZY), externals(p.external), lazyNestLoggerClock()],
     logLevel: 'warning',
   });
   const code = readFileSync(outfile, 'utf8');

@@ -37,7 +37,7 @@ const PEM_CERT = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g
  * @throws TlsCaError when the file cannot be read or holds no valid PEM certificate
  */
 export function loadClientTls(caFile: string | null | undefined): ClientTls {
-  if (caFile === null || caFile === undefined || caFile === '') return { ca: [...rootCertificates], caFile: null };
+  if (caFile === null || caFile === undefined || caFile === '') return trust([], null);
   let text: string;
   try {
     text = readFileSync(caFile, 'utf8');
@@ -54,7 +54,22 @@ export function loadClientTls(caFile: string | null | undefined): ClientTls {
       throw new TlsCaError(caFile, `TLS CA file ${caFile}: certificate ${i + 1} is not valid PEM (${(e as Error).message})`);
     }
   }
-  return { ca: [...rootCertificates, ...pems], caFile };
+  return trust(pems, caFile);
+}
+
+/**
+ * A trust of the system CAs plus `extra`. The system CAs are read on first use of `ca`: a
+ * client that never connects over TLS does not load them (nor, in the command-line bundles,
+ * Node's TLS modules).
+ */
+function trust(extra: readonly string[], caFile: string | null): ClientTls {
+  let ca: readonly string[] | undefined;
+  return {
+    caFile,
+    get ca() {
+      return (ca ??= [...rootCertificates, ...extra]);
+    },
+  };
 }
 
 /**

@@ -21,7 +21,8 @@ import { MountSession } from '../mount-session';
 import { UsageError } from '../mount-options';
 import { MountCommand } from './base.command';
 
-const run = promisify(execFile);
+/** Runs a program (fusermount, umount) and waits for it; child_process is loaded on first use. */
+const run = (file: string, args: string[]) => promisify(execFile)(file, args);
 
 /** What installs FUSE support, for messages. */
 const FUSE_PACKAGES = 'the optional npm package fuse-native (npm install fuse-native) and libfuse2 with fusermount (Debian: apt-get install libfuse2 fuse3)';
