@@ -3,8 +3,9 @@
  * extension, docs/protocol.md "FS extensions"), and which ones.
  *
  * Only reads (and a recursive reader's opens, below) trigger it, never getattr, readdir or
- * lookup: listing a tree (`ls -la`, `find`) fetches no content. Once a caller has read `minFiles` (2) distinct files of one directory
- * within `windowMs` (2 s), each further read of a file there looks at the next `lookahead`
+ * lookup: listing a tree (`ls -la`, `find`) fetches no content. Once a caller has read
+ * `minFiles` (2) distinct files of one directory within `windowMs` (2 s), each further read
+ * of a file there looks at the next `lookahead`
  * entries of the directory's listing after the file read (or opened) last there: when
  * one of the small regular files among them is neither held nor on its way, one batch is
  * requested, starting there: the next small regular files (attributes say size <= `maxFile`)
@@ -17,8 +18,8 @@
  * one directory ahead ({@link PrefetchPolicy.opened}): it does not wait for two reads in each
  * directory, nor ask the node for the first file on its own.
  * A directory has at most one batch in flight, the mount `maxInFlight`. The listing comes
- * from the FUSE listing cache (read once when the directory was not listed: metadata only). A node that did not grant `prefetch` is
- * not asked again for a minute; a failed batch is not retried for a second. What a batch
+ * from the FUSE listing cache (read once when the directory was not listed: metadata only).
+ * A node that did not grant `prefetch` is not asked again for a minute; a failed batch is not retried for a second. What a batch
  * brings is held by the {@link PrefetchCache} (bounded, coherent). No read waits for a batch;
  * an open of a file whose batch is in flight does.
  */
@@ -129,8 +130,8 @@ export class PrefetchPolicy {
    * File `path` is being opened for reading (before its first read): a batch planned for its
    * directory from now on starts after it, so the file is not fetched twice. When nothing was
    * read in its directory yet and a sibling directory had a batch within `windowMs` (a
-   * recursive reader going on to the next directory): unless the file is held already (see
-   * below), a small batch starting with it is requested at once (the open waits for it
+   * recursive reader going on to the next directory): unless the file is held already (a
+   * batch ahead of the reader brought it), a small batch starting with it is requested at once (the open waits for it
    * instead of asking the node on its own); then one with the files after those, and last the
    * small files of the next directory of the parent's listing (listed already, by
    * {@link ListAhead}), so they are held when the reader gets there. Never throws.
