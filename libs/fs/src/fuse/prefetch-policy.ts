@@ -157,19 +157,28 @@ export class PrefetchPolicy {
     if (!listing || st.busy || st.quietUntil > Date.now() || this.inFlight >= this.maxInFlight) return;
     const i = this.indexOf(st, listing).get(name);
     if (i === undefined) return;
+    // Pending before this returns its promise when the file is not held: the open waits for that batch.
+    await this.fetchDir(dir, st, listing, held ? i + 1 : i, held);
+    await this.aheadOfReader(dir);
+  }
+
+  /**
+   * Requests the small files of `dir` from listing position `start` on: a batch of at most
+   * `firstBatch` names (unless `restOnly`), pending before the first await, then, once it is
+   * back (alone on the node it comes back sooner), one with the rest up to `maxNames` and
+   * `maxTotal`. The directory is busy meanwhile. Never throws.
+   */
+  private async fetchDir(dir: string, st: DirState, listing: Listing, start: number, restOnly: boolean): Promise<void> {
     st.batchNames = this.maxNames;
     st.busy = true;
     try {
-      // Pending before the first await when the file is not held: the open waits for this batch.
-      const first = held ? { names: [], next: i + 1 } : this.pick(dir, listing, i, this.firstBatch);
-      if (first.names.length > 0) await this.send(dir, st, first.names, now);
-      // The rest right behind it (alone on the node, the first one comes back sooner).
+      const first = restOnly ? { names: [], next: start } : this.pick(dir, listing, start, this.firstBatch);
+      if (first.names.length > 0) await this.send(dir, st, first.names, Date.now());
       const rest = this.pick(dir, listing, first.next, this.maxNames);
       if (rest.names.length > 0 && st.quietUntil <= Date.now()) await this.send(dir, st, rest.names, Date.now());
     } finally {
       st.busy = false;
     }
-    await this.aheadOfReader(dir);
   }
 
   /**
@@ -192,18 +201,7 @@ export class PrefetchPolicy {
       const st = this.state(next);
       const now = Date.now();
       if (!listing || st.busy || st.recent.size > 0 || st.last !== '' || st.quietUntil > now || this.inFlight >= this.maxInFlight) return;
-      const first = this.pick(next, listing, 0, this.firstBatch);
-      if (first.names.length === 0) return;
-      st.busy = true;
-      st.ahead = (async () => {
-        await this.send(next, st, first.names, now);
-        const rest = this.pick(next, listing, first.next, this.maxNames);
-        if (rest.names.length > 0 && st.quietUntil <= Date.now()) await this.send(next, st, rest.names, Date.now());
-      })().finally(() => {
-        st.busy = false;
-        st.ahead = null;
-      });
-      st.batchNames = this.maxNames;
+      st.ahead = this.fetchDir(next, st, listing, 0, false).finally(() => (st.ahead = null));
       return st.ahead;
     }
   }
