@@ -65,6 +65,32 @@ describe('CLI start-up', () => {
     }
   });
 
+  it("the data path's GC setting turns incremental marking off, and is left out while a code cache is recorded", async () => {
+    // A heap that keeps mark-compacting (live arrays and 1 MiB buffers outside the heap): with
+    // incremental marking each mark-compact reports its incremental steps.
+    const script = join(tmpDir('data-path-gc-'), 'gc.js');
+    writeFileSync(
+      script,
+      [
+        `const gc = require(${JSON.stringify(join(ROOT, 'dist/libs/ops/src/data-path-gc.js'))});`,
+        `if (process.argv[2] === 'recording') globalThis[gc.RECORDING_CODE_CACHE] = true;`,
+        `if (process.argv[2] !== 'default') gc.useDataPathGc();`,
+        `const keep = [];`,
+        `for (let i = 0; i < 1500; i++) { keep.push({ a: new Array(2000).fill(i), b: Buffer.allocUnsafe(1 << 20) }); if (keep.length > 40) keep.shift(); }`,
+      ].join('\n'),
+    );
+    const gcLines = async (mode: string) => {
+      const r = await runCli('--trace-gc', [script, mode], { env: ENV });
+      expect(r.code).toBe(0);
+      return { markCompacts: r.stdout.split('Mark-Compact').length - 1, incremental: r.stdout.split('steps since start of marking').length - 1 };
+    };
+    const [defaults, dataPath, recording] = await Promise.all([gcLines('default'), gcLines('data-path'), gcLines('recording')]);
+    expect(defaults.incremental).toBeGreaterThan(0);
+    expect(dataPath.markCompacts).toBeGreaterThan(0);
+    expect(dataPath.incremental).toBe(0);
+    expect(recording.incremental).toBeGreaterThan(0);
+  });
+
   it('a command loads its bundle and next to no other module file', async () => {
     const runs: Array<[App, string[]]> = [
       ['svc-control', ['--url', 'ws://127.0.0.1:1/', '--auth-token', 'x', 'ping']],

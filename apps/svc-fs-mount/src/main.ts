@@ -7,9 +7,6 @@
  * command starts in a fraction of the time loading its ~950 modules one by one takes
  * (issue 11 item 4, libs/ops/src/bundled-program.ts); without a bundle, `program.ts` itself.
  */
-// First: V8 settings of the data path (see the module), before the bundle is compiled: the code
-// cache was recorded with them, and V8 accepts a cache only under the flags it was made with.
-import '../../../libs/ops/src/data-path-gc';
 import { runBundled } from '../../../libs/ops/src/bundled-program';
 
 runBundled(__dirname, () => require('./program'));

@@ -3,8 +3,6 @@
  * item 8). See {@link MountRootCommand} for usage and {@link CliOutput} for exit codes.
  * `main.ts` runs it (bundled by `npm run build`, see libs/ops/src/bundled-program.ts).
  */
-// First: V8 settings of the data path (see the module); main.ts has applied them already.
-import '../../../libs/ops/src/data-path-gc';
 import 'reflect-metadata';
 import { CommandFactory } from 'nest-commander';
 import { MountCliModule } from './cli.module';

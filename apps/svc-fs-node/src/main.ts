@@ -19,9 +19,6 @@
  * Runs `program.ts` from the bundle `npm run build` made of it, with its V8 code cache (issue 11
  * item 4, libs/ops/src/bundled-program.ts); without a bundle, `program.ts` itself.
  */
-// First: V8 settings of the data path (see the module), before the bundle is compiled: the code
-// cache was recorded with them, and V8 accepts a cache only under the flags it was made with.
-import '../../../libs/ops/src/data-path-gc';
 import { runBundled } from '../../../libs/ops/src/bundled-program';
 
 runBundled(__dirname, () => require('./program'));

@@ -5,8 +5,7 @@
  * loaded before that, so `--help` and configuration errors answer without loading Nest, the
  * validation libraries or the FS server (issue 11 item 4).
  */
-// First: V8 settings of the data path (see the module; main.ts has applied them already).
-import '../../../libs/ops/src/data-path-gc';
+import { useDataPathGc } from '../../../libs/ops/src/data-path-gc';
 import { ConfigError, FS_NODE_USAGE, FsNodeConfig, loadFsNodeConfig } from './config';
 import { die } from './die';
 
@@ -24,6 +23,8 @@ async function main(): Promise<void> {
   }
   const { serve } = await import('./serve');
   await serve(config);
+  // Serving: the data path's GC setting, now that the modules are loaded (see the module).
+  useDataPathGc();
 }
 
 main().catch((e) => die(`fatal: ${(e as Error).stack ?? String(e)}`, 1));

@@ -16,6 +16,7 @@ import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Option, SubCommand } from 'nest-commander';
 import { FuseFs } from '../../../../libs/fs/src/fuse/fuse-fs';
+import { useDataPathGc } from '../../../../libs/ops/src/data-path-gc';
 import { CliOutput } from '../cli-output';
 import { MountSession } from '../mount-session';
 import { UsageError } from '../mount-options';
@@ -134,6 +135,8 @@ export class FuseMountCommand extends MountCommand {
   async run([arg]: string[], options: { daemon?: boolean; allowOther?: boolean; attrTtlMs?: number; cacheTtlMs?: number; pollUs?: number; readOnly?: boolean } = {}): Promise<void> {
     const mountpoint = resolve(arg);
     if (options.daemon) return this.detach();
+    // The mount is a data path: its GC setting, now that the program is loaded (see the module).
+    useDataPathGc();
     if (process.env.SVC_FS_MOUNT_DETACHED === '1') {
       // Detached by --daemon: the parent stops reading our output once the mount is up.
       process.stdout.on('error', () => undefined);
