@@ -16,13 +16,20 @@
  * load the real package on first use: nest-commander requires both at start-up, our commands use
  * neither (together about 300 files).
  *
+ * Start-up work deferred to first use inside the bundles (issue 11 item 4; each measured on
+ * `svc-fs-mount cat`, 704 -> 412 modules run, code cache 1.28 -> 1.02 MB): modules the
+ * frameworks load but a command-line program does not run ({@link DEFERRED}), Node built-ins
+ * the clients use on some paths only ({@link LAZY_BUILTINS}), ws's native masking for small
+ * frames ({@link smallFrameMask}), optional addons that are not installed
+ * ({@link nativeAddons}), and work some packages do when loaded ({@link SOURCE_PATCHES}).
+ *
  * Usage: `node dist/scripts/bundle-clis.js [app ...]` (default: every program below).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { build, Plugin } from 'esbuild';
 import { BUNDLE_FILE, BUNDLE_ID_LENGTH, BUNDLE_ID_MARK, codeCacheFileOf, WRITE_CODE_CACHE_ENV } from '../libs/ops/src/bundled-program';
 
@@ -57,7 +64,10 @@ const NOWHERE = 'ws://127.0.0.1:1';
  */
 const ON_REQUEST = ['@nestjs/platform-express', 'class-validator', 'class-transformer', '@fig/complete-commander'];
 
-/** Native addons: always left out of a bundle. */
+/**
+ * Native addons: always left out of a bundle ({@link nativeAddons}). The first two are optional
+ * (ws uses them when they are installed).
+ */
 const NATIVE = ['bufferutil', 'utf-8-validate', 'fuse-native', 'better-sqlite3'];
 
 /**
@@ -128,10 +138,66 @@ function externals(external: string[]): Plugin {
 }
 
 /**
- * The esbuild plugin of {@link LAZY}: `require('<pkg>')` from the bundled code gets an object
- * with the package's export names (read here, at build time) as getters that load the package
- * then (a real, external `require` from the bundle's directory). `__esModule` is copied as a
- * value so TypeScript's and esbuild's interop helpers see the same shape without loading it.
+ * The esbuild plugin of {@link NATIVE}: an addon installed at build time is left out of the
+ * bundle (required from `node_modules` at run time); one that is not installed is replaced by a
+ * module that throws Node's own "Cannot find module" error (code `MODULE_NOT_FOUND`) at once,
+ * which is what its optional users (ws, in a try) see unbundled, without the search through
+ * every `node_modules` directory up to `/` and its stack trace (about 2.5 ms at every start for
+ * ws's two optional addons). Installing one of them later takes a new `npm run build`.
+ */
+function nativeAddons(names: string[]): Plugin {
+  const filter = new RegExp(`^(${names.map((n) => n.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&')).join('|')})$`);
+  return {
+    name: 'svc-native-addons',
+    setup(b) {
+      b.onResolve({ filter }, (args) => {
+        try {
+          require.resolve(args.path, { paths: [args.resolveDir || ROOT] });
+          return { path: args.path, external: true };
+        } catch {
+          return { path: args.path, namespace: 'svc-missing' };
+        }
+      });
+      // The bundle runs a module's body once: a second `require` returns its `module.exports`,
+      // which then throws the same error on any use.
+      b.onLoad({ filter: /.*/, namespace: 'svc-missing' }, (args) => ({
+        contents: [
+          `const e = Object.assign(new Error(${JSON.stringify(`Cannot find module '${args.path}'`)}), { code: 'MODULE_NOT_FOUND' });`,
+          `module.exports = new Proxy({}, { get() { throw e; } });`,
+          `throw e;`,
+        ].join('\n'),
+        loader: 'js',
+      }));
+    },
+  };
+}
+
+/**
+ * The source of a stand-in module for `real` (the module as loaded at build time, for its export
+ * names): each export is a getter that requires `spec` on first use and reads the export from
+ * it, or, for an export in `reExports`, requires only the module it comes from. `__esModule` is
+ * copied as a value when `real` sets it, so TypeScript's and esbuild's interop helpers see the
+ * same shape without loading anything.
+ */
+function standIn(real: Record<string, unknown>, spec: string, reExports = new Map<string, { from: string; prop: string }>()): string {
+  const lines = [
+    `let whole;`,
+    `const load = () => (whole ??= require(${JSON.stringify(spec)}));`,
+    `const def = (k, get) => Object.defineProperty(exports, k, { enumerable: true, get });`,
+    real.__esModule ? `Object.defineProperty(exports, '__esModule', { value: true });` : '',
+  ];
+  for (const k of Object.keys(real)) {
+    if (k === '__esModule') continue;
+    const from = reExports.get(k);
+    lines.push(from ? `def(${JSON.stringify(k)}, () => require(${JSON.stringify(from.from)})[${JSON.stringify(from.prop)}]);` : `def(${JSON.stringify(k)}, () => load()[${JSON.stringify(k)}]);`);
+  }
+  return lines.join('\n');
+}
+
+/**
+ * The esbuild plugin of {@link LAZY}: `require('<pkg>')` from the bundled code gets a
+ * {@link standIn} that loads the package on first use (a real, external `require` from the
+ * bundle's directory).
  */
 function lazyPackages(names: string[]): Plugin {
   const filter = new RegExp(`^(${names.map((n) => n.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')).join('|')})$`);
@@ -142,14 +208,7 @@ function lazyPackages(names: string[]): Plugin {
       b.onLoad({ filter: /.*/, namespace: 'svc-lazy' }, (args) => {
         // eslint-disable-next-line @typescript-eslint/no-require-imports
         const real = require(require.resolve(args.path, { paths: [ROOT] })) as Record<string, unknown>;
-        const keys = Object.keys(real).filter((k) => k !== '__esModule');
-        const lines = [
-          `let real;`,
-          `const load = () => (real ??= require(${JSON.stringify(args.path)}));`,
-          real.__esModule ? `Object.defineProperty(exports, '__esModule', { value: true });` : '',
-          `for (const k of ${JSON.stringify(keys)}) Object.defineProperty(exports, k, { enumerable: true, get: () => load()[k] });`,
-        ];
-        return { contents: lines.join('\n'), loader: 'js', resolveDir: ROOT };
+        return { contents: standIn(real, args.path), loader: 'js', resolveDir: ROOT };
       });
     },
   };
@@ -184,22 +243,165 @@ function lazyBuiltins(names: string[]): Plugin {
 }
 
 /**
- * The esbuild plugin that defers work Nest's `Logger` and `ConsoleLogger` modules do when they
- * are loaded (they always are) to its first use: building an `Intl.DateTimeFormat`, which loads the
- * ICU locale data (about 12 ms). Our programs log through pino or not at all; when a module's
- * text is not as expected (another Nest version) it is bundled unchanged, with a warning.
+ * Bundled modules whose loading waits for the first use of one of their exports
+ * ({@link deferredModules}), as paths under `node_modules`: what the frameworks require when
+ * they are loaded but a command-line program does not run. rxjs (226 modules: Nest's core and
+ * common packages require it when loaded, for interceptors, microservices and HTTP streaming);
+ * Nest's HTTP application with its router, middleware and REPL (nest-commander builds an
+ * application context); Nest's pipes, serializer and file streams (HTTP only).
  */
-function lazyNestLoggerClock(): Plugin {
-  const eager = /const dateTimeFormatter = new Intl\.DateTimeFormat\(([^;]*?)\);/;
+const DEFERRED = [
+  'rxjs/dist/cjs/index.js',
+  'rxjs/dist/cjs/operators/index.js',
+  '@nestjs/core/nest-application.js',
+  '@nestjs/core/router/index.js',
+  '@nestjs/core/middleware/index.js',
+  '@nestjs/core/repl/index.js',
+  '@nestjs/common/pipes/index.js',
+  '@nestjs/common/serializer/index.js',
+  '@nestjs/common/file-stream/index.js',
+];
+
+/**
+ * Where each export of a TypeScript re-export module (a "barrel": `var X_1 = require("./x");`
+ * then `Object.defineProperty(exports, "name", { enumerable: true, get: function () { return
+ * X_1.prop; } });`) comes from: export name -> the module required and the property read. Exports
+ * written otherwise are not in the map.
+ */
+function reExportsOf(source: string): Map<string, { from: string; prop: string }> {
+  const required = new Map<string, string>();
+  for (const m of source.matchAll(/^var (\w+) = require\("([^"]+)"\);$/gm)) required.set(m[1], m[2]);
+  const map = new Map<string, { from: string; prop: string }>();
+  const getter = /^Object\.defineProperty\(exports, "(\w+)", \{ enumerable: true, get: function \(\) \{ return (\w+)\.(\w+); \} \}\);$/gm;
+  for (const m of source.matchAll(getter)) {
+    const from = required.get(m[2]);
+    if (from !== undefined) map.set(m[1], { from, prop: m[3] });
+  }
+  return map;
+}
+
+/**
+ * The esbuild plugin of {@link DEFERRED}: a `require` of one of these files from the bundled
+ * code gets a {@link standIn} (export names read here, at build time, by loading the module).
+ * A getter of a re-export ({@link reExportsOf}) runs only the module the export comes from
+ * (Nest's `new ReplaySubject()` then loads the 25 rxjs modules it needs, not 226); any other
+ * runs the whole module. Every importer shares the one bundled copy of each module, and
+ * TypeScript's `__exportStar` copies the getters themselves, so it stays lazy.
+ */
+function deferredModules(files: string[]): Plugin {
+  const deferred = new Set(files.map((f) => join(ROOT, 'node_modules', f)));
   return {
-    name: 'svc-lazy-nest-logger-clock',
+    name: 'svc-deferred-modules',
     setup(b) {
-      b.onLoad({ filter: /@nestjs[\\/]common[\\/]services[\\/](console-)?logger\.service\.js$/ }, (args) => {
-        const text = readFileSync(args.path, 'utf8');
-        if (!eager.test(text)) return { contents: text, loader: 'js', warnings: [{ text: 'Intl.DateTimeFormat construction not found: bundled unchanged' }] };
-        const lazy = 'let dateTimeFormat_;\nconst dateTimeFormatter = { format: (t) => (dateTimeFormat_ ??= new Intl.DateTimeFormat($1)).format(t) };';
-        return { contents: text.replace(eager, lazy), loader: 'js' };
+      b.onResolve({ filter: /^(\.|\/|rxjs$|rxjs\/operators$)/ }, (args) => {
+        if (args.namespace !== 'file' && args.namespace !== 'svc-deferred') return undefined;
+        let file: string;
+        try {
+          file = require.resolve(args.path, { paths: [args.resolveDir || ROOT] });
+        } catch {
+          return undefined;
+        }
+        if (!deferred.has(file)) return undefined;
+        return args.namespace === 'svc-deferred' ? { path: file } : { path: file, namespace: 'svc-deferred' };
       });
+      b.onLoad({ filter: /.*/, namespace: 'svc-deferred' }, (args) => {
+        // Nest's modules need the Reflect metadata API when loaded, as in the programs.
+        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        require('reflect-metadata');
+        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        const real = require(args.path) as Record<string, unknown>;
+        return { contents: standIn(real, args.path, reExportsOf(readFileSync(args.path, 'utf8'))), loader: 'js', resolveDir: dirname(args.path) };
+      });
+    },
+  };
+}
+
+/**
+ * A change to a package's file as it goes into a bundle: start-up work the package does when it
+ * is loaded, deferred to its first use.
+ */
+interface SourcePatch {
+  /** The package files to change. */
+  file: RegExp;
+  /** The text to replace; when it is not found (another version), the file is bundled unchanged, with a warning. */
+  find: RegExp;
+  /** Its replacement (`$1`... refer to `find`'s groups). */
+  replace: string;
+}
+
+/** The {@link SourcePatch}es of every bundle. */
+const SOURCE_PATCHES: SourcePatch[] = [
+  // Nest's `Logger` and `ConsoleLogger` modules (always loaded) build an `Intl.DateTimeFormat`,
+  // which loads the ICU locale data (about 12 ms). Our programs log through pino or not at all.
+  {
+    file: /@nestjs[\\/]common[\\/]services[\\/](console-)?logger\.service\.js$/,
+    find: /const dateTimeFormatter = new Intl\.DateTimeFormat\(([^;]*?)\);/,
+    replace: 'let dateTimeFormat_;\nconst dateTimeFormatter = { format: (t) => (dateTimeFormat_ ??= new Intl.DateTimeFormat($1)).format(t) };',
+  },
+  // nest-commander's module reads `process.stdin` when loaded (for inquirer's prompts, which our
+  // commands do not use): Node then creates the stdin stream, and for a file or /dev/null its fs
+  // streams, fs/promises and readline modules with it (about 4 ms).
+  {
+    file: /nest-commander[\\/]src[\\/]command-runner\.module\.js$/,
+    find: /input: process\.stdin,(\s*)output: process\.stdout/,
+    replace: 'get input() { return process.stdin; },$1get output() { return process.stdout; }',
+  },
+];
+
+/** The esbuild plugin of {@link SOURCE_PATCHES}. */
+function sourcePatches(patches: SourcePatch[]): Plugin {
+  return {
+    name: 'svc-source-patches',
+    setup(b) {
+      for (const patch of patches) {
+        b.onLoad({ filter: patch.file }, (args) => {
+          const text = readFileSync(args.path, 'utf8');
+          if (!patch.find.test(text)) return { contents: text, loader: 'js', warnings: [{ text: `${patch.find} not found: bundled unchanged` }] };
+          return { contents: text.replace(patch.find, patch.replace), loader: 'js' };
+        });
+      }
+    },
+  };
+}
+
+/**
+ * Frames up to this size (bytes) are masked and unmasked by bufferutil's own JavaScript
+ * fallback, larger ones by its native code ({@link smallFrameMask}).
+ */
+const NATIVE_MASK_FROM = 4096;
+
+/**
+ * The esbuild plugin that stands in for `bufferutil` (ws's native masking, when installed at
+ * build time): frames under {@link NATIVE_MASK_FROM} bytes are masked by the package's own
+ * JavaScript fallback (`bufferutil/fallback`, bundled), larger ones by the package itself, loaded
+ * on the first large frame. Loading it (node-gyp-build's search for the binary, then dlopen)
+ * costs about 2 ms, which a command whose frames are all small (the control and FS requests of
+ * a CLI command) no longer pays; ws itself masks frames under 48 bytes in JavaScript.
+ */
+function smallFrameMask(): Plugin {
+  return {
+    name: 'svc-small-frame-mask',
+    setup(b) {
+      b.onResolve({ filter: /^bufferutil$/ }, (args) => {
+        if (args.namespace === 'svc-mask') return { path: args.path, external: true };
+        try {
+          require.resolve('bufferutil', { paths: [args.resolveDir || ROOT] });
+        } catch {
+          return undefined; // not installed: nativeAddons
+        }
+        return { path: 'bufferutil', namespace: 'svc-mask' };
+      });
+      b.onLoad({ filter: /.*/, namespace: 'svc-mask' }, () => ({
+        contents: [
+          `const small = require('bufferutil/fallback');`,
+          `let native;`,
+          `const load = () => (native ??= require('bufferutil'));`,
+          `exports.mask = (source, mask, output, offset, length) => (length < ${NATIVE_MASK_FROM} ? small : load()).mask(source, mask, output, offset, length);`,
+          `exports.unmask = (buffer, mask) => (buffer.length < ${NATIVE_MASK_FROM} ? small : load()).unmask(buffer, mask);`,
+        ].join('\n'),
+        loader: 'js',
+        resolveDir: ROOT,
+      }));
     },
   };
 }
@@ -263,8 +465,19 @@ async function bundle(p: Program, exportDir: string): Promise<void> {
     sourcemap: 'linked',
     // Class and function names stay as written: Nest names providers and modules by them.
     keepNames: true,
-    external: NATIVE,
-    plugins: [...(p.lazyBuiltins.length > 0 ? [lazyBuiltins(p.lazyBuiltins)] : []), lazyPackages(LAZY), externals(p.external), lazyNestLoggerClock()],
+    // Packages resolve as Node's own `require` resolves them: without esbuild's default `module`
+    // condition, which picks tslib's ES build, whose exports esbuild's interop then copies into a
+    // new object for each of the ~60 modules that require tslib (about 3 ms at every start).
+    conditions: [],
+    plugins: [
+      smallFrameMask(),
+      deferredModules(DEFERRED),
+      nativeAddons(NATIVE),
+      ...(p.lazyBuiltins.length > 0 ? [lazyBuiltins(p.lazyBuiltins)] : []),
+      lazyPackages(LAZY),
+      externals(p.external),
+      sourcePatches(SOURCE_PATCHES),
+    ],
     logLevel: 'warning',
   });
   const code = readFileSync(outfile, 'utf8');
