@@ -180,6 +180,34 @@ describe('hello (PROTOCOL.md 4)', () => {
     expect(authNode.stderr()).not.toContain(TOKEN);
   });
 
+  it('handles requests pipelined behind the hello after it, on the session it negotiated', async () => {
+    const p = await FsPeer.open(node.url);
+    peers.push(p);
+    // Sent together, before any reply: the exports and a getattr of a node the hello's session
+    // does not know yet must both be answered as after a finished hello.
+    const hello = p.send('hello', {}, { protocol: 'unified-v2-fs', proto: 2, binary: true });
+    const exportsReply = p.send('exports');
+    const bad = p.send('getattr', { node: 987654321 });
+    expect((await hello).ok).toBe(true);
+    const list = await exportsReply;
+    expect(list).toMatchObject({ type: 'acheron.r_fs_exports', tag: 2, ok: true });
+    expect(list.payload.exports.map((e: { name: string }) => e.name).sort()).toEqual(['other', 'ro', 'work']);
+    // An error after negotiation keeps the session open.
+    expect((await bad).error?.errno).toBe(E.ENOENT);
+    expect((await p.send('getattr', { node: list.payload.exports[0].root })).ok).toBe(true);
+  });
+
+  it('with auth on: a request pipelined behind a refused hello is dropped with the session', async () => {
+    const p = await FsPeer.open(authNode.url);
+    const hello = p.send('hello', {}, { protocol: 'unified-v2-fs', proto: 2, auth_token: `${TOKEN}x` });
+    const exportsReply = p.send('exports');
+    expect((await hello).error).toMatchObject({ errno: E.EACCES });
+    expect(await p.waitClose()).toBe(1008);
+    // Never answered: the session ended with the refused hello.
+    expect((await exportsReply).type).toBe('closed');
+    expect(p.strays).toEqual([]);
+  });
+
   it('answers a good hello with the node and its caps', async () => {
     const p = await FsPeer.open(node.url);
     peers.push(p);

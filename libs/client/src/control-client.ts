@@ -90,7 +90,8 @@ export class ControlClient extends EventEmitter {
   }
 
   /**
-   * Connects and negotiates (`control.version`, `control.connect`).
+   * Connects and negotiates (`control.version` and `control.connect`, sent together: one round
+   * trip).
    * @throws ConnectionError `unauthorized` (HTTP 401), `unreachable`, `timeout`, `protocol`,
    *   `tls` (certificate refused or TLS handshake failed; the token was not sent)
    * @throws ControlError when the server rejects the negotiation
@@ -105,9 +106,14 @@ export class ControlClient extends EventEmitter {
       tls: options.tls,
     });
     const client = new ControlClient(ws, options.requestTimeoutMs ?? 30_000);
+    // Both sent at once: the server handles negotiation frames in order (docs/protocol.md), so
+    // connect sees the phase version set, and a rejected version closes the session before it.
+    const version = client.request('control.version', { protocol: CONTROL_PROTOCOL }, timeoutMs);
+    const connect = client.request<ConnectAck>('control.connect', options.agentId ? { agent_id: options.agentId } : {}, timeoutMs);
+    connect.catch(() => undefined);
     try {
-      await client.request('control.version', { protocol: CONTROL_PROTOCOL }, timeoutMs);
-      client.connectAck = await client.request<ConnectAck>('control.connect', options.agentId ? { agent_id: options.agentId } : {}, timeoutMs);
+      await version;
+      client.connectAck = await connect;
     } catch (e) {
       client.close();
       throw e;

@@ -28,6 +28,7 @@ import {
   decodeBase64Bytes,
   encodeBinaryFrame,
   Errno,
+  ExportInfo,
   FS_PROTO,
   FS_PROTOCOL,
   FsError,
@@ -73,12 +74,23 @@ export interface FsClientOptions {
    * hung and dropped, ms (default {@link DEFAULT_KEEPALIVE_TIMEOUT_MS}).
    */
   keepaliveTimeoutMs?: number;
+  /**
+   * Send `acheron.t_fs_exports` right behind the hello, without waiting for its reply (the node
+   * handles a session's negotiation frames in order, docs/protocol.md): one round trip less
+   * for a caller that needs the exports first. Its reply is {@link FsClient.pipelinedExports}.
+   */
+  listExports?: boolean;
 }
 
 /** Default keepalive ping interval while requests are pending, ms. */
 export const DEFAULT_KEEPALIVE_MS = 1000;
 /** Default time without any answer after which a waiting session is hung, ms. */
 export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 2500;
+
+/** The `acheron.r_fs_exports` payload (PROTOCOL.md 8). */
+export interface FsExportsReply {
+  exports: ExportInfo[];
+}
 
 /** The `acheron.r_fs_hello` payload (PROTOCOL.md 4). */
 export type FsHello = FsHelloReply;
@@ -174,6 +186,8 @@ export class FsClient extends EventEmitter {
   private closed = false;
   /** The node's hello reply. */
   hello: FsHello;
+  /** The reply to the exports request sent behind the hello ({@link FsClientOptions.listExports}); null when none was sent. */
+  pipelinedExports: Promise<FsExportsReply> | null = null;
   /** Why the session was dropped by this side (the keepalive's `hung` error), else null. */
   failure: ConnectionError | null = null;
   private readonly requestTimeoutMs: number;
@@ -233,8 +247,15 @@ export class FsClient extends EventEmitter {
     if (options.authToken !== undefined) payload.auth_token = options.authToken;
     if (features.length > 0) payload.features = [...features];
     const left = Math.max(1, Math.round(timeoutMs - (performance.now() - t0)));
+    const hello = client.call('hello', {}, payload, left);
+    if (options.listExports === true) {
+      const exports = client.call('exports', {}, {}, left).then((r) => r.payload as unknown as FsExportsReply);
+      // A rejected hello closes the session: this request then fails too, and nobody asks for it.
+      exports.catch(() => undefined);
+      client.pipelinedExports = exports;
+    }
     try {
-      client.hello = (await client.call('hello', {}, payload, left)).payload as unknown as FsHello;
+      client.hello = (await hello).payload as unknown as FsHello;
     } catch (e) {
       client.terminate();
       if (e instanceof ConnectionError && e.reason === 'timeout') throw new ConnectionError(`no answer from ${options.url} within ${timeoutMs} ms (connect and hello)`, 'timeout');

@@ -42,7 +42,10 @@ export class EndpointSession {
    */
   exports(): Promise<Map<string, ExportInfo>> {
     if (!this.exportsPromise) {
-      this.exportsPromise = this.client.request<{ exports: ExportInfo[] }>('exports').then((r) => new Map(r.exports.map((e) => [e.name, e])));
+      // The reply to the request sent behind the hello, once; later asks (after a failure) ask again.
+      const pipelined = this.client.pipelinedExports;
+      this.client.pipelinedExports = null;
+      this.exportsPromise = (pipelined ?? this.client.request<{ exports: ExportInfo[] }>('exports')).then((r) => new Map(r.exports.map((e) => [e.name, e])));
       this.exportsPromise.catch(() => {
         this.exportsPromise = null;
       });
@@ -178,6 +181,8 @@ export class EndpointPool extends EventEmitter {
       requestTimeoutMs: this.options.requestTimeoutMs,
       keepaliveMs: this.options.keepaliveMs,
       keepaliveTimeoutMs: this.options.keepaliveTimeoutMs,
+      // Every session's first use is an export's root: ask for the list behind the hello.
+      listExports: true,
     });
   }
 
