@@ -200,4 +200,22 @@ describeFuse('FUSE mount', () => {
     expect(await exited).toBe(0);
     expect(mounted(mnt)).toBe(false);
   });
+
+  it('ends by itself (exit 0) when its mount point is unmounted from outside with fusermount -u', async () => {
+    const m = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', mnt], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let o = '';
+    m.stdout!.setEncoding('utf8').on('data', (d: string) => (o += d));
+    await waitFor(() => o.includes('mounted on'), 20_000);
+    const exited = new Promise<number | null>((r) => m.once('exit', (code) => r(code)));
+    const t0 = Date.now();
+    sh('fusermount', ['-u', mnt]);
+    // Seen within the 1 s check, then the process ends without a signal.
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([exited, new Promise((r) => (timer = setTimeout(() => r('still running'), 5000)))]);
+    clearTimeout(timer);
+    expect(code).toBe(0);
+    expect(Date.now() - t0).toBeLessThan(4000);
+    expect(o).toContain(`${mnt} was unmounted from outside; stopping`);
+    expect(mounted(mnt)).toBe(false);
+  });
 });

@@ -2,9 +2,10 @@
  * `svc-fs-mount [global options] mount MOUNTPOINT [--daemon] [--allow-other] [--attr-ttl-ms N]
  * [--read-only]` (issue 4 item 4): the workspace as a real filesystem through FUSE
  * (fuse-native, libfuse2), on the same WorkspaceRouter as the other commands (failover
- * included). Runs in the foreground until SIGINT/SIGTERM, then unmounts; `--daemon` detaches
- * and prints the pid once the mount is up. A stale mount point left by a crashed run is
- * detected and cleaned with a message.
+ * included). Runs in the foreground until SIGINT/SIGTERM, then unmounts, or until the mount
+ * point is unmounted from outside (`fusermount -u`, `umount`: seen within
+ * {@link UNMOUNT_CHECK_MS}), then ends; `--daemon` detaches and prints the pid once the mount
+ * is up. A stale mount point left by a crashed run is detected and cleaned with a message.
  *
  * Exit codes: 0 after a clean unmount; 2 when FUSE is unavailable (fuse-native not installed,
  * no /dev/fuse), the mount point is unusable, or the workspace cannot be opened.
@@ -24,6 +25,9 @@ import { MountCommand } from './base.command';
 
 /** Runs a program (fusermount, umount) and waits for it; child_process is loaded on first use. */
 const run = (file: string, args: string[]) => promisify(execFile)(file, args);
+
+/** How often the foreground mount checks that its mount point is still mounted, ms. */
+export const UNMOUNT_CHECK_MS = 1000;
 
 /** What installs FUSE support, for messages. */
 const FUSE_PACKAGES = 'the optional npm package fuse-native (npm install fuse-native) and libfuse2 with fusermount (Debian: apt-get install libfuse2 fuse3)';
@@ -177,23 +181,32 @@ export class FuseMountCommand extends MountCommand {
       });
       await new Promise<void>((res, rej) => fuse.mount((err) => (err ? rej(new UsageError(`cannot mount on ${mountpoint}: ${err.message}`)) : res())));
       process.stdout.write(`mounted on ${mountpoint}\n`);
-      await new Promise<void>((res) => {
-        const stop = () => {
-          process.off('SIGINT', stop);
-          process.off('SIGTERM', stop);
-          res();
+      const how = await new Promise<'signal' | 'outside'>((res) => {
+        const stop = (why: 'signal' | 'outside') => {
+          process.off('SIGINT', onSignal);
+          process.off('SIGTERM', onSignal);
+          clearInterval(check);
+          res(why);
         };
-        process.on('SIGINT', stop);
-        process.on('SIGTERM', stop);
+        const onSignal = () => stop('signal');
+        const check = setInterval(() => {
+          if (!isMountPoint(mountpoint)) stop('outside');
+        }, UNMOUNT_CHECK_MS);
+        process.on('SIGINT', onSignal);
+        process.on('SIGTERM', onSignal);
       });
-      await this.unmount(fuse, mountpoint);
-      process.stdout.write(`unmounted ${mountpoint}\n`);
+      if (how === 'signal') await this.unmount(fuse, mountpoint);
+      process.stdout.write(how === 'signal' ? `unmounted ${mountpoint}\n` : `${mountpoint} was unmounted from outside; stopping\n`);
     });
   }
 
-  /** Unmounts; when busy, retries for 2 s, then detaches lazily (the kernel finishes when idle). */
+  /**
+   * Unmounts; when busy, retries for 2 s, then detaches lazily (the kernel finishes when idle).
+   * Nothing to do when it was unmounted from outside meanwhile.
+   */
   private async unmount(fuse: FuseInstance, mountpoint: string): Promise<void> {
     for (let i = 0; i < 10; i++) {
+      if (!isMountPoint(mountpoint)) return;
       const err = await new Promise<Error | null>((r) => fuse.unmount((e) => r(e)));
       if (!err && !isMountPoint(mountpoint)) return;
       await new Promise((r) => setTimeout(r, 200));
