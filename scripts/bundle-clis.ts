@@ -113,6 +113,28 @@ function packageOf(spec: string): string | null {
 }
 
 /**
+ * Where `spec` resolves from `dir` as Node's `require` resolves it (absolute path); null when it
+ * does not (a package that is not installed).
+ */
+function resolvedFrom(spec: string, dir: string | undefined): string | null {
+  try {
+    return require.resolve(spec, { paths: [dir || ROOT] });
+  } catch {
+    return null;
+  }
+}
+
+/** `names` as alternatives of a regular expression, each matched literally. */
+function anyOf(names: string[]): string {
+  return names.map((n) => n.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&')).join('|');
+}
+
+/** An esbuild filter matching exactly the module specifiers `names`. */
+function exactly(names: string[]): RegExp {
+  return new RegExp(`^(${anyOf(names)})$`);
+}
+
+/**
  * The esbuild plugin that leaves out the packages named in `external` and every package that
  * cannot be resolved from the importing file (not installed: the frameworks' optional
  * integrations, required in a try at run time, which then fails as it did unbundled).
@@ -126,12 +148,7 @@ function externals(external: string[]): Plugin {
         const pkg = packageOf(args.path);
         if (pkg === null || args.namespace === 'svc-lazy') return undefined;
         if (named.has(pkg)) return { path: args.path, external: true };
-        try {
-          require.resolve(args.path, { paths: [args.resolveDir || ROOT] });
-          return undefined;
-        } catch {
-          return { path: args.path, external: true };
-        }
+        return resolvedFrom(args.path, args.resolveDir) === null ? { path: args.path, external: true } : undefined;
       });
     },
   };
@@ -146,18 +163,12 @@ function externals(external: string[]): Plugin {
  * ws's two optional addons). Installing one of them later takes a new `npm run build`.
  */
 function nativeAddons(names: string[]): Plugin {
-  const filter = new RegExp(`^(${names.map((n) => n.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&')).join('|')})$`);
   return {
     name: 'svc-native-addons',
     setup(b) {
-      b.onResolve({ filter }, (args) => {
-        try {
-          require.resolve(args.path, { paths: [args.resolveDir || ROOT] });
-          return { path: args.path, external: true };
-        } catch {
-          return { path: args.path, namespace: 'svc-missing' };
-        }
-      });
+      b.onResolve({ filter: exactly(names) }, (args) =>
+        resolvedFrom(args.path, args.resolveDir) === null ? { path: args.path, namespace: 'svc-missing' } : { path: args.path, external: true },
+      );
       // The bundle runs a module's body once: a second `require` returns its `module.exports`,
       // which then throws the same error on any use.
       b.onLoad({ filter: /.*/, namespace: 'svc-missing' }, (args) => ({
@@ -200,14 +211,13 @@ function standIn(real: Record<string, unknown>, spec: string, reExports = new Ma
  * bundle's directory).
  */
 function lazyPackages(names: string[]): Plugin {
-  const filter = new RegExp(`^(${names.map((n) => n.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')).join('|')})$`);
   return {
     name: 'svc-lazy-packages',
     setup(b) {
-      b.onResolve({ filter }, (args) => (args.namespace === 'svc-lazy' ? { path: args.path, external: true } : { path: args.path, namespace: 'svc-lazy' }));
+      b.onResolve({ filter: exactly(names) }, (args) => (args.namespace === 'svc-lazy' ? { path: args.path, external: true } : { path: args.path, namespace: 'svc-lazy' }));
       b.onLoad({ filter: /.*/, namespace: 'svc-lazy' }, (args) => {
         // eslint-disable-next-line @typescript-eslint/no-require-imports
-        const real = require(require.resolve(args.path, { paths: [ROOT] })) as Record<string, unknown>;
+        const real = require(resolvedFrom(args.path, ROOT) ?? args.path) as Record<string, unknown>;
         return { contents: standIn(real, args.path), loader: 'js', resolveDir: ROOT };
       });
     },
@@ -220,7 +230,7 @@ function lazyPackages(names: string[]): Plugin {
  * and then behaves as the module (get, has, keys, descriptors).
  */
 function lazyBuiltins(names: string[]): Plugin {
-  const filter = new RegExp(`^(node:)?(${names.map((n) => n.replace('/', '\\/')).join('|')})$`);
+  const filter = new RegExp(`^(node:)?(${anyOf(names)})$`);
   return {
     name: 'svc-lazy-builtins',
     setup(b) {
@@ -293,15 +303,13 @@ function deferredModules(files: string[]): Plugin {
   return {
     name: 'svc-deferred-modules',
     setup(b) {
-      b.onResolve({ filter: /^(\.|\/|rxjs$|rxjs\/operators$)/ }, (args) => {
+      // Relative and absolute requires, and bare ones of the packages the files belong to.
+      const packages = [...new Set(files.map((f) => packageOf(f)!))];
+      const filter = new RegExp(`^(\\.|/|(${anyOf(packages)})(/|$))`);
+      b.onResolve({ filter }, (args) => {
         if (args.namespace !== 'file' && args.namespace !== 'svc-deferred') return undefined;
-        let file: string;
-        try {
-          file = require.resolve(args.path, { paths: [args.resolveDir || ROOT] });
-        } catch {
-          return undefined;
-        }
-        if (!deferred.has(file)) return undefined;
+        const file = resolvedFrom(args.path, args.resolveDir);
+        if (file === null || !deferred.has(file)) return undefined;
         return args.namespace === 'svc-deferred' ? { path: file } : { path: file, namespace: 'svc-deferred' };
       });
       b.onLoad({ filter: /.*/, namespace: 'svc-deferred' }, (args) => {
@@ -384,12 +392,8 @@ function smallFrameMask(): Plugin {
     setup(b) {
       b.onResolve({ filter: /^bufferutil$/ }, (args) => {
         if (args.namespace === 'svc-mask') return { path: args.path, external: true };
-        try {
-          require.resolve('bufferutil', { paths: [args.resolveDir || ROOT] });
-        } catch {
-          return undefined; // not installed: nativeAddons
-        }
-        return { path: 'bufferutil', namespace: 'svc-mask' };
+        // Not installed: left to nativeAddons.
+        return resolvedFrom('bufferutil', args.resolveDir) === null ? undefined : { path: 'bufferutil', namespace: 'svc-mask' };
       });
       b.onLoad({ filter: /.*/, namespace: 'svc-mask' }, () => ({
         contents: [

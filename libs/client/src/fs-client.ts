@@ -77,7 +77,7 @@ export interface FsClientOptions {
   /**
    * Send `acheron.t_fs_exports` right behind the hello, without waiting for its reply (the node
    * handles a session's negotiation frames in order, docs/protocol.md): one round trip less
-   * for a caller that needs the exports first. Its reply is {@link FsClient.pipelinedExports}.
+   * for a caller that needs the exports first ({@link FsClient.exports} returns its reply).
    */
   listExports?: boolean;
 }
@@ -186,8 +186,8 @@ export class FsClient extends EventEmitter {
   private closed = false;
   /** The node's hello reply. */
   hello: FsHello;
-  /** The reply to the exports request sent behind the hello ({@link FsClientOptions.listExports}); null when none was sent. */
-  pipelinedExports: Promise<FsExportsReply> | null = null;
+  /** The reply to the exports request sent behind the hello ({@link FsClientOptions.listExports}), until taken. */
+  private pipelinedExports: Promise<FsExportsReply> | null = null;
   /** Why the session was dropped by this side (the keepalive's `hung` error), else null. */
   failure: ConnectionError | null = null;
   private readonly requestTimeoutMs: number;
@@ -286,6 +286,17 @@ export class FsClient extends EventEmitter {
   }
   get maxWrite(): number {
     return this.hello.caps.max_write;
+  }
+
+  /**
+   * The node's exports (`acheron.t_fs_exports`, PROTOCOL.md 8): the reply to the request sent
+   * behind the hello ({@link FsClientOptions.listExports}) the first time, a new request after.
+   * @throws FsError / ConnectionError from the request
+   */
+  exports(): Promise<FsExportsReply> {
+    const pipelined = this.pipelinedExports;
+    this.pipelinedExports = null;
+    return pipelined ?? this.request<FsExportsReply>('exports');
   }
 
   /**

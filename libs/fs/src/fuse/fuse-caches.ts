@@ -83,6 +83,7 @@ export interface Listing {
 export class ReaddirStats extends Array<FuseStat> {
   private mapped: { fn: unknown; result: unknown[] } | null = null;
 
+  /** A ReaddirStats holding `stats` (same objects, same order). */
   static wrap(stats: FuseStat[]): ReaddirStats {
     const a = new ReaddirStats();
     for (const st of stats) a.push(st);

@@ -42,10 +42,7 @@ export class EndpointSession {
    */
   exports(): Promise<Map<string, ExportInfo>> {
     if (!this.exportsPromise) {
-      // The reply to the request sent behind the hello, once; later asks (after a failure) ask again.
-      const pipelined = this.client.pipelinedExports;
-      this.client.pipelinedExports = null;
-      this.exportsPromise = (pipelined ?? this.client.request<{ exports: ExportInfo[] }>('exports')).then((r) => new Map(r.exports.map((e) => [e.name, e])));
+      this.exportsPromise = this.client.exports().then((r) => new Map(r.exports.map((e) => [e.name, e])));
       this.exportsPromise.catch(() => {
         this.exportsPromise = null;
       });
