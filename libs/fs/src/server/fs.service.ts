@@ -244,6 +244,7 @@ export class FsService implements OnModuleDestroy {
     const c: FsAttrChanges = { mode: changes.mode, uid: changes.uid, gid: changes.gid, size: changes.sz, atimeNs: changes.at, mtimeNs: changes.mt };
     const st = await exp.backend.setattr(node.path(), c);
     this.inval.nodeChanged(node, c.size !== undefined ? 'data' : 'attr');
+    this.inval.flushNow();
     return { attr: this.attr(session, node, st) };
   }
 
@@ -465,6 +466,7 @@ export class FsService implements OnModuleDestroy {
     if (created) this.entriesChanged(dir);
     else if (f & OpenFlags.O_TRUNC) this.inval.nodeChanged(child, 'data');
     await this.inval.watchDir(dir);
+    this.inval.flushNow();
     return { attr, h };
   }
 
@@ -503,6 +505,7 @@ export class FsService implements OnModuleDestroy {
   /** `fsync` `h` -> `{}`. @throws FsError EBADF */
   async fsync(session: FsSession, h: number): Promise<Record<string, never>> {
     await session.handle(h).file.sync();
+    this.inval.flushNow();
     return {};
   }
 
@@ -511,6 +514,7 @@ export class FsService implements OnModuleDestroy {
     const handle = session.handle(h);
     session.handles.delete(h);
     await handle.file.close();
+    this.inval.flushNow();
     return {};
   }
 
@@ -522,6 +526,7 @@ export class FsService implements OnModuleDestroy {
     await exp.backend.unlink(dir.path(), name);
     this.removed(this.table.peek(dir, name));
     this.entriesChanged(dir);
+    this.inval.flushNow();
     return {};
   }
 
@@ -533,6 +538,7 @@ export class FsService implements OnModuleDestroy {
     await exp.backend.rmdir(dir.path(), name);
     this.removed(this.table.peek(dir, name));
     this.entriesChanged(dir);
+    this.inval.flushNow();
     return {};
   }
 
@@ -544,6 +550,7 @@ export class FsService implements OnModuleDestroy {
     const st = await exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE);
     const attr = this.attr(session, this.table.child(dir, name), st);
     this.entriesChanged(dir);
+    this.inval.flushNow();
     return { attr };
   }
 
@@ -561,6 +568,7 @@ export class FsService implements OnModuleDestroy {
     const st = await exp.backend.symlink(dir.path(), name, target);
     const attr = this.attr(session, this.table.child(dir, name), st);
     this.entriesChanged(dir);
+    this.inval.flushNow();
     return { attr };
   }
 
@@ -595,6 +603,7 @@ export class FsService implements OnModuleDestroy {
     }
     this.entriesChanged(from);
     if (to !== from) this.entriesChanged(to);
+    this.inval.flushNow();
     return {};
   }
 

@@ -132,6 +132,19 @@ export class InvalidationService implements OnModuleDestroy {
 
   // ---- pushes ---------------------------------------------------------------------------
 
+  /**
+   * Sends every queued push now instead of at the end of the coalescing window. Called before
+   * the reply to a mutation that is a commit point for other clients (close, fsync, rename,
+   * create, ...): the pushes leave on the other sessions' sockets before the mutating client
+   * hears that its operation returned, so an open on another mount that follows the close is
+   * not answered from what that mount cached before.
+   */
+  flushNow(): void {
+    if (!this.flushTimer) return;
+    clearTimeout(this.flushTimer);
+    this.flush();
+  }
+
   private scheduleFlush(): void {
     if (this.flushTimer || this.stopped) return;
     this.flushTimer = setTimeout(() => this.flush(), FLUSH_WINDOW_MS);
