@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * postinstall: rebuilds the optional `fuse-native` binding from source with three changes to its
+ * postinstall: rebuilds the optional `fuse-native` binding from source with four changes to its
  * C glue (`fuse-native.c`), then runs node-gyp there; fuse-native's loader (node-gyp-build)
  * prefers `build/Release` over its prebuilt binary.
  *
@@ -18,6 +18,11 @@
  *    mount's caches within a few µs, and waking a sleeping thread costs tens of µs on a virtual
  *    machine (bench:fuse-latency: a cached stat(2) 43-58 -> 19-24 µs). An answer that takes
  *    longer (a round trip to a node) costs at most those 30 µs of one CPU.
+ * 4. create given the open flags: fuse-native hands `create` only the path and the mode, so
+ *    O_EXCL, O_APPEND and O_TRUNC of an open(2) that creates could not reach the node, where
+ *    exclusive creation and appends must be decided (two mounts creating one lock file both
+ *    won). The flags are passed as a third argument; the mount's `_op_create` reads it
+ *    (apps/svc-fs-mount/src/commands/fuse.command.ts).
  *
  * Never fails the install: without fuse-native (it is optional) it does nothing; when the
  * build cannot run (no C compiler, no node headers) it restores the original source, keeps
@@ -91,6 +96,30 @@ const PATCHES = [
       '',
     ].join('\n'),
   },
+  {
+    name: 'create given the open flags',
+    from: [
+      'FUSE_METHOD(create, 2, 1, (const char *path, mode_t mode, struct fuse_file_info *info), {',
+      '  l->path = path;',
+      '  l->mode = mode;',
+      '  l->info = info;',
+      '}, {',
+      '  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));',
+      '  napi_create_uint32(env, l->mode, &(argv[3]));',
+      '}, {',
+    ].join('\n'),
+    to: [
+      'FUSE_METHOD(create, 3, 1, (const char *path, mode_t mode, struct fuse_file_info *info), {',
+      '  l->path = path;',
+      '  l->mode = mode;',
+      '  l->info = info;',
+      '}, {',
+      '  napi_create_string_utf8(env, l->path, NAPI_AUTO_LENGTH, &(argv[2]));',
+      '  napi_create_uint32(env, l->mode, &(argv[3]));',
+      '  napi_create_uint32(env, l->info != NULL ? l->info->flags : 0, &(argv[4])); // svc: the open(2) flags',
+      '}, {',
+    ].join('\n'),
+  },
 ];
 
 function say(msg) {
@@ -153,7 +182,8 @@ function main() {
     renameSync(`${file}.tmp`, file);
     say(`could not build fuse-native from source (${detail}).`);
     say('FUSE mounts still work with its prebuilt binding, but setting file times through one (cp -p, rsync -t, touch -d)');
-    say('sets mtime to the access time, and each close(2) costs a hop to the event loop. Install a C compiler');
+    say('sets mtime to the access time, O_EXCL and O_APPEND of an open that creates do not act across clients,');
+    say('and each close(2) costs a hop to the event loop. Install a C compiler');
     say('(Debian: apt-get install g++ make python3) and run');
     say('`npm run postinstall` to fix it.');
   }

@@ -44,12 +44,25 @@ type FuseConstructor = new (mnt: string, ops: object, opts: Record<string, unkno
  */
 export function loadFuse(): FuseConstructor {
   if (!existsSync('/dev/fuse')) throw new UsageError(`FUSE is not available here: /dev/fuse is missing (load the fuse module, or give a container --device /dev/fuse); mounting needs ${FUSE_PACKAGES}`);
+  let Fuse: FuseConstructor;
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require('fuse-native') as FuseConstructor;
+    Fuse = require('fuse-native') as FuseConstructor;
   } catch (e) {
     throw new UsageError(`FUSE support is not installed (${(e as Error).message.split('\n')[0]}): mounting needs ${FUSE_PACKAGES}`);
   }
+  type Signal = (err: number, fd?: number) => void;
+  type CreateOp = (path: string, mode: number, flags: number | undefined, cb: Signal) => void;
+  /**
+   * fuse-native with `create` given the open(2) flags: fuse-native's own handler drops the
+   * third argument that the patched C glue passes (scripts/fuse-native-build.cjs); with a
+   * prebuilt binding there is none, and the operation receives undefined.
+   */
+  return class extends (Fuse as new (...args: ConstructorParameters<FuseConstructor>) => FuseInstance & { ops: { create: CreateOp } }) {
+    _op_create(signal: Signal, path: string, mode: number, flags?: number): void {
+      this.ops.create(path, mode, flags, (err, fd) => signal(err, fd));
+    }
+  };
 }
 
 /** True when `dir` is a mount point according to /proc/self/mountinfo. */
