@@ -18,6 +18,13 @@ class FakeRouter extends EventEmitter {
   readonly calls = { open: 0, read: [] as Array<[number, number]>, readdirAll: 0, getattr: 0, release: 0 };
   readonly writes: Array<{ off: number; data: Buffer; framed: boolean }> = [];
   writeError: Error | null = null;
+  /** How long the write that arrives `n`th (from 0) waits before it is applied, ms. */
+  writeDelayMs: (n: number) => number = () => 0;
+  private writesArrived = 0;
+  /** Router handle -> its file's path (writes are applied to that file's content). */
+  private readonly paths = new Map<number, string>();
+  /** Open flags of each create, in order. */
+  readonly creates: number[] = [];
   private nextFh = 100;
   /** Open handles keep the file they opened, as a descriptor does. */
   private readonly handles = new Map<number, { data: Buffer }>();
@@ -46,9 +53,12 @@ class FakeRouter extends EventEmitter {
     if (!this.files.has(path)) throw new FsError(Errno.ENOENT);
     const fh = this.nextFh++;
     this.handles.set(fh, this.files.get(path)!);
+    this.paths.set(fh, path);
     return { fh };
   }
-  async create(path: string): Promise<{ fh: number; attr: Attr }> {
+  async create(path: string, _mode: number, flags: number): Promise<{ fh: number; attr: Attr }> {
+    this.creates.push(flags);
+    if (flags & OpenFlags.O_EXCL && this.files.has(path)) throw new FsError(Errno.EEXIST);
     this.add(path, Buffer.alloc(0));
     return { ...(await this.open(path)), attr: this.files.get(path)!.attr };
   }
@@ -59,11 +69,29 @@ class FakeRouter extends EventEmitter {
     await new Promise((r) => setImmediate(r));
     return { data: out, eof: off + out.length >= data.length && out.length < len };
   }
-  async write(_fh: number, off: number, input: Uint8Array | FramedData): Promise<number> {
+  async write(fh: number, off: number, input: Uint8Array | FramedData): Promise<number> {
     if (this.writeError) throw this.writeError;
     const data = Buffer.from(isFramedData(input) ? framedBytes(input) : input);
+    const delay = this.writeDelayMs(this.writesArrived++);
+    if (delay > 0) await new Promise((r) => setTimeout(r, delay));
     this.writes.push({ off, data, framed: isFramedData(input) });
+    // Applied to the file (the content every handle of it reads), as on the node.
+    const f = this.files.get(this.paths.get(fh) ?? '');
+    if (f) {
+      const grown = Buffer.alloc(Math.max(f.data.length, off + data.length));
+      f.data.copy(grown);
+      data.copy(grown, off);
+      f.data = grown;
+      f.attr = { ...f.attr, sz: grown.length };
+      for (const h of this.handles.values()) if (h === f) h.data = grown;
+    }
     return data.length;
+  }
+  dropOpenData(): void {}
+  readonly setattrs: Array<{ path: string; writesBefore: number }> = [];
+  async setattr(path: string): Promise<Attr> {
+    this.setattrs.push({ path, writesBefore: this.writes.length });
+    return this.files.get(path)!.attr;
   }
   async release(): Promise<void> {
     this.calls.release++;
@@ -208,7 +236,7 @@ describe('FuseFs caches', () => {
 describe('FuseFs write path', () => {
   it('gathers 128 KiB writes into 1 MiB framed requests, byte-exact', async () => {
     const { router, call, count } = setup();
-    const fd = await call<number>('create', '/w/out', 0o644);
+    const fd = await call<number>('create', '/w/out', 0o644, OpenFlags.O_RDWR | OpenFlags.O_CREAT);
     const data = randomBytes(10 * KERNEL_READ + 777);
     for (let pos = 0; pos < data.length; pos += KERNEL_READ) {
       const piece = data.subarray(pos, Math.min(data.length, pos + KERNEL_READ));
@@ -226,10 +254,62 @@ describe('FuseFs write path', () => {
 
   it('reports a failed background write at flush', async () => {
     const { router, call, count } = setup();
-    const fd = await call<number>('create', '/w/out', 0o644);
+    const fd = await call<number>('create', '/w/out', 0o644, OpenFlags.O_RDWR | OpenFlags.O_CREAT);
     router.writeError = new FsError(Errno.ENOSPC);
     await count('write', '/w/out', fd, Buffer.alloc(100), 100, 0);
     await expect(call('flush', '/w/out', fd)).rejects.toMatchObject({ errno: Errno.ENOSPC });
+  });
+});
+
+describe('FuseFs one order per file', () => {
+  it('a read through another handle sees what this mount wrote before, still pending in write-behind', async () => {
+    const { router, call, count } = setup();
+    const fd = await call<number>('create', '/w/pack', 0o644, OpenFlags.O_RDWR | OpenFlags.O_CREAT);
+    const data = randomBytes(300 * 1024 + 41);
+    for (let pos = 0; pos < data.length; pos += 64 * 1024) {
+      const piece = data.subarray(pos, Math.min(data.length, pos + 64 * 1024));
+      await count('write', '/w/pack', fd, Buffer.from(piece), piece.length, pos);
+    }
+    // Not flushed yet: a write-behind mount holds (part of) it.
+    expect(router.writes.reduce((n, w) => n + w.data.length, 0)).toBeLessThan(data.length);
+    const reader = await call<number>('open', '/w/pack', OpenFlags.O_RDONLY);
+    const buf = Buffer.alloc(data.length + 100);
+    const n = await count('read', '/w/pack', reader, buf, buf.length, 0);
+    expect(n).toBe(data.length);
+    expect(buf.subarray(0, n).equals(data)).toBe(true);
+  });
+
+  it('a setattr of times comes after the pending writes, so no later flush moves mtime', async () => {
+    const { router, call, count } = setup();
+    const fd = await call<number>('create', '/w/t', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT);
+    await count('write', '/w/t', fd, Buffer.alloc(1000, 1), 1000, 0);
+    expect(router.writes).toHaveLength(0);
+    await call('utimens', '/w/t', 1000, 2000);
+    expect(router.setattrs).toEqual([{ path: '/w/t', writesBefore: 1 }]);
+  });
+
+  it('create passes the open flags (O_EXCL, O_APPEND) to the node', async () => {
+    const { router, call } = setup();
+    router.add('/w/lock', Buffer.alloc(0));
+    await expect(call('create', '/w/lock', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT | OpenFlags.O_EXCL)).rejects.toMatchObject({ errno: Errno.EEXIST });
+    await call('create', '/w/log', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT | OpenFlags.O_APPEND);
+    expect(router.creates).toEqual([OpenFlags.O_WRONLY | OpenFlags.O_CREAT | OpenFlags.O_EXCL, OpenFlags.O_WRONLY | OpenFlags.O_CREAT | OpenFlags.O_APPEND]);
+  });
+
+  it('an O_APPEND handle sends its writes one at a time, in order', async () => {
+    const { router, call, count } = setup();
+    // Later writes are applied faster: only writes sent one at a time stay in order.
+    router.writeDelayMs = (n) => Math.max(0, 30 - 5 * n);
+    const fd = await call<number>('create', '/w/app', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT | OpenFlags.O_APPEND);
+    const data = randomBytes(5 * MIB + 3);
+    for (let pos = 0; pos < data.length; pos += KERNEL_READ) {
+      const piece = data.subarray(pos, Math.min(data.length, pos + KERNEL_READ));
+      await count('write', '/w/app', fd, Buffer.from(piece), piece.length, pos);
+    }
+    await call('flush', '/w/app', fd);
+    // In arrival order (not sorted): each applied after the one before it.
+    expect(router.writes.map((w) => w.off)).toEqual([0, MIB, 2 * MIB, 3 * MIB, 4 * MIB, 5 * MIB]);
+    expect(Buffer.concat(router.writes.map((w) => w.data)).equals(data)).toBe(true);
   });
 });
 

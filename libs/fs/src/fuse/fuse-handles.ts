@@ -7,6 +7,7 @@
  * the attributes say is small, else one chunk. A file served from prefetched content
  * ({@link OpenState.content}) is never opened on the node.
  */
+import { OpenFlags } from '@svc/protocol/wire';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches, openProof } from './fuse-caches';
 import { ReadAheadState } from './read-ahead';
@@ -36,7 +37,8 @@ export class OpenState {
     readonly flags: number,
     nodeHandle: (s: OpenState) => Promise<number>,
   ) {
-    this.writes = new WriteBehindState(() => this.fh ?? nodeHandle(this));
+    // O_APPEND: the node appends each write at the end it sees, so they must reach it in order.
+    this.writes = new WriteBehindState(() => this.fh ?? nodeHandle(this), (flags & OpenFlags.O_APPEND) !== 0);
   }
 }
 
@@ -58,7 +60,7 @@ export class FuseHandles {
    * @param openReadBytes most bytes a read-only open asks to bring along (one read-ahead chunk)
    */
   constructor(
-    private readonly router: Pick<WorkspaceRouter, 'open' | 'release'>,
+    private readonly router: Pick<WorkspaceRouter, 'open' | 'release' | 'dropOpenData'>,
     private readonly caches: FuseCaches,
     private readonly openReadBytes = 1024 * 1024,
   ) {}
@@ -96,6 +98,21 @@ export class FuseHandles {
   /** Every open state. */
   values(): IterableIterator<OpenState> {
     return this.files.values();
+  }
+
+  /**
+   * The file of `writer` is being written through it: every other handle of the file forgets
+   * what it holds of the old content (prefetched content, read-ahead chunks, the bytes that
+   * came with its open), so its next read goes to the node, after the write (see the FUSE
+   * read's flush of the file's pending writes).
+   */
+  contentChanged(writer: OpenState): void {
+    for (const s of this.files.values()) {
+      if (s === writer || s.path !== writer.path) continue;
+      s.content = null;
+      s.reads.reset(true);
+      if (s.fh !== null) this.router.dropOpenData(s.fh);
+    }
   }
 
   /** Open files follow a rename of `src` (a file or a directory above them) to `dest`. */

@@ -15,6 +15,9 @@ import { PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
 
+/** The open(2) flags a FUSE create passes to the node's create (the access mode and what acts on the node). */
+const CREATE_FLAGS = OpenFlags.O_ACCMODE | OpenFlags.O_EXCL | OpenFlags.O_TRUNC | OpenFlags.O_APPEND | OpenFlags.O_DSYNC | OpenFlags.O_SYNC;
+
 /** The parts {@link FuseOperations} works with. */
 export interface FuseOperationsParts {
   router: WorkspaceRouter;
@@ -82,7 +85,9 @@ export class FuseOperations {
   private async open(path: string, flags: number): Promise<number> {
     const writable = (flags & OpenFlags.O_ACCMODE) !== OpenFlags.O_RDONLY || (flags & OpenFlags.O_TRUNC) !== 0;
     if (writable) this.refuseWrite();
-    if (flags & OpenFlags.O_TRUNC) await this.flushPath(path);
+    // One order per file: what this mount wrote through other handles reaches the node before
+    // the open reads anything (open_read, prefetched content) or truncates.
+    await this.flushPath(path);
     const state = this.handles.state(path, writable, flags & ~OpenFlags.O_CREAT);
     const attr = writable ? undefined : this.caches.cachedAttr(path);
     if (attr) state.reads.sizeHint = attr.sz;
@@ -131,7 +136,9 @@ export class FuseOperations {
       if (!state.writable) void this.prefetch.onRead(state.path);
     }
     if (state.content) return pos >= state.content.length ? 0 : state.content.copy(buf, 0, pos, Math.min(state.content.length, pos + len));
-    if (state.writes.dirty || state.writes.error) await this.writes.flush(state.writes);
+    // One order per file: the writes of every handle of this file reach the node first.
+    await this.flushPath(state.path);
+    if (state.writes.error) await this.writes.flush(state.writes);
     const fh = state.fh ?? (await this.handles.nodeHandle(state));
     return this.reads.read(state.reads, fh, buf, len, pos);
   }
@@ -149,19 +156,28 @@ export class FuseOperations {
     const e = state.writes.takeError();
     if (e) throw e;
     state.reads.reset(true);
+    // Other handles of the file must not answer reads from what they hold of its old content.
+    this.handles.contentChanged(state);
     await this.writes.write(state.writes, data, pos);
     this.caches.forget(state.path);
     return data.length;
   }
 
-  /** Sends the pending writes of every handle of `path` (before its size or name is used). */
+  /**
+   * Sends the pending writes of every handle of `path` and waits for them (before the file's
+   * content, size, times or name is used): the one order per file that makes a read, getattr,
+   * setattr, fsync, rename or unlink through any handle or path see every earlier write made
+   * through this mount.
+   * @throws the first error of a pending write (it is reported once, to this caller)
+   */
   private async flushPath(path: string): Promise<void> {
-    for (const s of this.handles.values()) if (s.path === path && s.writes.dirty) await this.writes.flush(s.writes);
+    const dirty = [...this.handles.values()].filter((s) => s.path === path && s.writes.dirty);
+    if (dirty.length > 0) await Promise.all(dirty.map((s) => this.writes.flush(s.writes)));
   }
 
-  /** A file created through this mount: registered writable with its router handle. */
-  private created(path: string, routerFh: number): number {
-    const state: OpenState = this.handles.state(path, true, OpenFlags.O_RDWR);
+  /** A file created through this mount: registered writable with its router handle and open flags. */
+  private created(path: string, routerFh: number, flags: number): number {
+    const state: OpenState = this.handles.state(path, true, flags);
     state.fh = routerFh;
     return this.handles.add(state);
   }
@@ -202,11 +218,16 @@ export class FuseOperations {
         setImmediate(() => f.listAhead.onList(path));
       },
       open: (path: string, flags: number, cb: Cb<number>) => P.run(cb, () => f.open(path, flags)),
-      create: (path: string, mode: number, cb: Cb<number>) =>
+      // `flags`: the open(2) flags, from the patched fuse-native (scripts/fuse-native-build.cjs);
+      // undefined with a prebuilt one, which hands create no flags (then O_RDWR, and O_EXCL and
+      // O_APPEND are not honoured across clients).
+      create: (path: string, mode: number, flags: number | undefined, cb: Cb<number>) =>
         P.run(cb, async () => {
           f.refuseWrite();
-          const { fh: routerFh, attr } = await R.create(path, mode & 0o7777, OpenFlags.O_RDWR | OpenFlags.O_CREAT);
-          const fh = f.created(path, routerFh);
+          const open = flags === undefined ? OpenFlags.O_RDWR : flags & CREATE_FLAGS;
+          if (open & OpenFlags.O_TRUNC) await f.flushPath(path);
+          const { fh: routerFh, attr } = await R.create(path, mode & 0o7777, open | OpenFlags.O_CREAT);
+          const fh = f.created(path, routerFh, open);
           C.forget(path);
           C.remember(path, attr);
           return fh;
@@ -222,7 +243,9 @@ export class FuseOperations {
         P.run(cb, async () => {
           const s = H.get(fd);
           if (!s) throw new FsError(Errno.EBADF);
-          // Served from prefetched content: read-only, nothing to flush.
+          // fsync(2) is of the file, whatever handle wrote: every handle's pending writes first.
+          await f.flushPath(s.path);
+          // Served from prefetched content: read-only, nothing to sync.
           if (s.content) return;
           await f.writes.flush(s.writes);
           await R.fsync(s.fh ?? (await H.nodeHandle(s)));
@@ -254,12 +277,14 @@ export class FuseOperations {
       chmod: (path: string, mode: number, cb: Cb) =>
         P.run(cb, async () => {
           f.refuseWrite();
+          await f.flushPath(path);
           C.dropProof(path);
           C.remember(path, await R.setattr(path, { mode: mode & 0o7777 }));
         }),
       chown: (path: string, uid: number, gid: number, cb: Cb) =>
         P.run(cb, async () => {
           f.refuseWrite();
+          await f.flushPath(path);
           C.dropProof(path);
           C.remember(path, await R.setattr(path, { uid, gid }));
         }),
@@ -273,6 +298,7 @@ export class FuseOperations {
       unlink: (path: string, cb: Cb) =>
         P.run(cb, async () => {
           f.refuseWrite();
+          await f.flushPath(path);
           await H.pinOpenHandles(path);
           await R.unlink(path);
           C.forget(path);
@@ -294,7 +320,7 @@ export class FuseOperations {
       rename: (src: string, dest: string, cb: Cb) =>
         P.run(cb, async () => {
           f.refuseWrite();
-          await f.flushPath(src);
+          await Promise.all([f.flushPath(src), f.flushPath(dest)]);
           await H.pinOpenHandles(dest);
           await R.rename(src, dest);
           C.forgetTree(src);

@@ -29,7 +29,11 @@ export class WriteBehindState {
    * @param handle the router handle of the file: a number once open, else a promise that opens
    *   it on the node (lazy opens)
    */
-  constructor(readonly handle: () => number | Promise<number>) {}
+  constructor(
+    readonly handle: () => number | Promise<number>,
+    /** Send one write at a time, in order (a handle opened with O_APPEND: the node appends each where the file ends then). */
+    readonly serial = false,
+  ) {}
 
   /** True while written data has not reached the node. */
   get dirty(): boolean {
@@ -75,7 +79,8 @@ export class WriteBehind {
       taken += n;
       if (state.pendingLen >= this.chunk) this.sendPending(state);
     }
-    while (state.inflight.size >= MAX_INFLIGHT) await Promise.race(state.inflight);
+    const most = state.serial ? 1 : MAX_INFLIGHT;
+    while (state.inflight.size >= most) await Promise.race(state.inflight);
   }
 
   /**
@@ -97,7 +102,10 @@ export class WriteBehind {
     const off = state.pendingOff;
     state.block = null;
     state.pendingLen = 0;
+    // A serial state sends after the writes already in flight are answered.
+    const before = state.serial && state.inflight.size > 0 ? Promise.allSettled([...state.inflight]) : null;
     const p = (async () => {
+      if (before) await before;
       const h = state.handle();
       const fh = typeof h === 'number' ? h : await h;
       const n = await this.router.write(fh, off, { buf: block, len });

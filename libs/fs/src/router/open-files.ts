@@ -90,6 +90,15 @@ export class OpenFiles {
     for (const f of this.files.values()) if (f.first && f.node === node && f.active.session === s) f.first = null;
   }
 
+  /**
+   * The file of handle `fh` is being written through another handle of this client: the first
+   * bytes kept for `fh` are dropped, so its reads go to the node. Unknown handles are ignored.
+   */
+  dropFirst(fh: number): void {
+    const f = this.files.get(fh);
+    if (f) f.first = null;
+  }
+
   /** Forgets every handle (the router closed). */
   clear(): void {
     this.files.clear();

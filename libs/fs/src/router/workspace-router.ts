@@ -324,6 +324,15 @@ export class WorkspaceRouter extends EventEmitter {
   }
 
   /**
+   * Drops the bytes kept from the open of handle `fh` (`open_read`): the file is being written
+   * through another handle of this client, so the next read of `fh` goes to the node.
+   * Unknown handles are ignored.
+   */
+  dropOpenData(fh: number): void {
+    this.files.dropFirst(fh);
+  }
+
+  /**
    * Reads up to `len` bytes at byte offset `off` (split into `max_read` requests in flight).
    * A read-only handle whose session died is re-opened on the next candidate transparently.
    * @returns the bytes (shorter than `len` only at end of file) and whether EOF was reached
