@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * postinstall: rebuilds the optional `fuse-native` binding from source with four changes to its
+ * postinstall: rebuilds the optional `fuse-native` binding from source with five changes to its
  * C glue (`fuse-native.c`), then runs node-gyp there; fuse-native's loader (node-gyp-build)
  * prefers `build/Release` over its prebuilt binary.
  *
@@ -23,6 +23,11 @@
  *    exclusive creation and appends must be decided (two mounts creating one lock file both
  *    won). The flags are passed as a third argument; the mount's `_op_create` reads it
  *    (apps/svc-fs-mount/src/commands/fuse.command.ts).
+ * 5. utimens of one time: without `flag_utime_omit_ok`, libfuse 2.9 calls utimens only when
+ *    both times are set, and drops a setattr of mtime alone (`futimens` with UTIME_OMIT for the
+ *    atime, as GNU tar does for every file it extracts; `touch -m`) while reporting success.
+ *    With the flag, UTIME_OMIT and UTIME_NOW reach the operation, marshalled as values no time
+ *    can have (high word 0xFFFFFFFE and 0xFFFFFFFF); the mount's utimens reads them.
  *
  * Never fails the install: without fuse-native (it is optional) it does nothing; when the
  * build cannot run (no C compiler, no node headers) it restores the original source, keeps
@@ -120,6 +125,23 @@ const PATCHES = [
       '}, {',
     ].join('\n'),
   },
+  {
+    name: 'utimens of one time (UTIME_OMIT, UTIME_NOW)',
+    from: [
+      'static uint64_t timespec_to_uint64 (const struct timespec* ts) {',
+      '  uint64_t ms = (ts->tv_sec * 1000) + (ts->tv_nsec / 1000000);',
+    ].join('\n'),
+    to: [
+      'static uint64_t timespec_to_uint64 (const struct timespec* ts) {',
+      '  // svc: UTIME_OMIT and UTIME_NOW (libfuse passes them with flag_utime_omit_ok) as values no',
+      '  // time in ms can have: high word 0xFFFFFFFE (omit) and 0xFFFFFFFF (now).',
+      '  if (ts->tv_nsec == ((1l << 30) - 2l)) return 0xFFFFFFFE00000000ull;',
+      '  if (ts->tv_nsec == ((1l << 30) - 1l)) return 0xFFFFFFFF00000000ull;',
+      '  uint64_t ms = (ts->tv_sec * 1000) + (ts->tv_nsec / 1000000);',
+    ].join('\n'),
+    before: '  if (implemented[op_utimens]) ops.utimens = fuse_native_utimens;',
+    define: '  ops.flag_utime_omit_ok = 1; // svc: utimens also when only one of the times is set\n',
+  },
 ];
 
 function say(msg) {
@@ -182,7 +204,7 @@ function main() {
     renameSync(`${file}.tmp`, file);
     say(`could not build fuse-native from source (${detail}).`);
     say('FUSE mounts still work with its prebuilt binding, but setting file times through one (cp -p, rsync -t, touch -d)');
-    say('sets mtime to the access time, O_EXCL and O_APPEND of an open that creates do not act across clients,');
+    say('sets mtime to the access time (and not at all when only mtime is set: tar -x), O_EXCL and O_APPEND of an open that creates do not act across clients,');
     say('and each close(2) costs a hop to the event loop. Install a C compiler');
     say('(Debian: apt-get install g++ make python3) and run');
     say('`npm run postinstall` to fix it.');

@@ -4,6 +4,7 @@ import { Attr, Errno, FsError, OpenFlags } from '@svc/protocol/wire';
 import { FramedData, framedBytes, isFramedData } from '@svc/client';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseFs } from './fuse-fs';
+import { FUSE_UTIME_OMIT } from './fuse-ops';
 
 const MIB = 1024 * 1024;
 const KERNEL_READ = 128 * 1024;
@@ -286,6 +287,19 @@ describe('FuseFs one order per file', () => {
     expect(router.writes).toHaveLength(0);
     await call('utimens', '/w/t', 1000, 2000);
     expect(router.setattrs).toEqual([{ path: '/w/t', writesBefore: 1 }]);
+  });
+
+  it('utimens with UTIME_OMIT for one time sets only the other', async () => {
+    const { router, call } = setup();
+    router.add('/w/x', Buffer.from('x'));
+    const seen: object[] = [];
+    router.setattr = async (path: string, a?: object) => {
+      seen.push(a ?? {});
+      return router.files.get(path)!.attr;
+    };
+    await call('utimens', '/w/x', FUSE_UTIME_OMIT, 1_500_000_000_123);
+    await call('utimens', '/w/x', 1_400_000_000_000, FUSE_UTIME_OMIT);
+    expect(seen).toEqual([{ mt: 1_500_000_000_123_000_000 }, { at: 1_400_000_000_000_000_000 }]);
   });
 
   it('create passes the open flags (O_EXCL, O_APPEND) to the node', async () => {

@@ -15,6 +15,21 @@ import { PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
 
+/** fuse-native's utimens argument for UTIME_OMIT (scripts/fuse-native-build.cjs: high word 0xFFFFFFFE, in ms). */
+export const FUSE_UTIME_OMIT = 0xfffffffe * 2 ** 32;
+/** fuse-native's utimens argument for UTIME_NOW (high word 0xFFFFFFFF). */
+export const FUSE_UTIME_NOW = 0xffffffff * 2 ** 32;
+
+/**
+ * A time as fuse-native's utimens hands it (ms since the epoch) in ns since the epoch; undefined
+ * for {@link FUSE_UTIME_OMIT} (leave that time as it is), the mount's clock for {@link FUSE_UTIME_NOW}.
+ */
+export function fuseTimeNs(ms: number): number | undefined {
+  if (ms === FUSE_UTIME_OMIT) return undefined;
+  if (ms === FUSE_UTIME_NOW) return Date.now() * 1e6;
+  return Math.round(ms * 1e6);
+}
+
 /** The open(2) flags a FUSE create passes to the node's create (the access mode and what acts on the node). */
 const CREATE_FLAGS = OpenFlags.O_ACCMODE | OpenFlags.O_EXCL | OpenFlags.O_TRUNC | OpenFlags.O_APPEND | OpenFlags.O_DSYNC | OpenFlags.O_SYNC;
 
@@ -288,11 +303,15 @@ export class FuseOperations {
           C.dropProof(path);
           C.remember(path, await R.setattr(path, { uid, gid }));
         }),
+      // Times in ms since the epoch, or the UTIME_OMIT / UTIME_NOW marks of fuseTimeNs.
       utimens: (path: string, atime: number, mtime: number, cb: Cb) =>
         P.run(cb, async () => {
           f.refuseWrite();
           await f.flushPath(path);
-          C.remember(path, await R.setattr(path, { at: Math.round(atime * 1e6), mt: Math.round(mtime * 1e6) }));
+          const at = fuseTimeNs(atime);
+          const mt = fuseTimeNs(mtime);
+          if (at === undefined && mt === undefined) return;
+          C.remember(path, await R.setattr(path, { ...(at !== undefined && { at }), ...(mt !== undefined && { mt }) }));
         }),
       readlink: (path: string, cb: Cb<string>) => P.run(cb, () => R.readlink(path)),
       unlink: (path: string, cb: Cb) =>
