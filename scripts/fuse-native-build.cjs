@@ -23,11 +23,14 @@
  *    exclusive creation and appends must be decided (two mounts creating one lock file both
  *    won). The flags are passed as a third argument; the mount's `_op_create` reads it
  *    (apps/svc-fs-mount/src/commands/fuse.command.ts).
- * 5. utimens of one time: without `flag_utime_omit_ok`, libfuse 2.9 calls utimens only when
- *    both times are set, and drops a setattr of mtime alone (`futimens` with UTIME_OMIT for the
- *    atime, as GNU tar does for every file it extracts; `touch -m`) while reporting success.
- *    With the flag, UTIME_OMIT and UTIME_NOW reach the operation, marshalled as values no time
- *    can have (high word 0xFFFFFFFE and 0xFFFFFFFF); the mount's utimens reads them.
+ * 5. times in µs, and utimens of one time alone: fuse-native marshals times in ms, so a time set
+ *    through the mount lost its sub-ms digits and stat showed none; they cross in µs now (the
+ *    binding exports `svc_time_unit_us`, which the mount reads to know the unit). And without
+ *    `flag_utime_omit_ok`, libfuse 2.9 calls utimens only when both times are set, dropping a
+ *    setattr of mtime alone (`futimens` with UTIME_OMIT for the atime, as GNU tar does for every
+ *    file it extracts; `touch -m`) while reporting success. With the flag, UTIME_OMIT and
+ *    UTIME_NOW reach the operation, marshalled as values no time can have (high word
+ *    0xFFFFFFFE and 0xFFFFFFFF); the mount's utimens reads them.
  *
  * Never fails the install: without fuse-native (it is optional) it does nothing; when the
  * build cannot run (no C compiler, no node headers) it restores the original source, keeps
@@ -126,21 +129,43 @@ const PATCHES = [
     ].join('\n'),
   },
   {
-    name: 'utimens of one time (UTIME_OMIT, UTIME_NOW)',
+    name: 'times in µs, and utimens of one time alone (UTIME_OMIT, UTIME_NOW)',
     from: [
+      'static void uint32s_to_timespec (struct timespec* ts, uint32_t** ints) {',
+      '  uint64_t ms = uint32s_to_uint64(ints);',
+      '  ts->tv_sec = ms / 1000;',
+      '  ts->tv_nsec = (ms % 1000) * 1000000;',
+      '}',
+      '',
       'static uint64_t timespec_to_uint64 (const struct timespec* ts) {',
       '  uint64_t ms = (ts->tv_sec * 1000) + (ts->tv_nsec / 1000000);',
+      '  return ms;',
+      '}',
     ].join('\n'),
     to: [
+      '// svc (scripts/fuse-native-build.cjs): times cross between C and JS in µs since the epoch, not',
+      '// ms (exported as svc_time_unit_us); UTIME_OMIT and UTIME_NOW (libfuse passes them with',
+      '// flag_utime_omit_ok) as values no time can have: high word 0xFFFFFFFE (omit), 0xFFFFFFFF (now).',
+      'static const uint32_t svc_time_unit_us = 1;',
+      'static void uint32s_to_timespec (struct timespec* ts, uint32_t** ints) {',
+      '  uint64_t us = uint32s_to_uint64(ints);',
+      '  ts->tv_sec = us / 1000000;',
+      '  ts->tv_nsec = (us % 1000000) * 1000;',
+      '}',
+      '',
       'static uint64_t timespec_to_uint64 (const struct timespec* ts) {',
-      '  // svc: UTIME_OMIT and UTIME_NOW (libfuse passes them with flag_utime_omit_ok) as values no',
-      '  // time in ms can have: high word 0xFFFFFFFE (omit) and 0xFFFFFFFF (now).',
       '  if (ts->tv_nsec == ((1l << 30) - 2l)) return 0xFFFFFFFE00000000ull;',
       '  if (ts->tv_nsec == ((1l << 30) - 1l)) return 0xFFFFFFFF00000000ull;',
-      '  uint64_t ms = (ts->tv_sec * 1000) + (ts->tv_nsec / 1000000);',
+      '  return ((uint64_t) ts->tv_sec * 1000000) + (ts->tv_nsec / 1000);',
+      '}',
     ].join('\n'),
-    before: '  if (implemented[op_utimens]) ops.utimens = fuse_native_utimens;',
-    define: '  ops.flag_utime_omit_ok = 1; // svc: utimens also when only one of the times is set\n',
+    also: [
+      {
+        from: '  if (implemented[op_utimens]) ops.utimens = fuse_native_utimens;',
+        to: '  if (implemented[op_utimens]) ops.utimens = fuse_native_utimens;\n  ops.flag_utime_omit_ok = 1; // svc: utimens also when only one of the times is set',
+      },
+      { from: '  NAPI_EXPORT_UINT32(op_rmdir)\n', to: '  NAPI_EXPORT_UINT32(op_rmdir)\n  NAPI_EXPORT_UINT32(svc_time_unit_us)\n' },
+    ],
   },
 ];
 
@@ -176,12 +201,13 @@ function main() {
   const applied = [];
   for (const p of PATCHES) {
     if (patched.includes(p.to)) continue; // applied by an earlier run
-    if (!patched.includes(p.from) || (p.before && !patched.includes(p.before))) {
+    // Every edit of a change, or none of it.
+    const edits = [{ from: p.from, to: p.to }, ...(p.before ? [{ from: p.before, to: `${p.define}${p.before}` }] : []), ...(p.also ?? [])];
+    if (edits.some((e) => !patched.includes(e.from))) {
       say(`fuse-native.c has changed upstream; left without the ${p.name}`);
       continue;
     }
-    patched = patched.replace(p.from, p.to);
-    if (p.define) patched = patched.replace(p.before, `${p.define}${p.before}`);
+    for (const e of edits) patched = patched.replace(e.from, e.to);
     applied.push(p.name);
   }
   // Nothing new to apply: built already, or nothing applies at all (the prebuilt binding stays).

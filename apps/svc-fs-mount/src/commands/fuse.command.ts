@@ -13,10 +13,10 @@
 import { execFile, spawn } from 'node:child_process';
 import { constants as fsc, existsSync, readFileSync } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Option, SubCommand } from 'nest-commander';
-import { FuseFs } from '../../../../libs/fs/src/fuse/fuse-fs';
+import { FuseFs, setFuseTimeUnitNs } from '../../../../libs/fs/src/fuse/fuse-fs';
 import { useDataPathGc } from '../../../../libs/ops/src/data-path-gc';
 import { CliOutput } from '../cli-output';
 import { MountSession } from '../mount-session';
@@ -50,6 +50,14 @@ export function loadFuse(): FuseConstructor {
     Fuse = require('fuse-native') as FuseConstructor;
   } catch (e) {
     throw new UsageError(`FUSE support is not installed (${(e as Error).message.split('\n')[0]}): mounting needs ${FUSE_PACKAGES}`);
+  }
+  // Built by scripts/fuse-native-build.cjs: times cross in µs (else ms, as published).
+  try {
+    const binding = join(dirname(require.resolve('fuse-native')), 'build', 'Release', 'fuse.node');
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    if ((require(binding) as { svc_time_unit_us?: number }).svc_time_unit_us === 1) setFuseTimeUnitNs(1e3);
+  } catch {
+    // the prebuilt binding: ms
   }
   type Signal = (err: number, fd?: number) => void;
   type CreateOp = (path: string, mode: number, flags: number | undefined, cb: Signal) => void;

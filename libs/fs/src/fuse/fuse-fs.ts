@@ -50,7 +50,7 @@ import { PrefetchOptions, PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
 
-export { fuseErrno, toFuseStat } from './fuse-stat';
+export { fuseErrno, setFuseTimeUnitNs, toFuseStat } from './fuse-stat';
 export type { FuseStat } from './fuse-stat';
 
 /** Options of {@link FuseFs}. */

@@ -9,25 +9,26 @@ import { FuseCaches, openProof } from './fuse-caches';
 import { FuseHandles, OpenState } from './fuse-handles';
 import type { FuseInodes } from './fuse-inodes';
 import { Cb, FusePoller } from './fuse-poller';
-import { FuseStat, fuseErrno, toFuseStat } from './fuse-stat';
+import { FuseStat, fuseErrno, fuseTimeUnitNs, toFuseStat } from './fuse-stat';
 import type { ListAhead } from './list-ahead';
 import { PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
 
-/** fuse-native's utimens argument for UTIME_OMIT (scripts/fuse-native-build.cjs: high word 0xFFFFFFFE, in ms). */
+/** fuse-native's utimens argument for UTIME_OMIT (scripts/fuse-native-build.cjs: high word 0xFFFFFFFE). */
 export const FUSE_UTIME_OMIT = 0xfffffffe * 2 ** 32;
 /** fuse-native's utimens argument for UTIME_NOW (high word 0xFFFFFFFF). */
 export const FUSE_UTIME_NOW = 0xffffffff * 2 ** 32;
 
 /**
- * A time as fuse-native's utimens hands it (ms since the epoch) in ns since the epoch; undefined
- * for {@link FUSE_UTIME_OMIT} (leave that time as it is), the mount's clock for {@link FUSE_UTIME_NOW}.
+ * A time as fuse-native's utimens hands it (since the epoch, in {@link fuseTimeUnitNs} units) in ns
+ * since the epoch; undefined for {@link FUSE_UTIME_OMIT} (leave that time as it is), the mount's
+ * clock for {@link FUSE_UTIME_NOW}.
  */
-export function fuseTimeNs(ms: number): number | undefined {
-  if (ms === FUSE_UTIME_OMIT) return undefined;
-  if (ms === FUSE_UTIME_NOW) return Date.now() * 1e6;
-  return Math.round(ms * 1e6);
+export function fuseTimeNs(t: number): number | undefined {
+  if (t === FUSE_UTIME_OMIT) return undefined;
+  if (t === FUSE_UTIME_NOW) return Date.now() * 1e6;
+  return Math.round(t * fuseTimeUnitNs());
 }
 
 /** The open(2) flags a FUSE create passes to the node's create (the access mode and what acts on the node). */
@@ -303,7 +304,7 @@ export class FuseOperations {
           C.dropProof(path);
           C.remember(path, await R.setattr(path, { uid, gid }));
         }),
-      // Times in ms since the epoch, or the UTIME_OMIT / UTIME_NOW marks of fuseTimeNs.
+      // Times since the epoch in fuse-native's unit, or the UTIME_OMIT / UTIME_NOW marks (fuseTimeNs).
       utimens: (path: string, atime: number, mtime: number, cb: Cb) =>
         P.run(cb, async () => {
           f.refuseWrite();

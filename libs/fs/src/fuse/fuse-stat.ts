@@ -5,7 +5,23 @@
  */
 import { Attr, Errno, FsError } from '@svc/protocol/wire';
 
-/** The stat object fuse-native expects (times in ms since the epoch, sizes in bytes). */
+/**
+ * ns in one unit of the times fuse-native takes and hands over: ms (1e6) as published, µs (1e3)
+ * when built by `scripts/fuse-native-build.cjs` (its binding exports `svc_time_unit_us`).
+ */
+let timeUnitNs = 1e6;
+
+/** Sets the unit of fuse-native's times, ns (1e6: ms, 1e3: µs); the mount calls it once fuse-native is loaded. */
+export function setFuseTimeUnitNs(ns: 1e6 | 1e3): void {
+  timeUnitNs = ns;
+}
+
+/** The unit of fuse-native's times, ns (see {@link setFuseTimeUnitNs}). */
+export function fuseTimeUnitNs(): number {
+  return timeUnitNs;
+}
+
+/** The stat object fuse-native expects (times since the epoch in {@link fuseTimeUnitNs} units, sizes in bytes). */
 export interface FuseStat {
   mode: number;
   uid: number;
@@ -21,7 +37,7 @@ export interface FuseStat {
 }
 
 /**
- * Converts a router attribute (ns times) to a fuse-native stat (ms times). `blksize`, the
+ * Converts a router attribute (ns times) to a fuse-native stat ({@link fuseTimeUnitNs} times). `blksize`, the
  * preferred I/O size, is the 1 MiB of a read-ahead chunk: `cat`, `cp` and friends size their
  * buffers by it, so they make 8x fewer system calls than with 128 KiB.
  * @param ino the inode number to report (default the node id; the mount reports FuseInodes numbers, fuse-inodes.ts)
@@ -36,9 +52,9 @@ export function toFuseStat(a: Attr, ino: number = a.id): FuseStat {
     ino,
     blksize: 1024 * 1024,
     blocks: Math.ceil(a.sz / 512),
-    atime: Math.floor(a.at / 1e6),
-    mtime: Math.floor(a.mt / 1e6),
-    ctime: Math.floor(a.ct / 1e6),
+    atime: Math.floor(a.at / timeUnitNs),
+    mtime: Math.floor(a.mt / timeUnitNs),
+    ctime: Math.floor(a.ct / timeUnitNs),
   };
 }
 
