@@ -115,6 +115,8 @@ export class FuseCaches {
   private readonly listingsInFlight = new Map<string, { p: Promise<Listing>; stale: boolean }>();
   /** Attribute misses per directory: the distinct names that missed since `since` (ms). */
   private readonly dirMisses = new Map<string, { names: Set<string>; since: number }>();
+  /** Directory -> when (ms since the epoch) this mount last added or removed one of its entries. */
+  private readonly ownChanges = new Map<string, number>();
 
   /**
    * @param router where misses are read from
@@ -188,6 +190,18 @@ export class FuseCaches {
     cacheSet(this.attrs, path, { value: attr, expires: now + this.ttl });
     this.missing.delete(path);
     this.contents.check(path, attr);
+  }
+
+  /**
+   * This mount added, removed or renamed the entry `path`: what is cached about it and its
+   * parent's listing goes ({@link forget}), and for {@link LIST_WINDOW_MS} the parent is not
+   * listed on attribute misses. A program that fills or empties a directory (`tar -x`, `rm -rf`,
+   * a build) would otherwise have it listed again after each of its changes, each listing as
+   * long as the directory: quadratic in its size. Its misses are looked up one by one instead.
+   */
+  entryChanged(path: string, now = Date.now()): void {
+    this.forget(path);
+    if (path !== '/') cacheSet(this.ownChanges, parentPath(path), now);
   }
 
   /** Records that `path` does not exist (this mount removed it). */
@@ -304,6 +318,8 @@ export class FuseCaches {
     }
     if (m.names.size < LIST_AFTER_MISSES) m.names.add(name);
     if (m.names.size < LIST_AFTER_MISSES) return false;
+    const changed = this.ownChanges.get(dir);
+    if (changed !== undefined && now - changed < LIST_WINDOW_MS) return false;
     const size = this.cachedAttr(dir)?.sz;
     return size === undefined || size <= LIST_MAX_DIR_BYTES;
   }

@@ -244,7 +244,7 @@ export class FuseOperations {
           if (open & OpenFlags.O_TRUNC) await f.flushPath(path);
           const { fh: routerFh, attr } = await R.create(path, mode & 0o7777, open | OpenFlags.O_CREAT);
           const fh = f.created(path, routerFh, open);
-          C.forget(path);
+          C.entryChanged(path);
           C.remember(path, attr);
           return fh;
         }),
@@ -321,14 +321,14 @@ export class FuseOperations {
           await f.flushPath(path);
           await H.pinOpenHandles(path);
           await R.unlink(path);
-          C.forget(path);
+          C.entryChanged(path);
           C.markMissing(path);
         }),
       mkdir: (path: string, mode: number, cb: Cb) =>
         P.run(cb, async () => {
           f.refuseWrite();
           const attr = await R.mkdir(path, mode & 0o7777);
-          C.forget(path);
+          C.entryChanged(path);
           C.remember(path, attr);
         }),
       rmdir: (path: string, cb: Cb) =>
@@ -336,6 +336,7 @@ export class FuseOperations {
           f.refuseWrite();
           await R.rmdir(path);
           C.forgetTree(path);
+          C.entryChanged(path);
         }),
       rename: (src: string, dest: string, cb: Cb) =>
         P.run(cb, async () => {
@@ -345,13 +346,15 @@ export class FuseOperations {
           await R.rename(src, dest);
           C.forgetTree(src);
           C.forgetTree(dest);
+          C.entryChanged(src);
+          C.entryChanged(dest);
           H.renamed(src, dest);
         }),
       symlink: (target: string, path: string, cb: Cb) =>
         P.run(cb, async () => {
           f.refuseWrite();
           const attr = await R.symlink(path, target);
-          C.forget(path);
+          C.entryChanged(path);
           C.remember(path, attr);
         }),
     };

@@ -388,6 +388,20 @@ describe('FuseCaches: attributes in bulk', () => {
     expect(calls.getattr).toEqual(['/w/d', `/w/d/${name(0)}`, `/w/d/${name(1)}`]);
   });
 
+  it('does not list a directory again after each entry this mount adds or removes there (tar -x, rm -rf)', async () => {
+    const { router, calls } = routerOf(50);
+    const caches = new FuseCaches(router, 60_000);
+    await caches.attrOf('/w/d');
+    for (const i of [0, 1, 2]) await caches.attrOf(`/w/d/${name(i)}`);
+    expect(calls.readdirAll).toBe(1);
+    // A program creating new names one after the other: each a miss, then this mount's create.
+    for (let i = 0; i < 20; i++) {
+      await expect(caches.attrOf(`/w/d/new${i}`)).rejects.toMatchObject({ errno: 2 });
+      caches.entryChanged(`/w/d/new${i}`);
+    }
+    expect(calls.readdirAll).toBe(1);
+  });
+
   it('shares one listing among concurrent misses; one a push made stale is read again, then not kept', async () => {
     const { router, calls, hold } = routerOf(20);
     const caches = new FuseCaches(router, 60_000);
