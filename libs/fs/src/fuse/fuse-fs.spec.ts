@@ -280,6 +280,17 @@ describe('FuseFs one order per file', () => {
     expect(buf.subarray(0, n).equals(data)).toBe(true);
   });
 
+  it("a write's error goes to the writer's close, not to another handle that made it flush", async () => {
+    const { router, call, count } = setup();
+    const fd = await call<number>('create', '/w/full', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT);
+    router.writeError = new FsError(Errno.ENOSPC);
+    await count('write', '/w/full', fd, Buffer.alloc(100), 100, 0);
+    await call('getattr', '/w/full');
+    const reader = await call<number>('open', '/w/full', OpenFlags.O_RDONLY);
+    await count('read', '/w/full', reader, Buffer.alloc(10), 10, 0);
+    await expect(call('flush', '/w/full', fd)).rejects.toMatchObject({ errno: Errno.ENOSPC });
+  });
+
   it('a setattr of times comes after the pending writes, so no later flush moves mtime', async () => {
     const { router, call, count } = setup();
     const fd = await call<number>('create', '/w/t', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT);

@@ -183,12 +183,12 @@ export class FuseOperations {
    * Sends the pending writes of every handle of `path` and waits for them (before the file's
    * content, size, times or name is used): the one order per file that makes a read, getattr,
    * setattr, fsync, rename or unlink through any handle or path see every earlier write made
-   * through this mount.
-   * @throws the first error of a pending write (it is reported once, to this caller)
+   * through this mount. A write's error stays with its handle, for that handle's next write,
+   * flush, fsync or release to report (the writer learns of it, not whoever came next).
    */
   private async flushPath(path: string): Promise<void> {
     const dirty = [...this.handles.values()].filter((s) => s.path === path && s.writes.dirty);
-    if (dirty.length > 0) await Promise.all(dirty.map((s) => this.writes.flush(s.writes)));
+    if (dirty.length > 0) await Promise.all(dirty.map((s) => this.writes.settle(s.writes)));
   }
 
   /** A file created through this mount: registered writable with its router handle and open flags. */

@@ -88,10 +88,18 @@ export class WriteBehind {
    * @throws the first error of a background write (then cleared), e.g. FsError EIO (short write), ENOSPC
    */
   async flush(state: WriteBehindState): Promise<void> {
-    this.sendPending(state);
-    while (state.inflight.size > 0) await Promise.all(state.inflight);
+    await this.settle(state);
     const e = state.takeError();
     if (e) throw e;
+  }
+
+  /**
+   * Sends pending data and waits for all background writes, leaving their error (if any) to be
+   * reported to the handle's own next write, flush, fsync or release.
+   */
+  async settle(state: WriteBehindState): Promise<void> {
+    this.sendPending(state);
+    while (state.inflight.size > 0) await Promise.all(state.inflight);
   }
 
   /** Sends the pending chunk in the background; its block goes back to the pool once the node answered. */
