@@ -20,6 +20,8 @@
  * - O_CREAT|O_EXCL on the same names from both mounts: each name has exactly one winner;
  * - an editor-style save (temp file, fsync, rename over the target) on one mount is read whole
  *   on the other at its next open.
+ * A node whose export is full (a 4 MiB tmpfs): a writer through the mount gets ENOSPC at a
+ * write, fsync or close, never a silent loss, and a file's earlier content stays whole.
  *
  * Skipped, with the reason printed, where FUSE is unavailable; a case whose tool (python3, git,
  * tar, make, cc, sqlite3) is missing is skipped with the reason printed (.ci/run installs them).
@@ -30,7 +32,7 @@ import { chmodSync, closeSync, fsyncSync, mkdirSync, openSync, readdirSync, read
 import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, sleep, tmpDir, waitFor } from './helpers/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
-import { fuseUnavailable, killMount } from './helpers/fs-mount';
+import { fuseUnavailable, killMount, startFsNode } from './helpers/fs-mount';
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
@@ -515,5 +517,81 @@ print(json.dumps({'won': won, 'errors': errors}))
     await sleep(2500);
     const lastSeenLater = readFileSync(join(a2, target)).equals(last);
     expect({ wrong, lastSeenLater }).toEqual({ wrong: [], lastSeenLater: true });
+  }, 60_000);
+});
+
+/** Why a tmpfs cannot be mounted here (the full-disk case needs one), or null. */
+function tmpfsUnavailable(): string | null {
+  if (process.getuid?.() !== 0) return 'mounting a tmpfs needs root';
+  return null;
+}
+
+describeFuse('write errors through a FUSE mount (a node whose export is full)', () => {
+  const noTmpfs = tmpfsUnavailable();
+  if (noTmpfs) process.stdout.write(`exact-writes e2e: full-disk case skipped: ${noTmpfs}\n`);
+  const itFull = noTmpfs || !has('python3') ? it.skip : it;
+  let disk: string;
+  let mnt: string;
+  let mount: ChildProcess | undefined;
+  let log = '';
+
+  beforeAll(async () => {
+    if (noTmpfs) return;
+    disk = tmpDir('full-disk-');
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'svc-test-full', disk]);
+    const node = await startFsNode([`work=${disk}`]);
+    mnt = join(tmpDir('full-mnt-'), 'ws');
+    mkdirSync(mnt);
+    log = join(tmpDir('full-log-'), 'mount.log');
+    const fd = openSync(log, 'a');
+    mount = spawn(process.execPath, [BIN.fsMount, '--endpoint', `n=${node.url}#work@/w`, 'mount', mnt], { stdio: ['ignore', fd, fd] });
+    closeSync(fd);
+    await waitFor(() => readFileSync(log, 'utf8').includes(`mounted on ${mnt}`), 20_000);
+  }, 60_000);
+
+  afterAll(async () => {
+    if (noTmpfs) return;
+    killMount(mount, mnt);
+    await killAll();
+    try {
+      execFileSync('umount', ['-l', disk]);
+    } catch {
+      /* not mounted */
+    }
+    cleanupTmp();
+  });
+
+  itFull('reports ENOSPC to the writer (write, close or fsync), and what was written before stays whole', async () => {
+    const before = randomBytes(512 * 1024);
+    writeFileSync(join(mnt, 'w', 'kept.bin'), before);
+    const script = `
+import errno, json, os, sys
+path, how = sys.argv[1], sys.argv[2]
+flags = os.O_WRONLY | (os.O_APPEND if how == 'append' else os.O_CREAT | os.O_TRUNC)
+fd = os.open(path, flags, 0o644)
+where, written = None, 0
+try:
+    for i in range(200):
+        written += os.write(fd, os.urandom(64 * 1024))
+    where = 'none'
+    os.fsync(fd)
+except OSError as e:
+    where = 'write/fsync:%d' % e.errno
+try:
+    os.close(fd)
+except OSError as e:
+    if where in (None, 'none'):
+        where = 'close:%d' % e.errno
+print(json.dumps({'where': where, 'written': written}))
+`;
+    // A new file larger than the disk, then an append to the file that was there.
+    const big = JSON.parse(ok(await python(script, [join(mnt, 'w', 'big.bin'), 'new']), 'the writer of big.bin')) as { where: string };
+    const app = JSON.parse(ok(await python(script, [join(mnt, 'w', 'kept.bin'), 'append']), 'the appender to kept.bin')) as { where: string };
+    expect({ big: big.where, app: app.where }).toEqual({ big: expect.stringMatching(/:28$/), app: expect.stringMatching(/:28$/) });
+    // The content written before the disk filled is whole, through the mount and on the node's disk.
+    const onDisk = readFileSync(join(disk, 'kept.bin'));
+    const throughMount = readFileSync(join(mnt, 'w', 'kept.bin'));
+    expect(onDisk.subarray(0, before.length).equals(before)).toBe(true);
+    expect(throughMount.subarray(0, before.length).equals(before)).toBe(true);
   }, 60_000);
 });
