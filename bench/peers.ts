@@ -159,6 +159,8 @@ export interface RunOptions {
   stdout?: string;
   /** Kill the command (SIGKILL) and reject after this many ms; default: no limit. */
   timeoutMs?: number;
+  /** Holds the command's process while it runs (so a clean-up can stop it). */
+  track?: Set<ChildProcess>;
 }
 
 /**
@@ -172,6 +174,7 @@ export function timedRun(cmd: string, args: string[], options: RunOptions = {}):
     const outFd = openSync(options.stdout ?? '/dev/null', 'w');
     const t0 = performance.now();
     const p = spawn(cmd, args, { cwd: options.cwd, stdio: [inFd, outFd, 'pipe'] });
+    options.track?.add(p);
     if (typeof inFd === 'number') closeSync(inFd);
     closeSync(outFd);
     let err = '';
@@ -186,10 +189,12 @@ export function timedRun(cmd: string, args: string[], options: RunOptions = {}):
     p.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
     p.once('error', (e) => {
       if (timer) clearTimeout(timer);
+      options.track?.delete(p);
       rej(e);
     });
     p.once('exit', (code) => {
       if (timer) clearTimeout(timer);
+      options.track?.delete(p);
       if (timedOut) rej(new Error(`${cmd} did not finish within ${options.timeoutMs} ms (killed): ${err.trim()}`));
       else if (code === 0) res((performance.now() - t0) / 1000);
       else rej(new Error(`${cmd} ${args.join(' ')} exited ${code}: ${err.trim()}`));
