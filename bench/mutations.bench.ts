@@ -41,7 +41,10 @@
  * save, transaction, extracted file), the median over rounds; what the mount answered from its
  * own caches is not counted. Results other than `ok` (e.g. lookup ENOENT) are listed below.
  *
- * Measured here (2 CPUs, shared and busy, ext4; BENCH_ROUNDS=3): see the end of this comment.
+ * A workload that fails on a filesystem (a command exiting non-zero, or outlasting
+ * BENCH_TIMEOUT_S) shows `failed` there, with the reason below the table; the others go on.
+ * The output also names the fuse-native binary the mount loaded: the project patches and
+ * rebuilds it at install, so the svc figures depend on that build as much as on the mount's code.
  *
  * Environment:
  *  - BENCH_ROUNDS (3), BENCH_FILES (5000), BENCH_SAVES (300), BENCH_TRANSACTIONS (300);
@@ -58,7 +61,7 @@ import { ChildProcess, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, fuseUnavailable, fuseUnmount, log, median, Peer, sleep, SshfsPeer, startFsNode, stopProcess, SvcPeer, timedRun, which } from './peers';
+import { freePort, fuseNativeBuild, fuseUnavailable, fuseUnmount, log, median, Peer, sleep, SshfsPeer, startFsNode, stopProcess, SvcPeer, timedRun, which } from './peers';
 import { prng } from './prng';
 
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
@@ -172,7 +175,17 @@ function transactionsSql(count: number): string {
  * @throws Error (rejects) when the endpoint cannot be read or answers other than 200
  */
 async function opCounts(metricsUrl: string): Promise<OpCounts> {
-  const res = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) });
+  let res: Response | undefined;
+  // A busy machine may drop a connection now and then: three tries, 0.5 s apart.
+  for (let attempt = 1; !res; attempt++) {
+    try {
+      res = await fetch(metricsUrl, { signal: AbortSignal.timeout(10_000) });
+    } catch (e) {
+      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+      if (attempt >= 3) throw new Error(`${metricsUrl}: ${(e as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ''}`);
+      await sleep(500);
+    }
+  }
   if (!res.ok) throw new Error(`${metricsUrl} answered ${res.status}`);
   const counts: OpCounts = new Map();
   for (const family of parsePrometheus(await res.text())) {
@@ -361,11 +374,15 @@ async function main(): Promise<void> {
     const metricsPort = await freePort();
     const node = await startFsNode(['--export', `work=${dirs.svcExport}`], { SVC_METRICS_PORT: String(metricsPort) }, { nodeFlags: NODE_FLAGS, timeoutMs: 60_000 });
     processes.add(node.proc);
+    node.proc.once('exit', (code, signal) => {
+      if (!stopping) log(`svc-fs-node exited (${code ?? signal}) during the run: ${node.stderr().trim().slice(-2000)}`);
+    });
     const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`;
     const svc = new SvcPeer(node.url, dirs.svcMnt, 'svc', [], { mountArgs: MOUNT_ARGS, nodeFlags: NODE_FLAGS, timeoutMs: 60_000 });
     peers.push(svc);
     await svc.remount();
     notes.push(`svc: svc-fs-node ${node.url} exporting ${dirs.svcExport}, metrics ${metricsUrl}; svc-fs-mount --endpoint w=${node.url} mount ${dirs.svcMnt}${MOUNT_ARGS.length ? ` ${MOUNT_ARGS.join(' ')}` : ''}`);
+    notes.push(`svc: fuse-native ${fuseNativeBuild()}`);
     const targets: Target[] = [{ name: 'local', disk: dirs.local, view: dirs.local }];
     if (WITH_SSHFS) {
       // A peer that cannot start is left out with the reason, like a missing one.
@@ -396,7 +413,8 @@ async function main(): Promise<void> {
         }
         // Written back and quiet (the node may push invalidations for the new directories) before anything is timed.
         execFileSync('sync');
-        await quietCounts(metricsUrl);
+        // Not fatal here: a node that stopped answering fails the svc run below, with the reason.
+        await quietCounts(metricsUrl).catch((e: Error) => log(`  note: ${e.message}`));
         let before: OpCounts = new Map();
         // Rotate the order every round: each filesystem goes first, second and last in turn.
         const order = active.map((_, i) => active[(i + round - 1) % active.length]);
@@ -451,6 +469,7 @@ function report(results: Result[], notes: string[], loadBefore: number[], loadAf
   out(`Mutation-heavy work on the svc FUSE mount, sshfs (loopback) and the local disk; ${ROUNDS} round(s), filesystems interleaved round by round`);
   out('  seconds: wall time of the one process doing the workload, median [min-max] over the rounds; ratios of the medians, lower is better');
   out('  local: the same on the disk behind both mounts (page cache, no FUSE, no network): the floor; target: svc/sshfs <= 1.0x');
+  out('  the spread [min-max] of the local column shows how busy the machine was: compare ratios within one run only');
   for (const n of notes) out(`  ${n}`);
   out(`  load average (1 min) ${loadBefore[0].toFixed(2)} before, ${loadAfter[0].toFixed(2)} after (2 CPUs shared with others: figures are noisy)`);
   out();
@@ -480,6 +499,7 @@ function report(results: Result[], notes: string[], loadBefore: number[], loadAf
   if (counted.length > 0) {
     out();
     out('svc round trips: FS requests the svc-fs-node answered per run (svc_fs_ops_total before/after, once quiet), median over rounds; in () per unit');
+    out('  each a request/reply between the mount and the node; what the mount answers from its caches is not here; ms per request = svc s / total');
     const byOp = (c: OpCounts) => {
       const m = new Map<string, number>();
       for (const [k, v] of c) m.set(k.split('\0')[0], (m.get(k.split('\0')[0]) ?? 0) + v);

@@ -18,10 +18,10 @@
  * Everything listens on and connects to 127.0.0.1 only.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, realpathSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { userInfo } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '..', '..');
 /** The built `svc-fs-node` program. */
@@ -54,6 +54,22 @@ export function fuseUnavailable(): string | null {
     return 'fusermount is missing (Debian: apt-get install fuse3)';
   }
   return null;
+}
+
+/**
+ * Which fuse-native binary the mounts load (its package directory, real path, and the
+ * `build/Release/fuse.node` time; the project patches and rebuilds it at install, so figures
+ * depend on that build). Never throws.
+ * @returns a phrase, e.g. `/x/node_modules/fuse-native, build/Release/fuse.node of 2026-01-01T00:00:00.000Z`
+ */
+export function fuseNativeBuild(): string {
+  try {
+    const dir = realpathSync(dirname(require.resolve('fuse-native/package.json')));
+    const built = join(dir, 'build/Release/fuse.node');
+    return existsSync(built) ? `${dir}, build/Release/fuse.node of ${statSync(built).mtime.toISOString()}` : `${dir}, prebuilt binary`;
+  } catch (e) {
+    return `unknown (${(e as Error).message.split('\n')[0]})`;
+  }
 }
 
 /**
@@ -107,14 +123,15 @@ export interface StartOptions {
 /**
  * Starts a Node.js program (`process.execPath` with `args`, environment `process.env` plus `env`)
  * and waits until `pattern` appears on its stdout.
- * @returns the running process and the match
+ * @returns the running process, the match, and the last 64 KiB it wrote to stderr (kept up to date while it runs)
  * @throws Error (rejects) when the program exits before, or, with `options.timeoutMs`, when the pattern does not appear in time (the program is then killed)
  */
-export function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessEnv = {}, options: StartOptions = {}): Promise<{ proc: ChildProcess; match: RegExpExecArray }> {
+export function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessEnv = {}, options: StartOptions = {}): Promise<{ proc: ChildProcess; match: RegExpExecArray; stderr: () => string }> {
   const proc = spawn(process.execPath, [...(options.nodeFlags ?? []), ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  // The last 64 KiB: enough for a crash's stack, bounded for a long-running server.
+  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err = (err + d).slice(-65_536)));
   return new Promise((res, rej) => {
     const timer =
       options.timeoutMs === undefined
@@ -128,7 +145,7 @@ export function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessE
       const m = pattern.exec(out);
       if (m) {
         if (timer) clearTimeout(timer);
-        res({ proc, match: m });
+        res({ proc, match: m, stderr: () => err });
       }
     });
     proc.once('exit', (c) => {
@@ -142,12 +159,12 @@ export function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessE
  * Starts the built `svc-fs-node` on a free loopback port (`--port 0`, no auth token, log level
  * warn) with `args`, e.g. `['--export', 'work=/dir']`.
  * @param env extra environment, e.g. `{ SVC_METRICS_PORT: '9100' }`
- * @returns the process and the URL it serves (`ws://127.0.0.1:PORT/...`)
+ * @returns the process, the URL it serves (`ws://127.0.0.1:PORT/...`) and its stderr so far
  * @throws Error (rejects) when it exits before listening, or after `options.timeoutMs`
  */
-export async function startFsNode(args: string[], env: NodeJS.ProcessEnv = {}, options: StartOptions = {}): Promise<{ proc: ChildProcess; url: string }> {
-  const { proc, match } = await startUntil([FS_NODE_JS, '--port', '0', ...args], /listening on (\S+)/, { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '', ...env }, options);
-  return { proc, url: match[1] };
+export async function startFsNode(args: string[], env: NodeJS.ProcessEnv = {}, options: StartOptions = {}): Promise<{ proc: ChildProcess; url: string; stderr: () => string }> {
+  const { proc, match, stderr } = await startUntil([FS_NODE_JS, '--port', '0', ...args], /listening on (\S+)/, { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '', ...env }, options);
+  return { proc, url: match[1], stderr };
 }
 
 /** Where {@link timedRun} connects the command and how long it may take. */
