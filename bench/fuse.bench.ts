@@ -65,17 +65,14 @@
  *    `--cpu-prof --cpu-prof-dir=/tmp/prof` (profiles are written when they exit, at each remount);
  *  - BENCH_KEEP=1: keep the temporary directory (the tree, the repository, the profiles).
  */
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { ChildProcess, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, copyFileSync, createWriteStream, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
-import { loadavg, tmpdir, userInfo } from 'node:os';
-import { join, resolve } from 'node:path';
+import { copyFileSync, createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { dropCaches, fuseUnavailable, fuseUnmount, log, median, Peer, SshfsPeer, startFsNode, stopProcess, SvcPeer, timedRun } from './peers';
 import { makeBenchTls } from './tls';
 
-const ROOT = resolve(__dirname, '..', '..');
-const NODE = join(ROOT, 'dist/apps/svc-fs-node/src/main.js');
-const MOUNT = join(ROOT, 'dist/apps/svc-fs-mount/src/main.js');
 const FILE_MIB = Number(process.env.BENCH_FILE_MIB ?? 256);
 const TREE_FILES = Number(process.env.BENCH_TREE_FILES ?? 10_000);
 const REPO_FILES = Number(process.env.BENCH_REPO_FILES ?? 2000);
@@ -87,83 +84,6 @@ const WITH_TLS = process.env.BENCH_TLS !== '0';
 const ONLY = new Set((process.env.BENCH_ONLY ?? 'read,write,find,grep,git').split(',').map((s) => s.trim()));
 const MB = 1e6;
 const MIB = 1024 * 1024;
-
-/** Why FUSE cannot be used here, or null. */
-function fuseUnavailable(): string | null {
-  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
-  try {
-    require('fuse-native');
-  } catch (e) {
-    return `fuse-native cannot load (${(e as Error).message.split('\n')[0]})`;
-  }
-  try {
-    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
-  } catch {
-    return 'fusermount is missing (Debian: apt-get install fuse3)';
-  }
-  return null;
-}
-
-function mounted(dir: string): boolean {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .some((l) => l.split(' ')[4] === dir);
-}
-
-function log(text: string): void {
-  process.stderr.write(`${text}\n`);
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Resolves with `proc`'s exit code once it exited (at once when it already has), or null after `ms`. */
-function exitOf(proc: ChildProcess, ms: number): Promise<number | null> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve(proc.exitCode ?? -1);
-  return new Promise((res) => {
-    const t = setTimeout(() => res(null), ms);
-    proc.once('exit', (c) => {
-      clearTimeout(t);
-      res(c ?? -1);
-    });
-  });
-}
-
-/** Starts a Node.js program and resolves with its process once `pattern` appears on its stdout. */
-function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessEnv = {}): Promise<{ proc: ChildProcess; match: RegExpExecArray }> {
-  const proc = spawn(process.execPath, [...NODE_FLAGS, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
-  return new Promise((res, rej) => {
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = pattern.exec(out);
-      if (m) res({ proc, match: m });
-    });
-    proc.once('exit', (c) => rej(new Error(`${args[0]} exited ${c}: ${err.trim()}`)));
-  });
-}
-
-/** Runs a command with stdin/stdout connected to files (or ignored); resolves with its wall time in s. */
-function timedRun(cmd: string, args: string[], options: { cwd?: string; stdin?: string; stdout?: string } = {}): Promise<number> {
-  return new Promise((res, rej) => {
-    const inFd = options.stdin ? openSync(options.stdin, 'r') : 'ignore';
-    const outFd = openSync(options.stdout ?? '/dev/null', 'w');
-    const t0 = performance.now();
-    const p = spawn(cmd, args, { cwd: options.cwd, stdio: [inFd, outFd, 'pipe'] });
-    if (typeof inFd === 'number') closeSync(inFd);
-    closeSync(outFd);
-    let err = '';
-    p.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
-    p.once('error', rej);
-    p.once('exit', (code) => (code === 0 ? res((performance.now() - t0) / 1000) : rej(new Error(`${cmd} ${args.join(' ')} exited ${code}: ${err.trim()}`))));
-  });
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
 
 /** Writes `mib` MiB of random bytes to `file`. */
 async function randomFile(file: string, mib: number): Promise<void> {
@@ -198,274 +118,6 @@ function gitRepo(dir: string, count: number): void {
   git('init', '-q');
   git('add', '-A');
   git('commit', '-qm', 'bench');
-}
-
-/** A free TCP port on 127.0.0.1 (free when asked; the caller binds it soon after). */
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => res(port));
-    });
-  });
-}
-
-/** Resolves once 127.0.0.1:`port` accepts a TCP connection; rejects after `ms` or when `proc` exits. */
-async function waitForPort(port: number, ms: number, proc: ChildProcess, what: string, stderr: () => string): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`${what} exited ${proc.exitCode ?? proc.signalCode}: ${stderr().trim()}`);
-    const ok = await new Promise<boolean>((res) => {
-      const s = connect(port, '127.0.0.1');
-      s.once('connect', () => {
-        s.destroy();
-        res(true);
-      });
-      s.once('error', () => res(false));
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`${what} does not accept connections on port ${port} after ${ms} ms: ${stderr().trim()}`);
-    await sleep(50);
-  }
-}
-
-/** Path of an executable on PATH or in the sbin directories, or null. */
-function which(name: string): string | null {
-  for (const dir of [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/sbin', '/usr/local/sbin']) {
-    if (dir && existsSync(join(dir, name))) return join(dir, name);
-  }
-  return null;
-}
-
-/** Unmounts a FUSE mount point: `fusermount -u`, lazily (`-uz`) when that fails. */
-function fuseUnmount(dir: string): void {
-  if (!mounted(dir)) return;
-  try {
-    execFileSync('fusermount', ['-u', dir], { stdio: 'ignore' });
-  } catch {
-    try {
-      execFileSync('fusermount', ['-uz', dir], { stdio: 'ignore' });
-    } catch {
-      /* already gone */
-    }
-  }
-}
-
-/** Waits until `dir` is (or is no longer) a mount point; false after `ms`. */
-async function waitMounted(dir: string, want: boolean, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (mounted(dir) !== want) {
-    if (Date.now() > deadline) return false;
-    await sleep(20);
-  }
-  return true;
-}
-
-/** One mount under test. */
-interface Peer {
-  readonly name: 'svc' | 'svc TLS' | 'sshfs';
-  /** Directory in the mount that shows the export's root. */
-  readonly root: string;
-  /** Unmounts (when mounted) and mounts again: nothing the mount cached survives. */
-  remount(): Promise<void>;
-  /** Unmounts and stops every process of the mount. */
-  stop(): Promise<void>;
-}
-
-/**
- * The svc FUSE mount: a `svc-fs-mount ... mount` process on the svc-fs-node at `url` (`wss://`
- * with `extraArgs` `--tls-ca CA` for the TLS peer).
- */
-class SvcPeer implements Peer {
-  readonly root: string;
-  private proc: ChildProcess | null = null;
-
-  constructor(
-    private readonly url: string,
-    private readonly mnt: string,
-    readonly name: 'svc' | 'svc TLS' = 'svc',
-    private readonly extraArgs: string[] = [],
-  ) {
-    this.root = join(mnt, 'w');
-  }
-
-  async remount(): Promise<void> {
-    await this.stop();
-    const m = await startUntil([MOUNT, '--endpoint', `w=${this.url}`, ...this.extraArgs, 'mount', this.mnt, ...MOUNT_ARGS], /mounted on /, { SVC_LOG_LEVEL: 'warn' });
-    this.proc = m.proc;
-  }
-
-  async stop(): Promise<void> {
-    const p = this.proc;
-    this.proc = null;
-    if (p && p.exitCode === null && p.signalCode === null) {
-      p.kill('SIGTERM');
-      if ((await exitOf(p, 5000)) === null) p.kill('SIGKILL');
-    }
-    fuseUnmount(this.mnt);
-  }
-}
-
-/** A private sshd on a loopback port and an sshfs mount of the export through it; see module documentation. */
-class SshfsPeer implements Peer {
-  readonly name = 'sshfs';
-  readonly root: string;
-  private sshfs: ChildProcess | null = null;
-  private sshfsErr = '';
-
-  private constructor(
-    private readonly sshd: ChildProcess,
-    private readonly port: number,
-    private readonly dir: string,
-    private readonly exp: string,
-    private readonly mnt: string,
-    private readonly createdRunSshd: boolean,
-    readonly version: string,
-  ) {
-    this.root = mnt;
-  }
-
-  /**
-   * Installs sshfs/openssh-server when missing (as root), starts sshd and mounts `exp` on `mnt`.
-   * @returns the peer, or why there is none (a sentence)
-   * @throws Error when sshd or sshfs fail to start although installed
-   */
-  static async start(dir: string, exp: string, mnt: string, processes: Set<ChildProcess>): Promise<SshfsPeer | string> {
-    if (!which('sshfs') || !which('sshd')) {
-      if (process.getuid?.() !== 0) return `sshfs or sshd is missing and this bench is not root, so it cannot install them (apt-get install sshfs openssh-server)`;
-      log('installing sshfs and openssh-server (apt-get install -y sshfs openssh-server)');
-      const install = () => execFileSync('apt-get', ['install', '-y', '-q', 'sshfs', 'openssh-server'], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
-      try {
-        install();
-      } catch {
-        try {
-          execFileSync('apt-get', ['update', '-q'], { stdio: ['ignore', 'ignore', 'inherit'] });
-          install();
-        } catch (e) {
-          return `installing sshfs and openssh-server failed (${(e as Error).message.split('\n')[0]})`;
-        }
-      }
-      if (!which('sshfs') || !which('sshd')) return 'sshfs or sshd is still missing after apt-get install';
-    }
-    const sshdPath = which('sshd')!;
-    const version = execFileSync('sshfs', ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).match(/SSHFS version (\S+)/)?.[1] ?? 'unknown';
-    mkdirSync(dir, { mode: 0o700 });
-    const keygen = (file: string) => execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'svc-bench', '-f', file], { stdio: 'ignore' });
-    keygen(join(dir, 'host_key'));
-    keygen(join(dir, 'client_key'));
-    copyFileSync(join(dir, 'client_key.pub'), join(dir, 'authorized_keys'));
-    const user = userInfo().username;
-    // Privilege separation needs this directory (Debian creates it in the service's start script only).
-    let createdRunSshd = false;
-    if (process.getuid?.() === 0 && !existsSync('/run/sshd')) {
-      mkdirSync('/run/sshd', { mode: 0o755, recursive: true });
-      createdRunSshd = true;
-    }
-    const port = await freePort();
-    const config = join(dir, 'sshd_config');
-    writeFileSync(
-      config,
-      [
-        `Port ${port}`,
-        'ListenAddress 127.0.0.1',
-        `HostKey ${join(dir, 'host_key')}`,
-        `PidFile ${join(dir, 'sshd.pid')}`,
-        `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
-        `AllowUsers ${user}`,
-        'PermitRootLogin prohibit-password',
-        'PubkeyAuthentication yes',
-        'PasswordAuthentication no',
-        'KbdInteractiveAuthentication no',
-        'UsePAM no',
-        'StrictModes no',
-        'Subsystem sftp internal-sftp',
-        'LogLevel ERROR',
-        '',
-      ].join('\n'),
-    );
-    // -D: stays this bench's child; -e: logs to stderr.
-    const sshd = spawn(sshdPath, ['-D', '-e', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
-    processes.add(sshd);
-    let sshdErr = '';
-    sshd.stderr!.setEncoding('utf8').on('data', (d: string) => (sshdErr += d));
-    await waitForPort(port, 10_000, sshd, 'sshd', () => sshdErr);
-    const peer = new SshfsPeer(sshd, port, dir, exp, mnt, createdRunSshd, version);
-    try {
-      await peer.remount();
-    } catch (e) {
-      await peer.stop();
-      throw e;
-    }
-    return peer;
-  }
-
-  /** The sshfs command line (without the program name). */
-  get args(): string[] {
-    const options = [`IdentityFile=${join(this.dir, 'client_key')}`, 'StrictHostKeyChecking=no', 'UserKnownHostsFile=/dev/null', 'BatchMode=yes', 'LogLevel=ERROR'];
-    return ['-f', '-p', String(this.port), '-o', options.join(','), `${userInfo().username}@127.0.0.1:${this.exp}`, this.mnt];
-  }
-
-  async remount(): Promise<void> {
-    await this.unmount();
-    const proc = spawn('sshfs', this.args, { stdio: ['ignore', 'ignore', 'pipe'] });
-    this.sshfs = proc;
-    this.sshfsErr = '';
-    proc.stderr!.setEncoding('utf8').on('data', (d: string) => (this.sshfsErr += d));
-    const deadline = Date.now() + 10_000;
-    while (!mounted(this.mnt)) {
-      if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`sshfs exited ${proc.exitCode ?? proc.signalCode}: ${this.sshfsErr.trim()}`);
-      if (Date.now() > deadline) {
-        await this.unmount();
-        throw new Error(`sshfs did not mount ${this.mnt} within 10 s: ${this.sshfsErr.trim()}`);
-      }
-      await sleep(20);
-    }
-  }
-
-  private async unmount(): Promise<void> {
-    const p = this.sshfs;
-    this.sshfs = null;
-    fuseUnmount(this.mnt);
-    if (p && p.exitCode === null && p.signalCode === null) {
-      // sshfs -f exits once unmounted (its ssh with it); a stuck one is killed.
-      if ((await exitOf(p, 5000)) === null) {
-        p.kill('SIGKILL');
-        await exitOf(p, 2000);
-      }
-    }
-  }
-
-  async stop(): Promise<void> {
-    await this.unmount();
-    if (this.sshd.exitCode === null && this.sshd.signalCode === null) {
-      this.sshd.kill('SIGTERM');
-      if ((await exitOf(this.sshd, 3000)) === null) this.sshd.kill('SIGKILL');
-    }
-    if (this.createdRunSshd) {
-      try {
-        rmdirSync('/run/sshd');
-      } catch {
-        /* in use or not empty: left */
-      }
-    }
-  }
-}
-
-/**
- * Drops the page cache (`sync; echo 3 > /proc/sys/vm/drop_caches`).
- * @returns null when done, else why not (e.g. read-only /proc/sys in a container)
- */
-function dropCaches(): string | null {
-  try {
-    execFileSync('sync');
-    writeFileSync('/proc/sys/vm/drop_caches', '3\n');
-    return null;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code ?? (e as Error).message;
-  }
 }
 
 interface Row {
@@ -505,12 +157,7 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     for (const p of peers) await p.stop().catch(() => undefined);
-    for (const p of processes) {
-      if (p.exitCode === null && p.signalCode === null) {
-        p.kill('SIGTERM');
-        if ((await exitOf(p, 5000)) === null) p.kill('SIGKILL');
-      }
-    }
+    for (const p of processes) await stopProcess(p, 5000);
     fuseUnmount(svcMnt);
     fuseUnmount(sshMnt);
     fuseUnmount(tlsMnt);
@@ -535,9 +182,10 @@ async function main(): Promise<void> {
       if (ONLY.has('git')) gitRepo(join(root, 'repo'), REPO_FILES);
     }
 
-    const node = await startUntil([NODE, '--port', '0', '--export', `work=${exp}`], /listening on (\S+)/, { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' });
+    const mountOptions = { mountArgs: MOUNT_ARGS, nodeFlags: NODE_FLAGS };
+    const node = await startFsNode(['--export', `work=${exp}`], {}, { nodeFlags: NODE_FLAGS });
     processes.add(node.proc);
-    const svc = new SvcPeer(node.match[1], svcMnt);
+    const svc = new SvcPeer(node.url, svcMnt, 'svc', [], mountOptions);
     peers.push(svc);
     await svc.remount();
     let sshfs: SshfsPeer | null = null;
@@ -559,12 +207,12 @@ async function main(): Promise<void> {
         notes.push(`svc TLS skipped: ${tls}`);
         log(`svc TLS skipped: ${tls}`);
       } else {
-        const tlsNode = await startUntil([NODE, '--port', '0', '--export', `work=${exp}`, '--tls-cert', tls.cert, '--tls-key', tls.key], /listening on (\S+)/, { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' });
+        const tlsNode = await startFsNode(['--export', `work=${exp}`, '--tls-cert', tls.cert, '--tls-key', tls.key], {}, { nodeFlags: NODE_FLAGS });
         processes.add(tlsNode.proc);
-        tlsPeer = new SvcPeer(tlsNode.match[1], tlsMnt, 'svc TLS', ['--tls-ca', tls.ca]);
+        tlsPeer = new SvcPeer(tlsNode.url, tlsMnt, 'svc TLS', ['--tls-ca', tls.ca], mountOptions);
         peers.push(tlsPeer);
         await tlsPeer.remount();
-        notes.push(`svc TLS: a second svc-fs-node on the export serving ${tlsNode.match[1]} (TLS 1.3, throwaway CA), mounted with --tls-ca; measured on the read, find and grep rows`);
+        notes.push(`svc TLS: a second svc-fs-node on the export serving ${tlsNode.url} (TLS 1.3, throwaway CA), mounted with --tls-ca; measured on the read, find and grep rows`);
       }
     } else notes.push('svc TLS skipped: BENCH_TLS=0');
 
