@@ -26,7 +26,7 @@ import { parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../lib
 import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
 
 const O = { RDONLY: 0, WRONLY: 1, RDWR: 2 };
-const E = { ENOENT: 2, EACCES: 13, EISDIR: 21, EINVAL: 22, ENOSYS: 38, ELOOP: 40, ENOTSUP: 95 };
+const E = { ENOENT: 2, EACCES: 13, EISDIR: 21, EINVAL: 22, ENOSYS: 38, ELOOP: 40, ENOTSUP: 95, ESTALE: 116 };
 const FEATURES = ['open_read', 'prefetch'];
 /** Environment of a node granting every extension, whatever the test run's own setting. */
 const ALL_FEATURES = { SVC_FS_NODE_FEATURES: 'all', SVC_METRICS_PORT: '0' };
@@ -130,6 +130,21 @@ describe('the extensions on the wire (svc-fs-node)', () => {
       startFsNode([`work=${work}`], { env: ALL_FEATURES }),
       startFsNode([`work=${work}`], { args: ['--fs-features', 'none'], env: ALL_FEATURES }),
     ]);
+  });
+
+  it('dir_estale: ENOENT below a directory is about the entry; a directory gone from disk is ESTALE (ENOENT without the extension)', async () => {
+    fs.mkdirSync(join(work, 'doomed'));
+    const [p, base] = await Promise.all([connect(node.url, { features: ['dir_estale'] }), connect(node.url)]);
+    expect(p.hello.caps.features).toEqual(['dir_estale']);
+    const ids = await Promise.all([p, base].map(async (x) => (await x.walk(await x.root('work'), 'doomed')).id as number));
+    expect(await p.errno('lookup', { node: ids[0] }, { name: 'nothing-here' })).toBe(E.ENOENT);
+    fs.rmdirSync(join(work, 'doomed'));
+    expect(await p.errno('lookup', { node: ids[0] }, { name: 'nothing-here' })).toBe(E.ESTALE);
+    expect(await p.errno('create', { node: ids[0] }, { name: 'f', mode: 0o644, flags: O.RDWR })).toBe(E.ESTALE);
+    expect(await base.errno('lookup', { node: ids[1] }, { name: 'nothing-here' })).toBe(E.ENOENT);
+    // An id the node never gave out is a directory that is gone, too.
+    expect(await p.errno('lookup', { node: 987654 }, { name: 'x' })).toBe(E.ESTALE);
+    expect(await base.errno('lookup', { node: 987654 }, { name: 'x' })).toBe(E.ENOENT);
   });
 
   it('grants the extensions asked for; a node started with --fs-features none grants none and answers as before', async () => {

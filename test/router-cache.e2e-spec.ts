@@ -55,12 +55,14 @@ afterAll(async () => {
   cleanupTmp();
 });
 
-it('a missing name below a cached directory costs one lookup and one check, and keeps the cache', async () => {
+it('a missing name below a cached directory costs one lookup (and one check of the directory without dir_estale), and keeps the cache', async () => {
   await router.getattr('/w/d/e/f.txt');
   const misses = await delta(async () => {
     for (let i = 0; i < 10; i++) await expect(router.getattr(`/w/d/e/missing-${i}`)).rejects.toMatchObject({ errno: Errno.ENOENT });
   });
-  expect(misses).toEqual({ lookup: 10, getattr: 10 });
+  // The node says itself that the directory is there (dir_estale) unless one side has the extensions off.
+  const told = ![process.env.SVC_FS_CLIENT_FEATURES, process.env.SVC_FS_NODE_FEATURES].includes('none');
+  expect(misses).toEqual(told ? { lookup: 10 } : { lookup: 10, getattr: 10 });
   // the cached path still resolves without a lookup
   expect(await delta(() => router.getattr('/w/d/e/f.txt'))).toEqual({ getattr: 1 });
 });

@@ -84,7 +84,7 @@ export class MountRootCommand extends MountCommand {
 
   @Option({
     flags: '--fs-features <list>',
-    description: 'FS extensions to ask nodes for: comma-separated names (open_read, prefetch), all (default) or none (default $SVC_FS_CLIENT_FEATURES)',
+    description: 'FS extensions to ask nodes for: comma-separated names (open_read, prefetch, dir_estale), all (default) or none (default $SVC_FS_CLIENT_FEATURES)',
   })
   parseFsFeatures(v: string): string {
     return v;

@@ -106,7 +106,7 @@ Serves directories as FS exports on ws://ADDR:PORT/v2/fs (standalone mode).
                        needs --auth-token (or control daemon mode): it runs programs for its sessions
   --terminal-cwd DIR   directory terminal requests run in (default: the first read-write export)
   --fs-features LIST   FS extensions granted to sessions that ask for them: comma-separated names
-                       (open_read, prefetch), all (default) or none (or SVC_FS_NODE_FEATURES)
+                       (open_read, prefetch, dir_estale), all (default) or none (or SVC_FS_NODE_FEATURES)
   --tls-cert FILE      serve wss:// with this PEM certificate chain (or $SVC_TLS_CERT); re-read when it
                        changes and on SIGHUP
   --tls-key FILE       its PEM private key (or $SVC_TLS_KEY)

@@ -57,8 +57,13 @@ export type FsOp = (typeof FS_OPS)[number];
  *   file came back (one round trip for a small file).
  * - `prefetch`: `t_fs_prefetch` reads several small regular files of one directory in one
  *   request (bounded per file and per batch).
+ * - `dir_estale`: in an operation on an entry of a directory (`lookup`, `readdirp`, `create`,
+ *   `mkdir`, `symlink`, `unlink`, `rmdir`, `rename`, `prefetch`), ENOENT means the directory is
+ *   there and the entry is not; a directory that is gone (an id the node no longer knows, a
+ *   path no longer there) is ESTALE (116). A client can then trust a negative lookup under a
+ *   cached directory id without asking whether that id is still valid.
  */
-export const FS_FEATURES = ['open_read', 'prefetch'] as const;
+export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale'] as const;
 export type FsFeature = (typeof FS_FEATURES)[number];
 
 /** Most names a hello's `features` may list, and the longest name, characters. */

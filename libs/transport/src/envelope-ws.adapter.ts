@@ -346,7 +346,7 @@ export class EnvelopeWsAdapter extends WsAdapter {
     if (channel === 'control') reply.id = id;
     else reply.tag = tag;
     reply.ok = false;
-    reply.error = profile.errorBody(err);
+    reply.error = profile.errorBody(err, session);
     session.send(reply);
   }
 

@@ -27,7 +27,7 @@ export interface EndpointProfile {
   /** Error reply type for `channel`: `control.error`, `acheron.error` or `acheron.err_fs`. */
   errorType(channel: Channel): 'control.error' | 'acheron.error' | 'acheron.err_fs';
   /** Error reply body for `err` (PROTOCOL.md 2). */
-  errorBody(err: ProtocolError): ErrorBody;
+  errorBody(err: ProtocolError, session: WsSession): ErrorBody;
   /**
    * Negotiation gate (PROTOCOL.md 4): null lets the frame through; an error is replied and
    * the connection closed with 1008.

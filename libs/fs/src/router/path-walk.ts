@@ -53,7 +53,10 @@ export async function walk(a: ActiveEndpoint, rel: string, useCache: boolean): P
  * known to the node, the error stands (what is missing is below it, and the cache stays as
  * it is: a negative lookup costs one more request, not a walk from the root); forgotten (the
  * node removed or renamed it for another session), its cached subtree is dropped and `fn`
- * runs again from the next cached ancestor, or from the export root.
+ * runs again from the next cached ancestor, or from the export root. With the `dir_estale`
+ * extension the node says itself which it is: ENOENT below a cached directory stands without
+ * that `getattr` (the directory is there; a program creating files asks about each new name
+ * first), and ESTALE drops the cached subtree at once.
  * @throws what `fn` throws when the retry does not apply; the `getattr` error when it is not ENOENT/ESTALE
  */
 export async function retryStale<T>(a: ActiveEndpoint, rel: string, fn: () => Promise<T>): Promise<T> {
@@ -63,7 +66,8 @@ export async function retryStale<T>(a: ActiveEndpoint, rel: string, fn: () => Pr
       return await fn();
     } catch (e) {
       if (!start || !isStale(e) || attempts <= 0) throw e;
-      if (await stillKnown(a, start.id)) throw e;
+      const told = a.session.client.has('dir_estale') && start.rel !== rel;
+      if (told ? (e as FsError).errno === Errno.ENOENT : await stillKnown(a, start.id)) throw e;
       a.cache.dropTree(start.rel);
     }
   }

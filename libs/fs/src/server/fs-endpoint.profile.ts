@@ -6,7 +6,7 @@
  * on sessions that negotiated the binary data path, and only for `acheron.t_fs_write`.
  */
 import { Injectable } from '@nestjs/common';
-import { FS_ENDPOINT_PATH, FS_ERROR_TYPE, FsError, Frame, ProtocolError } from '@svc/protocol';
+import { Errno, FS_ENDPOINT_PATH, FS_ERROR_TYPE, FsError, Frame, ProtocolError } from '@svc/protocol';
 import { EndpointProfile, ErrorBody, WsSession } from '@svc/transport';
 import { FsSession } from './fs-session';
 
@@ -37,9 +37,15 @@ export class FsEndpointProfile implements EndpointProfile {
     return FS_ERROR_TYPE;
   }
 
-  /** `{errno, message}`; envelope and negotiation errors also carry their `code` (e.g. `protocol_mismatch`). */
-  errorBody(err: ProtocolError): ErrorBody {
-    const body: ErrorBody = { errno: err.toErrno(), message: err.message };
+  /**
+   * `{errno, message}`; envelope and negotiation errors also carry their `code` (e.g.
+   * `protocol_mismatch`). ESTALE (a directory that is gone) is ENOENT for a session that was not
+   * granted the `dir_estale` extension, as the base protocol has it.
+   */
+  errorBody(err: ProtocolError, session?: WsSession): ErrorBody {
+    let errno = err.toErrno();
+    if (errno === Errno.ESTALE && !(session && fsSessionOf(session)?.features.has('dir_estale'))) errno = Errno.ENOENT;
+    const body: ErrorBody = { errno, message: err.message };
     if (!(err instanceof FsError)) body.code = err.code;
     return body;
   }

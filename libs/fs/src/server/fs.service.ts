@@ -185,9 +185,14 @@ export class FsService implements OnModuleDestroy {
     if (exp.ro) throw new FsError(Errno.EROFS, `export ${exp.name} is read-only`);
   }
 
-  /** A directory argument: its node and export. */
+  /**
+   * A directory argument: its node and export.
+   * @throws FsError ESTALE for an unknown or stale id (the directory is gone; sessions without
+   *   the `dir_estale` extension are answered ENOENT, see FsEndpointProfile)
+   */
   private dir(id: number): { dir: FsNode; exp: FsExport } {
-    const dir = this.node(id);
+    const dir = this.table.get(id);
+    if (!dir) throw new FsError(Errno.ESTALE, `unknown or stale directory id ${id}`);
     return { dir, exp: this.registry.of(dir) };
   }
 

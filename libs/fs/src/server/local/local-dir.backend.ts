@@ -237,9 +237,19 @@ export class LocalDirBackend implements FsBackend {
     }
   }
 
-  /** Runs `fn` with directory `dir` pinned (descriptor number), then unpins it. */
+  /**
+   * Runs `fn` with directory `dir` pinned (descriptor number), then unpins it.
+   * @throws FsError ESTALE when the directory itself is gone (no longer at its path): an ENOENT
+   *   from `fn` is about the entry, never the directory; ENOTDIR when a file is there
+   */
   private async inDir<T>(dir: readonly string[], fn: (fd: number) => Promise<T>): Promise<T> {
-    const fd = await this.pinDir(dir);
+    let fd: number;
+    try {
+      fd = await this.pinDir(dir);
+    } catch (e) {
+      if (e instanceof FsError && e.errno === Errno.ENOENT) throw new FsError(Errno.ESTALE, `directory /${dir.join('/')} is gone`);
+      throw e;
+    }
     try {
       return await fn(fd);
     } catch (e) {
