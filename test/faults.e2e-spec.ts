@@ -9,11 +9,20 @@
  * database answering again, LISTEN and the sweeper lock re-taken (the sweeper on exactly one
  * replica), commits pushed to the other replica again, and every acknowledged mutation read
  * back at the end from both replicas.
+ *
+ * Node daemons (PROTOCOL.md 10a), with two replicas on PostgreSQL where it is installed, else
+ * one on SQLite: a daemon SIGKILLed is `degraded` within 2 s on every replica (node_get,
+ * `workspace_availability` to debug subscribers, a topology delta to a pinned session), long
+ * before its 30 s lease ends; restarted, `online` again within 2 s; SIGSTOPped, `degraded`
+ * within 8 s by the server's pings; SIGCONTed, `online` within 2 s; the replica holding its
+ * session shut down (SIGTERM): the node stays `online`.
  */
 import { ControlClient } from '../libs/client/src';
 import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
 import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
-import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { ADMIN_TOKEN, USER_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
 import { Client as PgClient } from 'pg';
 
 afterEach(() => closeSessions());
@@ -25,6 +34,10 @@ afterAll(async () => {
 
 const pgMaybe = postgresBinDir() ? describe : describe.skip;
 let pg: Postgres | null = null;
+async function postgres(): Promise<Postgres> {
+  pg ??= await startPostgres();
+  return pg!;
+}
 
 /** Sweeper lock key of the PostgreSQL store (src/persistence/postgres-state.store.ts). */
 const SWEEPER_LOCK = 0x73766333;
@@ -92,8 +105,7 @@ pgMaybe('the state database fails under load (two replicas, four mutating sessio
   const figures: string[] = [];
 
   beforeAll(async () => {
-    pg = await startPostgres();
-    url = await pg!.newDatabase();
+    url = await (await postgres()).newDatabase();
     database = new URL(url).pathname.slice(1);
     const env = { SVC_DATABASE_URL: url, SVC_METRICS_PORT: '0', SVC_SWEEP_INTERVAL_MS: '200' };
     a = await startSvc({ env });
@@ -238,4 +250,157 @@ pgMaybe('the state database fails under load (two replicas, four mutating sessio
     expect([a.proc.exitCode, b.proc.exitCode]).toEqual([null, null]);
     expect(a.stderr() + b.stderr()).not.toContain("Emitted 'error' event");
   }, 30_000);
+});
+
+describe('node daemon sessions (PROTOCOL.md 10a)', () => {
+  interface NodeInfo {
+    node_id: string;
+    state: string;
+    online: boolean;
+  }
+  type Event = { type: string; payload: Record<string, unknown>; at: number };
+  let replicas: Running[];
+  let daemon: Running;
+  let dir: string;
+  let nodeId: string;
+  let project: { project_id: string; project_token: string };
+  /** Pushes seen per replica: debug subscriber (availability) and pinned user session (deltas). */
+  const events: Event[][] = [];
+  /** Sessions that outlive one test (closeSessions() ends the others after each). */
+  const watchers: ControlClient[] = [];
+  const figures: string[] = [];
+
+  afterAll(() => {
+    for (const w of watchers) w.close();
+    if (figures.length > 0) process.stderr.write(`node daemon sessions:\n  ${figures.join('\n  ')}\n`);
+  });
+
+  /** Starts the daemon of node `liveness` on `dir` (state file kept), against replica 0; default lease (30 s) and backoff. */
+  const startDaemon = (args: string[] = []): Promise<Running> =>
+    startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${join(dir, 'work')}`, '--control-url', replicas[0].url, '--state-file', join(dir, 'state.json'), '--node-name', 'liveness', ...args], {
+      SVC_AUTH_TOKEN: ADMIN_TOKEN,
+    });
+
+  const stateOn = async (r: Running): Promise<string> => {
+    const c = await session(r.url);
+    try {
+      return (await c.request<{ node: NodeInfo }>('node_get', { node_id: nodeId })).node.state;
+    } finally {
+      c.close();
+    }
+  };
+
+  /** Waits until the node is `state` on every replica; returns the time from `t0` per replica, ms. */
+  async function everywhere(state: string, t0: number, limitMs: number): Promise<number[]> {
+    return Promise.all(
+      replicas.map(async (r) => {
+        await waitFor(async () => (await stateOn(r)) === state, limitMs + 2000, 25);
+        return Date.now() - t0;
+      }),
+    );
+  }
+
+  /** The times, from `t0`, of the first availability event and delta to `state` on each replica. */
+  async function pushesTo(state: string, t0: number, limitMs: number): Promise<number[]> {
+    const out: number[] = [];
+    for (const got of events) {
+      const avail = await waitFor(() => got.find((e) => e.at >= t0 && e.type === 'control.workspace_availability' && e.payload.node_id === nodeId && e.payload.state === state), limitMs + 2000, 25);
+      const delta = await waitFor(
+        () => got.find((e) => e.at >= t0 && e.type === 'control.workspace_topology_delta' && (e.payload.changed as Array<{ node_id: string; state: string }>).some((m) => m.node_id === nodeId && m.state === state)),
+        limitMs + 2000,
+        25,
+      );
+      out.push(avail.at - t0, delta.at - t0);
+    }
+    return out;
+  }
+
+  beforeAll(async () => {
+    const env = { SVC_METRICS_PORT: '0', ...(postgresBinDir() ? { SVC_DATABASE_URL: await (await postgres()).newDatabase() } : {}) };
+    replicas = [await startSvc({ env })];
+    if (postgresBinDir()) replicas.push(await startSvc({ env }));
+    const admin = await session(replicas[0].url);
+    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+    dir = tmpDir('liveness-');
+    mkdirSync(join(dir, 'work'));
+    daemon = await startDaemon(['--invite-token', invite_token]);
+    nodeId = await waitFor(async () => (await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list')).nodes.find((n) => n.node_name === 'liveness')?.node_id, 10_000);
+    project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'liveness' });
+    await admin.request('project_mount_set', { project_id: project.project_id, node_id: nodeId, export_name: 'work', mount_path: '/w' });
+    await everywhere('online', Date.now(), 5000);
+    for (const r of replicas) {
+      const got: Event[] = [];
+      events.push(got);
+      const d = await ControlClient.connect({ url: r.url, token: ADMIN_TOKEN });
+      watchers.push(d);
+      d.on('event', (type: string, payload: Record<string, unknown>) => got.push({ type, payload, at: Date.now() }));
+      await d.request('debug_subscribe');
+      const user = await ControlClient.connect({ url: r.url, token: USER_TOKEN, agentId: 'liveness-watcher' });
+      watchers.push(user);
+      user.on('event', (type: string, payload: Record<string, unknown>) => got.push({ type, payload, at: Date.now() }));
+      await user.request('workspace_status', project);
+    }
+  }, 60_000);
+
+  it('pings write nothing: over 4 s (two pings or more) at most the one lease refresh a 30 s lease makes', async () => {
+    const commits = async (r: Running) => Number(/^svc_store_commit_duration_seconds_count (\d+)$/m.exec(await (await fetch(`${r.opsUrl}/metrics`)).text())![1]);
+    const before = await Promise.all(replicas.map(commits));
+    await sleep(4000);
+    const after = await Promise.all(replicas.map(commits));
+    figures.push(`commits over 4 s of an idle daemon session: ${after.map((n, i) => n - before[i]).join(', ')} per replica`);
+    for (let i = 0; i < replicas.length; i++) expect(after[i] - before[i]).toBeLessThanOrEqual(1);
+  }, 30_000);
+
+  it('SIGKILL: degraded within 2 s on every replica (node_get, availability event, topology delta); restarted: online within 2 s', async () => {
+    const t0 = Date.now();
+    await daemon.kill();
+    const degraded = await everywhere('degraded', t0, 2000);
+    const pushes = await pushesTo('degraded', t0, 2000);
+    figures.push(`SIGKILL: degraded after ${degraded.join(', ')} ms (node_get per replica); availability event, delta after ${pushes.join(', ')} ms`);
+    for (const ms of [...degraded, ...pushes]) expect(ms).toBeLessThanOrEqual(2000);
+
+    daemon = await startDaemon();
+    const t1 = Date.now();
+    const online = await everywhere('online', t1, 2000);
+    const back = await pushesTo('online', t1, 2000);
+    figures.push(`restart: online after ${online.join(', ')} ms from the daemon listening; pushes after ${back.join(', ')} ms`);
+    for (const ms of [...online, ...back]) expect(ms).toBeLessThanOrEqual(2000);
+  }, 60_000);
+
+  it('SIGSTOP: degraded within 8 s by the server pings; SIGCONT: online within 2 s', async () => {
+    await everywhere('online', Date.now(), 2000);
+    const t0 = Date.now();
+    daemon.proc.kill('SIGSTOP');
+    // not at once: the daemon may only be slow
+    await sleep(2500);
+    expect(await stateOn(replicas[replicas.length - 1])).toBe('online');
+    const degraded = await everywhere('degraded', t0, 8000);
+    const pushes = await pushesTo('degraded', t0, 8000);
+    figures.push(`SIGSTOP: degraded after ${degraded.join(', ')} ms; pushes after ${pushes.join(', ')} ms`);
+    for (const ms of [...degraded, ...pushes]) expect(ms).toBeLessThanOrEqual(8000);
+
+    const t1 = Date.now();
+    daemon.proc.kill('SIGCONT');
+    const online = await everywhere('online', t1, 2000);
+    figures.push(`SIGCONT: online after ${online.join(', ')} ms`);
+    for (const ms of online) expect(ms).toBeLessThanOrEqual(2000);
+  }, 60_000);
+
+  it('a clean daemon stop (lease released) is degraded at once; the replica holding a session shut down (SIGTERM) marks nothing', async () => {
+    // the lease released by the daemon's own stop: degraded, and its session's close writes nothing more
+    const t0 = Date.now();
+    await daemon.stop();
+    const released = await everywhere('degraded', t0, 2000);
+    figures.push(`clean stop: degraded after ${released.join(', ')} ms`);
+    daemon = await startDaemon();
+    await everywhere('online', Date.now(), 2000);
+    if (replicas.length < 2) return;
+    // the replica holding the daemon's session stops: the node stays online on the other
+    const t1 = Date.now();
+    expect((await replicas[0].stop()).code).toBe(0);
+    while (Date.now() - t1 < 3000) {
+      expect(await stateOn(replicas[1])).toBe('online');
+      await sleep(200);
+    }
+  }, 60_000);
 });
