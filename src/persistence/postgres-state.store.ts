@@ -31,13 +31,12 @@
 import { Logger } from '@nestjs/common';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { Client, Pool } from 'pg';
-import { Gauge, Histogram } from 'prom-client';
-import { getOrCreate } from '@svc/ops';
 import { newId } from '@svc/protocol';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
 import { exportState, readSnapshotFile, recordsOfSnapshot } from './snapshot-file';
 import { SqlRecords } from './sql-records';
+import { replicationLagHistogram, sweeperLeaderGauge } from './store-metrics';
 import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 
@@ -108,16 +107,8 @@ export class PostgresStateStore implements StateStore {
   private closed = false;
   private sweeper = false;
   private reachable = true;
-  private readonly lag = getOrCreate(
-    'svc_store_replication_lag_seconds',
-    () =>
-      new Histogram({
-        name: 'svc_store_replication_lag_seconds',
-        help: 'Time from a commit on another replica to its replay here',
-        buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      }),
-  );
-  private readonly leaderGauge = getOrCreate('svc_sweeper_leader', () => new Gauge({ name: 'svc_sweeper_leader', help: '1 while this replica runs the availability sweep' }));
+  private readonly lag = replicationLagHistogram();
+  private readonly leaderGauge = sweeperLeaderGauge();
 
   constructor(private readonly options: PostgresStoreOptions) {
     this.codec = new RowCodec(options.key);
