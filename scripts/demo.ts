@@ -5,7 +5,8 @@
  * mounts) from docs/workspace.example.yaml with `svc-control apply`, and
  * then, through the real `svc-fs-mount`, lists the workspace, reads a file, writes one, mounts
  * the workspace with FUSE where the machine allows it and reads through the mount, kills the
- * primary node of the failover path and reads again from the survivor, printing each step.
+ * primary node of the failover path and reads again from the survivor, then shows the killed
+ * node `degraded` (its control session closed), printing each step.
  * Everything it starts is stopped on exit or Ctrl-C.
  *
  *   node-a: docs    = this repository's docs/ (read-only)     -> /docs
@@ -339,6 +340,8 @@ async function main(): Promise<void> {
   process.stdout.write(`  node-a (pid ${nodes[0].child.pid}) killed\n`);
   const survivor = mount(['cat', '/shared/README.txt']);
   if (!survivor.includes('exported by node-a and node-b')) throw new Error('the survivor did not serve /shared');
+  // svc saw node-a's control session close: node-a is degraded within 2 s, node-b selected
+  await new Promise((r) => setTimeout(r, 2000));
   mount(['status'], { allowFailure: true });
   if (fuse) {
     await new Promise((r) => setTimeout(r, 1100)); // the mount's attribute cache (1 s) expires

@@ -46,6 +46,12 @@ export class ServerConfig {
   /** How long shutdown waits for requests in flight, ms (`SVC_SHUTDOWN_GRACE_MS`, default 5000). */
   shutdownGraceMs: number;
   /**
+   * A node daemon's control session that sends no frame and answers no ping for this long,
+   * ms, is closed and the node marked `degraded` (`SVC_NODE_SESSION_TIMEOUT_MS`, default 5000;
+   * PROTOCOL.md 10a).
+   */
+  nodeSessionTimeoutMs: number;
+  /**
    * Deadlines of the FS sessions svc opens for the runtime namespace (PROTOCOL.md 9; issue 11
    * item 3; docs/protocol.md "Deadlines and hung nodes"), ms: connect + hello
    * (`SVC_FS_CONNECT_TIMEOUT_MS`, 3000), one request on a node that answers pings
@@ -103,6 +109,8 @@ environment:
   SVC_FS_KEEPALIVE_TIMEOUT_MS, SVC_FS_OP_DEADLINE_MS
                                deadlines of the FS sessions of the runtime namespace, ms
                                (defaults 3000, 30000, 1000 (0: no pings), 2500, 4000)
+  SVC_NODE_SESSION_TIMEOUT_MS  a node daemon's session silent this long (pinged every 1.5 s) is
+                               closed and its node marked degraded, ms (default 5000)
   SVC_AUDIT_RETENTION_DAYS     keep audit entries this many days (default 30)
   SVC_AUDIT_MAX_ENTRIES        keep at most this many audit entries, the newest (default 100000)
 `;
@@ -211,6 +219,7 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   config.logLevel = parseLogLevel(env.SVC_LOG_LEVEL, ConfigError);
   config.sweepIntervalMs = parsePositiveInt(env.SVC_SWEEP_INTERVAL_MS, 1000, 'SVC_SWEEP_INTERVAL_MS', 50);
   config.shutdownGraceMs = parsePositiveInt(env.SVC_SHUTDOWN_GRACE_MS, 5000, 'SVC_SHUTDOWN_GRACE_MS', 0);
+  config.nodeSessionTimeoutMs = parsePositiveInt(env.SVC_NODE_SESSION_TIMEOUT_MS, 5000, 'SVC_NODE_SESSION_TIMEOUT_MS', 500);
   const d = DEFAULT_FS_DEADLINES;
   config.fsDeadlines = {
     connectTimeoutMs: parsePositiveInt(env.SVC_FS_CONNECT_TIMEOUT_MS, d.connectTimeoutMs, 'SVC_FS_CONNECT_TIMEOUT_MS'),

@@ -21,6 +21,7 @@ import { ControlMetrics } from './health/control-metrics';
 import { DashboardHttp } from './dashboard/dashboard.http';
 import { redactUrl } from './persistence/postgres-state.store';
 import { StateService } from './persistence/state.service';
+import { NodePresenceService } from './catalog/node-presence.service';
 
 function die(message: string, code = 2): never {
   process.stderr.write(`svc: ${message}\n`);
@@ -89,6 +90,8 @@ async function main(): Promise<void> {
     stopping = true;
     logger.log({ msg: `received ${signal}; shutting down` }, 'Bootstrap');
     readiness.beginShutdown();
+    // Sessions closed by this shutdown are not node failures: their daemons reconnect elsewhere.
+    app.get(NodePresenceService).stop();
     await adapter.shutdown(config.shutdownGraceMs);
     await store.close();
     await app.close();

@@ -25,8 +25,9 @@ it('runs the demo to the end and exits 0', async () => {
   // /shared read after node-a was killed, served by node-b
   const afterKill = out.slice(out.indexOf('killed'));
   expect(afterKill).toMatch(/cat \/shared\/README\.txt\n {2}This directory is exported by node-a and node-b\.\n {2}\(exit 0/);
-  expect(afterKill).toMatch(/\/shared +node-a .* FAILED: .*connection refused/);
-  expect(afterKill).toMatch(/^ +node-b +shared +online +standby 1 .* ok /m);
+  // node-a degraded once svc saw its daemon session close; node-b now the primary
+  expect(afterKill).toMatch(/\/shared +node-b +shared +online +primary .* ok /);
+  expect(afterKill).toMatch(/^ +node-a +shared +degraded +standby 1 .* FAILED: .*connection refused/m);
   // nodes paired in control daemon mode
   expect(out).toMatch(/node-a paired as node-[0-9a-f]+, serving on ws:\/\//);
   // where FUSE is available the workspace is read through a real mount, before and after the failover

@@ -537,7 +537,6 @@ describe('the deployment running for real', () => {
     walk(g.panels);
     for (const v of g.templating.list as Obj[]) if (v.type === 'query') queries.push({ where: `variable ${v.name}`, expr: typeof v.query === 'string' ? v.query : v.query.query });
     const variables = new Set((g.templating.list as Obj[]).map((v) => v.name as string));
-    const replicaOnly = ['svc_sweeper_leader', 'svc_store_replication_lag_seconds'];
     let checked = 0;
     for (const { where, expr } of queries) {
       const names = expr.match(/\b(?:svc|process|nodejs)_[a-z0-9_]+\b/g) ?? [];
@@ -547,13 +546,11 @@ describe('the deployment running for real', () => {
         const isFs = raw.startsWith('svc_fs_') || /\$fs_job/.test(expr);
         const exported = isFs ? nodeMetrics : svcMetrics;
         const base = exported.has(raw) ? raw : raw.replace(/_(bucket|sum|count)$/, '');
-        if (!pg && replicaOnly.includes(base)) continue;
         const ok = exported.has(base) && (base === raw || exported.get(base) === 'HISTOGRAM' || exported.get(base) === 'SUMMARY');
         expect({ where, metric: raw, exportedBy: isFs ? 'svc-fs-node' : 'svc', ok }).toEqual({ where, metric: raw, exportedBy: isFs ? 'svc-fs-node' : 'svc', ok: true });
         checked++;
       }
     }
     expect(checked).toBeGreaterThan(20);
-    if (!pg) process.stderr.write(`deploy e2e: no PostgreSQL here, so ${replicaOnly.join(' and ')} (replicas only) were not checked\n`);
   });
 });

@@ -54,6 +54,10 @@ describe('ops endpoints', () => {
     expect(Number(byName.get('svc_projects')!.metrics[0].value)).toBe(1);
     expect(Number(byName.get('svc_nodes_online')!.metrics[0].value)).toBe(1);
     expect(Number(byName.get('svc_sessions')!.metrics[0].value)).toBeGreaterThanOrEqual(1);
+    // the store's metrics in SQLite mode too: the one process sweeps, nothing to replicate
+    expect(Number(byName.get('svc_sweeper_leader')!.metrics[0].value)).toBe(1);
+    expect(byName.get('svc_store_replication_lag_seconds')?.type).toBe('HISTOGRAM');
+    expect(Number((byName.get('svc_store_replication_lag_seconds')!.metrics[0] as unknown as { count: string }).count)).toBe(0);
     const mounts = byName.get('svc_mounts')!.metrics;
     expect(mounts.find((m) => m.labels?.state === 'online')?.value).toBe('1');
     const requests = byName.get('svc_requests_total')!.metrics;

@@ -25,6 +25,7 @@ import { AdminOnly, ControlChannelGateway, Protected } from '../control/gates';
 import { StateService } from '../persistence/state.service';
 import { CatalogChange, CatalogService, eventFor } from './catalog.service';
 import { NodesService } from './nodes.service';
+import { NodePresenceService } from './node-presence.service';
 import { Viewer } from './permissions';
 
 @ControlChannelGateway()
@@ -36,6 +37,7 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
     private readonly catalog: CatalogService,
     private readonly sessions: SessionRegistry,
     private readonly store: StateService,
+    private readonly presence: NodePresenceService,
   ) {}
 
   onModuleInit(): void {
@@ -135,9 +137,17 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
     return this.nodes.deny(body.request_id);
   }
 
+  /**
+   * `control.node_lease_refresh` (node_secret). From a node daemon's session (agent
+   * `svc-fs-node`) it also opens or renews the node's daemon session (PROTOCOL.md 10a), which
+   * is then watched until it closes.
+   */
   @SubscribeMessage('control.node_lease_refresh')
-  leaseRefresh(@Payload() body: LeaseRefreshDto) {
-    return this.nodes.refreshLease(body);
+  async leaseRefresh(@Session() session: WsSession, @Payload() body: LeaseRefreshDto) {
+    const daemon = this.presence.isDaemonSession(session);
+    const r = await this.nodes.refreshLease(body, daemon ? { session_id: session.id, replica: this.presence.replica } : null);
+    if (daemon) this.presence.track(session, body.node_id);
+    return r;
   }
 
   @SubscribeMessage('control.node_lease_release')

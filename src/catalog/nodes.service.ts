@@ -21,7 +21,7 @@ import {
   ProtocolError,
   sha256Hex,
 } from '@svc/protocol';
-import { JoinRequestRecord, NodeRecord } from '../persistence/state.model';
+import { DaemonSessionRecord, JoinRequestRecord, nodeIsOnline, NodeRecord } from '../persistence/state.model';
 import { StateDraft } from '../persistence/state.draft';
 import { openCredentials, sealCredentials, sealPublicKey } from './sealed-credentials';
 import { StateService } from '../persistence/state.service';
@@ -47,7 +47,7 @@ export class NodesService {
 
   /** NodeInfo of a node record (PROTOCOL.md 5); no secrets. */
   info(node: NodeRecord, now = this.clock.now()): NodeInfo {
-    const online = node.lease_expires_at_ms > now;
+    const online = nodeIsOnline(node, now);
     return {
       node_id: node.node_id,
       node_name: node.node_name,
@@ -68,6 +68,11 @@ export class NodesService {
     return [...this.store.state.nodes.values()]
       .sort((a, b) => a.node_name.localeCompare(b.node_name) || a.node_id.localeCompare(b.node_id))
       .map((n) => this.info(n, now));
+  }
+
+  /** The record of a node as last committed, or undefined. */
+  peek(nodeId: string): NodeRecord | undefined {
+    return this.store.state.nodes.get(nodeId);
   }
 
   /**
@@ -230,17 +235,30 @@ export class NodesService {
 
   /**
    * Extends a node's lease; optionally updates its advertised `fs_url` and FS auth token.
+   * @param daemon the caller's session when it is the node's daemon session (PROTOCOL.md 10a):
+   *   recorded as open in the same write when it is not already (a new or reconnected daemon);
+   *   null: a refresh by hand, which leaves an open daemon session alone and forgets a closed
+   *   one (the node is then judged by its lease)
    * @throws ProtocolError `node_not_found`, `node_auth_failed`
    */
-  async refreshLease(input: LeaseRefreshDto): Promise<{ node_id: string; lease_token: string; lease_expires_at_ms: number }> {
+  async refreshLease(
+    input: LeaseRefreshDto,
+    daemon: Pick<DaemonSessionRecord, 'session_id' | 'replica'> | null = null,
+  ): Promise<{ node_id: string; lease_token: string; lease_expires_at_ms: number }> {
     await this.authenticateFresh(input.node_id, input.node_secret);
     const leaseToken = newSecret();
     return this.store.mutate((s) => {
       const node = s.nodes.get(input.node_id);
       if (!node) fail('node_not_found', `node ${input.node_id} not found; pair again`);
       const now = this.clock.now();
+      const { daemon_session: known, ...rest } = node;
+      let session = known ?? null;
+      if (daemon && (known?.session_id !== daemon.session_id || known.closed_at_ms !== null)) {
+        session = { session_id: daemon.session_id, replica: daemon.replica, opened_at_ms: now, closed_at_ms: null };
+      } else if (!daemon && known && known.closed_at_ms !== null) session = null;
       const next = s.nodes.put({
-        ...node,
+        ...rest,
+        ...(session ? { daemon_session: session } : {}),
         lease_token: leaseToken,
         lease_expires_at_ms: now + (input.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS),
         last_seen_ms: now,
@@ -263,8 +281,28 @@ export class NodesService {
       if (!node) fail('node_not_found', `node ${nodeId} not found`);
       const now = this.clock.now();
       const expires = Math.min(node.lease_expires_at_ms, now);
-      s.nodes.put({ ...node, lease_expires_at_ms: expires, last_seen_ms: now });
+      // a released lease ends the daemon's session too: its close then changes nothing
+      const { daemon_session: _ended, ...rest } = node;
+      s.nodes.put({ ...rest, lease_expires_at_ms: expires, last_seen_ms: now });
       return { node_id: nodeId, released: true as const, lease_expires_at_ms: expires };
+    });
+  }
+
+  /**
+   * Records that a node daemon's session closed without a lease release (PROTOCOL.md 10a), so
+   * that the node is `degraded` on every replica; nothing when the stored session is another
+   * one (the daemon reconnected meanwhile) or no longer open.
+   * @param closedAtMs when the session closed, epoch ms
+   * @returns whether the node was marked
+   * @throws ProtocolError `unavailable` / `internal_error` when it could not be stored
+   */
+  async closeDaemonSession(nodeId: string, sessionId: string, closedAtMs: number): Promise<boolean> {
+    return this.store.mutate((s) => {
+      const node = s.nodes.get(nodeId);
+      const known = node?.daemon_session;
+      if (!node || !known || known.session_id !== sessionId || known.closed_at_ms !== null) return false;
+      s.nodes.put({ ...node, daemon_session: { ...known, closed_at_ms: closedAtMs } });
+      return true;
     });
   }
 

@@ -10,6 +10,7 @@ import { getOrCreate, RequestMetrics } from '@svc/ops';
 import { SessionRegistry } from '@svc/transport';
 import { Clock } from '../common/clock';
 import { StateService } from '../persistence/state.service';
+import { nodeIsOnline } from '../persistence/state.model';
 import { AvailabilityService } from '../projects/availability.service';
 import { CatalogService } from '../catalog/catalog.service';
 import { controlLocals } from '../common/actor';
@@ -24,10 +25,10 @@ export class ControlMetrics {
       getOrCreate(name, () => new Gauge({ name, help, labelNames, collect() { collect(this); } }));
     gauge('svc_sessions', 'Open WebSocket sessions', (g) => g.set(sessions.size));
     gauge('svc_nodes', 'Nodes known to the control plane', (g) => g.set(store.state.nodes.size));
-    gauge('svc_nodes_online', 'Nodes whose lease has not expired', (g) => {
+    gauge('svc_nodes_online', 'Nodes online: lease not expired and, for a node with a daemon, its session open', (g) => {
       const now = clock.now();
       let n = 0;
-      for (const node of store.state.nodes.values()) if (node.lease_expires_at_ms > now) n++;
+      for (const node of store.state.nodes.values()) if (nodeIsOnline(node, now)) n++;
       g.set(n);
     });
     gauge('svc_projects', 'Projects', (g) => g.set(store.state.projects.size));

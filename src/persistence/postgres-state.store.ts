@@ -18,17 +18,25 @@
  * carries no data. The availability sweep runs on the replica holding a session-level
  * advisory lock (re-tried every second by the others, so a dead sweeper is replaced within
  * about a second of PostgreSQL noticing its connection is gone).
+ *
+ * Database faults (a stop, a restart, `pg_terminate_backend`): every connection this store
+ * holds (pooled, checked out, the LISTEN session, the sweeper's lock session) has an `error`
+ * listener, so a lost connection never becomes an unhandled `error` event; the process never
+ * exits because of the database once it has started. The store then reports itself
+ * unreachable (mutations `unavailable`, reads from memory) until a query answers again; the
+ * LISTEN session and the sweeper's lock session are opened again with exponential backoff
+ * ({@link RECONNECT_MIN_MS} to {@link RECONNECT_MAX_MS}), and once listening the commits that
+ * may have been missed are replayed.
  */
 import { Logger } from '@nestjs/common';
 import { Kysely, PostgresDialect, sql } from 'kysely';
 import { Client, Pool } from 'pg';
-import { Gauge, Histogram } from 'prom-client';
-import { getOrCreate } from '@svc/ops';
 import { newId } from '@svc/protocol';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
 import { exportState, readSnapshotFile, recordsOfSnapshot } from './snapshot-file';
 import { SqlRecords } from './sql-records';
+import { replicationLagHistogram, sweeperLeaderGauge } from './store-metrics';
 import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 
@@ -42,6 +50,11 @@ export const POLL_MS = 500;
 const COMMIT_RETENTION_MS = 3_600_000;
 /** NOTIFY channel. */
 const CHANNEL = 'svc_commits';
+/** First and largest delay between attempts to open the LISTEN session again, ms. */
+export const RECONNECT_MIN_MS = 250;
+export const RECONNECT_MAX_MS = 4000;
+/** How often the sweeper election is tried by a replica that is not the sweeper, ms. */
+const CAMPAIGN_MS = 1000;
 
 /** SQLSTATEs that retrying will not fix: bad credentials, no such database, no permission. */
 const FATAL_CODES = new Set(['28P01', '28000', '3D000', '42501']);
@@ -67,12 +80,15 @@ export function redactUrl(url: string): string {
   }
 }
 
+/** The connection was lost while opening the store: {@link PostgresStateStore.open} waits and tries again. */
+class DatabaseAway extends Error {}
+
 /** Errors of the connection rather than of the statement: the database is not reachable. */
 function isConnectionError(e: unknown): boolean {
   const err = e as { code?: string; message?: string };
   if (typeof err?.code === 'string' && /^(08|57P0|53300)/.test(err.code)) return true;
   if (typeof err?.code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH'].includes(err.code)) return true;
-  return /Connection terminated|connection timeout|Client has encountered a connection error|not queryable/i.test(err?.message ?? '');
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable|Client was closed/i.test(err?.message ?? '');
 }
 
 export class PostgresStateStore implements StateStore {
@@ -91,16 +107,8 @@ export class PostgresStateStore implements StateStore {
   private closed = false;
   private sweeper = false;
   private reachable = true;
-  private readonly lag = getOrCreate(
-    'svc_store_replication_lag_seconds',
-    () =>
-      new Histogram({
-        name: 'svc_store_replication_lag_seconds',
-        help: 'Time from a commit on another replica to its replay here',
-        buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
-      }),
-  );
-  private readonly leaderGauge = getOrCreate('svc_sweeper_leader', () => new Gauge({ name: 'svc_sweeper_leader', help: '1 while this replica runs the availability sweep' }));
+  private readonly lag = replicationLagHistogram();
+  private readonly leaderGauge = sweeperLeaderGauge();
 
   constructor(private readonly options: PostgresStoreOptions) {
     this.codec = new RowCodec(options.key);
@@ -198,8 +206,7 @@ export class PostgresStateStore implements StateStore {
     const where = redactUrl(this.options.url);
     let delay = this.options.retryMinMs ?? 250;
     for (let attempt = 1; ; attempt++) {
-      const pool = new Pool({ connectionString: this.options.url, max: 4, connectionTimeoutMillis: 5000 });
-      pool.on('error', () => undefined); // an idle client lost: the next query reconnects
+      const pool = this.newPool();
       try {
         await pool.query('SELECT 1');
         this.pool = pool;
@@ -217,8 +224,51 @@ export class PostgresStateStore implements StateStore {
     return this.records;
   }
 
+  /**
+   * A pool whose every client, idle or checked out, has an `error` listener: a connection the
+   * database ends (stop, restart, `pg_terminate_backend`) fails the query in flight, if any,
+   * and is dropped from the pool; the next query opens a new one.
+   */
+  private newPool(): Pool {
+    const pool = new Pool({ connectionString: this.options.url, max: 4, connectionTimeoutMillis: 5000, keepAlive: true });
+    // pg-pool listens on idle clients only; a checked-out client (a transaction between two
+    // statements) would otherwise emit an unhandled 'error' and end the process.
+    pool.on('connect', (client) => client.on('error', (e: Error) => this.connectionLost('a pooled connection', e)));
+    pool.on('error', (e: Error) => this.connectionLost('an idle pooled connection', e));
+    return pool;
+  }
+
+  /**
+   * Notes a connection the database ended. Reachability is judged by the queries (the next
+   * one opens a new connection): a single connection ended by the server is no outage.
+   */
+  private connectionLost(which: string, e: Error): void {
+    if (this.closed) return;
+    this.logger.debug?.({ msg: `${which} to the state database was lost`, error: e.message });
+  }
+
   async open(onWait: (holder: string) => void): Promise<ControlState> {
+    let delay = this.options.retryMinMs ?? 250;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.openOnce(onWait);
+      } catch (e) {
+        // The database went away between connecting and loading: wait for it, as at start.
+        if (!(e instanceof DatabaseAway)) throw e;
+        onWait(`database ${redactUrl(this.options.url)} lost while loading (attempt ${attempt}: ${e.message}); retrying in ${delay} ms`);
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(this.options.retryMaxMs ?? 10_000, delay * 2);
+      }
+    }
+  }
+
+  /**
+   * One attempt of {@link open}.
+   * @throws DatabaseAway when the connection was lost after connecting (nothing is held then)
+   */
+  private async openOnce(onWait: (holder: string) => void): Promise<ControlState> {
     const where = redactUrl(this.options.url);
+    this.closed = false;
     await this.connect(onWait);
     try {
       const records = this.records!;
@@ -250,6 +300,7 @@ export class PostgresStateStore implements StateStore {
     } catch (e) {
       await this.close();
       if (e instanceof StateLoadError) throw e;
+      if (isConnectionError(e)) throw new DatabaseAway((e as Error).message);
       throw new StateLoadError(`cannot open ${where}: ${(e as Error).message}`);
     }
   }
@@ -394,58 +445,90 @@ export class PostgresStateStore implements StateStore {
         }
       });
     tick(catchUp, POLL_MS);
-    tick(() => this.listen(catchUp), 1000);
-    tick(() => this.campaign(), 1000);
+    tick(() => this.listen(catchUp), RECONNECT_MIN_MS);
+    tick(() => this.campaign(), CAMPAIGN_MS);
     tick(() => this.prune(), 60_000);
     void this.listen(catchUp);
     void this.campaign();
   }
 
+  /** When the LISTEN session may be opened again (epoch ms), and the delay after that. */
+  private listenAt = 0;
+  private listenDelay = RECONNECT_MIN_MS;
+
+  /**
+   * Opens the LISTEN session when there is none (and the backoff allows): notifications call
+   * `onNotify`, and so does a successful LISTEN (commits made while not listening). A lost
+   * session is opened again after {@link RECONNECT_MIN_MS}, doubling up to {@link RECONNECT_MAX_MS}
+   * while attempts fail. Never throws.
+   */
   private async listen(onNotify: () => Promise<void>): Promise<void> {
-    if (this.listener || this.closed) return;
-    const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: 5000 });
+    if (this.listener || this.closed || Date.now() < this.listenAt) return;
+    const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: 5000, keepAlive: true });
     this.listener = client;
-    const drop = () => {
-      if (this.listener === client) this.listener = null;
+    let listening = false;
+    const drop = (e?: Error) => {
+      if (this.listener !== client) return;
+      this.listener = null;
+      this.listenAt = Date.now() + this.listenDelay;
+      this.listenDelay = Math.min(RECONNECT_MAX_MS, this.listenDelay * 2);
+      if (listening && !this.closed) this.logger.warn({ msg: 'the LISTEN session to the state database was lost; polling until it is open again', error: e?.message });
       client.end().catch(() => undefined);
     };
     client.on('error', drop);
-    client.on('end', drop);
+    client.on('end', () => drop());
     client.on('notification', () => void onNotify());
     try {
       await client.connect();
       await client.query(`LISTEN ${CHANNEL}`);
+      if (this.listener !== client) return;
+      listening = true;
+      this.listenDelay = RECONNECT_MIN_MS;
       void onNotify(); // anything committed while not listening
-    } catch {
-      drop();
+    } catch (e) {
+      drop(e as Error);
     }
   }
 
-  /** Tries to become the sweeper (a session-level advisory lock on a connection of its own). */
+  /**
+   * Tries to become the sweeper (a session-level advisory lock on a connection of its own).
+   * A lost lock session ends the role at once (PostgreSQL released the lock with it); the
+   * next attempt opens a new session. Never throws.
+   */
   private async campaign(): Promise<void> {
     if (this.closed || this.sweeper) return;
     if (!this.leader) {
-      const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: 5000 });
-      const lost = () => {
-        if (this.leader !== client) return;
-        this.leader = null;
-        if (this.sweeper && !this.closed) this.logger.warn({ msg: 'lost the sweeper lock (connection to the database lost)' });
-        this.sweeper = false;
-        this.leaderGauge.set(0);
+      const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: 5000, keepAlive: true });
+      let connected = false;
+      const lost = (e?: Error) => {
+        if (!connected) return; // a failed connect: its error goes to connect()'s promise
+        if (this.leader === client) {
+          this.leader = null;
+          if (this.sweeper && !this.closed) this.logger.warn({ msg: 'lost the sweeper lock (connection to the database lost)', error: e?.message });
+          this.sweeper = false;
+          this.leaderGauge.set(0);
+        }
         client.end().catch(() => undefined);
       };
       client.on('error', lost);
-      client.on('end', lost);
+      client.on('end', () => lost());
       try {
         await client.connect();
-        this.leader = client;
       } catch {
+        client.end().catch(() => undefined);
         return;
       }
+      connected = true;
+      if (this.closed) {
+        client.end().catch(() => undefined);
+        return;
+      }
+      this.leader = client;
     }
+    const leader = this.leader;
     try {
-      const r = await this.leader.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [SWEEPER_LOCK]);
-      if (r.rows[0]?.ok && !this.closed) {
+      const r = await leader.query<{ ok: boolean }>('SELECT pg_try_advisory_lock($1) AS ok', [SWEEPER_LOCK]);
+      if (r.rows[0]?.ok && !this.closed && this.leader === leader) {
         this.sweeper = true;
         this.leaderGauge.set(1);
         this.logger.log({ msg: 'this replica runs the availability sweep', replica: this.replicaId });

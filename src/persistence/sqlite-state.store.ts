@@ -19,6 +19,7 @@ import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
 import { exportState, recordsOfSnapshot, readSnapshotFile } from './snapshot-file';
 import { SqlRecords } from './sql-records';
+import { replicationLagHistogram, sweeperLeaderGauge } from './store-metrics';
 import { StateDirLock } from './state-lock';
 import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
@@ -53,6 +54,8 @@ export class SqliteStateStore implements StateStore {
   private readonly codec: RowCodec;
   private sqlite: Database.Database | null = null;
   private records: SqlRecords | null = null;
+  /** 1 once loaded: the one process of a state directory runs the sweep. */
+  private readonly leaderGauge = sweeperLeaderGauge();
 
   constructor(private readonly options: SqliteStoreOptions) {
     this.dbFile = join(options.dir, 'state.db');
@@ -60,6 +63,8 @@ export class SqliteStateStore implements StateStore {
     this.legacyFile = join(options.dir, 'state.json');
     this.lock = new StateDirLock(options.dir);
     this.codec = new RowCodec(options.key);
+    // exported in this mode too, for dashboards; never observed (no other replica)
+    replicationLagHistogram();
   }
 
   describe(): string {
@@ -83,7 +88,9 @@ export class SqliteStateStore implements StateStore {
         this.sqlite!.pragma('wal_checkpoint(TRUNCATE)');
       }
       await this.writeKeyCheckFile();
-      return await records.loadAll();
+      const state = await records.loadAll();
+      this.leaderGauge.set(1);
+      return state;
     } catch (e) {
       await this.close();
       if (e instanceof StateLoadError) throw e;
@@ -122,6 +129,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   async close(): Promise<void> {
+    this.leaderGauge.set(0);
     const db = this.records?.db;
     this.records = null;
     this.sqlite = null;

@@ -58,6 +58,31 @@ export interface NodeRecord {
   readonly lease_expires_at_ms: number;
   readonly joined_at_ms: number;
   readonly last_seen_ms: number;
+  /**
+   * The node daemon's control session as last stored (PROTOCOL.md 10a); absent: none known (a
+   * node without a daemon, or one that released its lease), judged by its lease alone.
+   */
+  readonly daemon_session?: DaemonSessionRecord;
+}
+
+/** A node daemon's control session, as written by the replica holding it (opening and closing only). */
+export interface DaemonSessionRecord {
+  /** The session's id (`control.connect_ack` `session`). */
+  readonly session_id: string;
+  /** The process holding it, for operators. */
+  readonly replica: string;
+  readonly opened_at_ms: number;
+  /** When its holder saw it close without a lease release (after the reconnect grace); null while open. */
+  readonly closed_at_ms: number | null;
+}
+
+/**
+ * Whether a node is `online` at `now` (PROTOCOL.md 6, 10a): its lease has not expired and, for
+ * a node with a daemon, the daemon's session is not stored as closed.
+ * @param now epoch ms
+ */
+export function nodeIsOnline(node: NodeRecord, now: number): boolean {
+  return node.lease_expires_at_ms > now && !(node.daemon_session && node.daemon_session.closed_at_ms !== null);
 }
 
 export interface InviteRecord {

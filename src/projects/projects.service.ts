@@ -23,7 +23,7 @@ import {
 } from '@svc/protocol';
 import { Actor } from '../common/actor';
 import { Clock } from '../common/clock';
-import { bindingKey, MountRecord, ProjectRecord, StateView } from '../persistence/state.model';
+import { bindingKey, MountRecord, nodeIsOnline, ProjectRecord, StateView } from '../persistence/state.model';
 import { StateDraft } from '../persistence/state.draft';
 import { StateService } from '../persistence/state.service';
 
@@ -36,7 +36,8 @@ export function workspaceRootOf(projectId: string): string {
 }
 
 /**
- * MountView of a configured mount (PROTOCOL.md 5-6): state from the node's lease at `now`;
+ * MountView of a configured mount (PROTOCOL.md 5-6): state from the node's lease at `now` and
+ * its daemon's session ({@link nodeIsOnline});
  * `auth_token` only when `withToken` (the caller passed the project check) and the node has one.
  */
 export function mountView(state: StateView, mount: MountRecord, now: number, withToken: boolean): MountView {
@@ -53,7 +54,7 @@ export function mountView(state: StateView, mount: MountRecord, now: number, wit
       lease_expires_at_ms: null,
     };
   }
-  const online = node.lease_expires_at_ms > now;
+  const online = nodeIsOnline(node, now);
   const view: MountView = {
     mount_path: mount.mount_path,
     node_id: mount.node_id,

@@ -6,7 +6,7 @@
  * whose binary lookup it shares) it runs with fsync off, for speed: tests of durability here
  * kill `svc`, not PostgreSQL.
  */
-import { execFileSync, spawn, ChildProcess } from 'node:child_process';
+import { execFile, execFileSync, spawn, ChildProcess } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,8 +21,17 @@ export interface Postgres {
   newDatabase(): Promise<string>;
   /** The URL of an existing database. */
   url(database: string): string;
-  /** Stops the server (SIGTERM) and, with `start()` again, brings it back on the same port. */
-  stopServer(): Promise<void>;
+  /**
+   * Stops the server and, with `startServer()` again, brings it back on the same port. Without
+   * `mode`: SIGINT to the postmaster (a fast shutdown); with it, `pg_ctl stop -m MODE`, as an
+   * operator would, resolving once the server has exited.
+   */
+  stopServer(mode?: 'smart' | 'fast' | 'immediate'): Promise<void>;
+  /**
+   * `pg_terminate_backend` of every session on `database` (the server keeps running).
+   * @returns how many sessions were ended
+   */
+  terminateBackends(database: string): Promise<number>;
   startServer(): Promise<void>;
   /** Stops the server and removes its data. */
   close(): Promise<void>;
@@ -70,14 +79,20 @@ export async function startPostgres(): Promise<Postgres | null> {
       }
     }
   };
-  const stopServer = async () => {
+  const stopServer = async (mode?: 'smart' | 'fast' | 'immediate') => {
     const s = server as ChildProcess | null;
     server = null;
     if (!s || s.exitCode !== null) return;
-    await new Promise<void>((resolve) => {
-      s.once('exit', () => resolve());
-      s.kill('SIGINT'); // fast shutdown
-    });
+    const exited = new Promise<void>((resolve) => s.once('exit', () => resolve()));
+    if (!mode) s.kill('SIGINT'); // fast shutdown
+    else {
+      await new Promise<void>((resolve, reject) =>
+        execFile(join(bin, 'pg_ctl'), ['stop', '-D', data, '-m', mode, '-w'], { cwd: root, env, ...as }, (err, _out, stderr) =>
+          err ? reject(new Error(`pg_ctl stop -m ${mode}: ${err.message} ${stderr}`)) : resolve(),
+        ),
+      );
+    }
+    await exited;
   };
   await startServer();
   const url = (database: string) => `postgres://svc@127.0.0.1:${port}/${database}`;
@@ -93,6 +108,16 @@ export async function startPostgres(): Promise<Postgres | null> {
       await c.query(`CREATE DATABASE ${name}`);
       await c.end();
       return url(name);
+    },
+    async terminateBackends(database: string) {
+      const c = new Client({ host: '127.0.0.1', port, user: 'svc', database: 'postgres' });
+      await c.connect();
+      try {
+        const r = await c.query<{ ok: boolean }>('SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [database]);
+        return r.rows.filter((x) => x.ok).length;
+      } finally {
+        await c.end();
+      }
     },
     async close() {
       await stopServer();

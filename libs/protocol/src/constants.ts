@@ -46,6 +46,13 @@ export const INVITE_TTL_DEFAULT_MS = 3_600_000;
 /** Agent used when `control.connect` names none (PROTOCOL.md 4). */
 export const DEFAULT_AGENT_ID = 'default';
 
+/**
+ * Agent of a node daemon's control session (`svc-fs-node --control-url`). A session of this
+ * agent that refreshes a node's lease with its node secret is that node's daemon session,
+ * whose liveness the node's state follows (PROTOCOL.md 10a).
+ */
+export const NODE_DAEMON_AGENT_ID = 'svc-fs-node';
+
 /** Largest `tag` value: tags are unsigned 32-bit integers (PROTOCOL.md 2). */
 export const MAX_TAG = 0xffff_ffff;
 

@@ -47,6 +47,12 @@ export class WsSession extends EventEmitter {
   browser = false;
   /** Frames of a channel still negotiating are handled in order on this chain. */
   negotiationChain: Promise<void> = Promise.resolve();
+  /**
+   * When the peer was last heard from (a frame or a pong), epoch ms; kept only once
+   * {@link watchLiveness} was called (0 before).
+   */
+  lastHeardMs = 0;
+  private watching = false;
   private closed = false;
   /** The socket is corked until the end of this tick ({@link sendRaw}). */
   private corked = false;
@@ -124,6 +130,29 @@ export class WsSession extends EventEmitter {
   push(channel: Channel, type: string, payload: unknown): void {
     const event: EventEnvelope = { channel, type, payload };
     this.send(event);
+  }
+
+  /**
+   * Starts keeping {@link lastHeardMs} (every frame and pong from the peer), for a caller that
+   * pings the session with {@link ping} and closes it when the peer falls silent. Idempotent.
+   */
+  watchLiveness(): void {
+    if (this.watching) return;
+    this.watching = true;
+    this.lastHeardMs = Date.now();
+    const heard = () => (this.lastHeardMs = Date.now());
+    this.ws.on('message', heard);
+    this.ws.on('pong', heard);
+  }
+
+  /** Sends a WebSocket ping (the peer's WebSocket stack answers with a pong); nothing when closed. */
+  ping(): void {
+    if (!this.isOpen) return;
+    try {
+      this.ws.ping();
+    } catch {
+      /* the connection is closing: its close event follows */
+    }
   }
 
   /** Closes the connection with a close code and a short reason (at most 123 bytes). */

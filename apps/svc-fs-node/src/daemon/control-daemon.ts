@@ -10,7 +10,7 @@ import { Logger } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
 import { watch, FSWatcher } from 'node:fs';
 import { ConnectionError, ControlClient, ControlError } from '@svc/client';
-import { NodeCredentials } from '@svc/protocol';
+import { NODE_DAEMON_AGENT_ID, NodeCredentials } from '@svc/protocol';
 import { Backoff, sleep } from './backoff';
 import { buildServices, builtInServiceIds, loadManifests, ManifestError, nodePlatform } from './catalog-record';
 import { NodeStateData, NodeStateFile } from './node-state';
@@ -165,7 +165,7 @@ export class ControlDaemon extends EventEmitter {
         const connecting = ControlClient.connect({
           url: this.options.controlUrl,
           token: this.options.controlAuthToken,
-          agentId: 'svc-fs-node',
+          agentId: NODE_DAEMON_AGENT_ID,
           tls: this.options.tls,
           connectTimeoutMs: remaining(),
           requestTimeoutMs: remaining(),
@@ -209,7 +209,7 @@ export class ControlDaemon extends EventEmitter {
     const backoff = new Backoff(this.options.reconnectBackoffMs, this.options.reconnectBackoffMaxMs);
     while (!this.stop$.signal.aborted) {
       try {
-        this.client = await ControlClient.connect({ url: this.options.controlUrl, token: this.options.controlAuthToken, agentId: 'svc-fs-node', tls: this.options.tls });
+        this.client = await ControlClient.connect({ url: this.options.controlUrl, token: this.options.controlAuthToken, agentId: NODE_DAEMON_AGENT_ID, tls: this.options.tls });
       } catch (e) {
         if (e instanceof ConnectionError && e.reason === 'unauthorized') {
           throw new DaemonFatal(`control plane ${this.options.controlUrl} refused the role token (HTTP 401): pass --control-auth-token or set SVC_AUTH_TOKEN`);

@@ -1,0 +1,406 @@
+/**
+ * e2e: faults under load, on real processes (PROTOCOL.md 10, 10a).
+ *
+ * The state database (on a PostgreSQL this file starts itself; skipped, saying why, where
+ * PostgreSQL is not installed): two `svc` replicas while four sessions mutate, then
+ * `pg_ctl stop -m fast`, `pg_ctl stop -m immediate` and `pg_terminate_backend` of every svc
+ * connection, each followed by recovery: no replica exits, /readyz 503 within 2 s of a stop,
+ * mutations answered `unavailable` meanwhile and reads answered, /readyz 200 within 5 s of the
+ * database answering again, LISTEN and the sweeper lock re-taken (the sweeper on exactly one
+ * replica), commits pushed to the other replica again, and every acknowledged mutation read
+ * back at the end from both replicas.
+ *
+ * Node daemons (PROTOCOL.md 10a), with two replicas on PostgreSQL where it is installed, else
+ * one on SQLite: a daemon SIGKILLed is `degraded` within 2 s on every replica (node_get,
+ * `workspace_availability` to debug subscribers, a topology delta to a pinned session), long
+ * before its 30 s lease ends; restarted, `online` again within 2 s; SIGSTOPped, `degraded`
+ * within 8 s by the server's pings; SIGCONTed, `online` within 2 s; the replica holding its
+ * session shut down (SIGTERM): the node stays `online`.
+ */
+import { ControlClient } from '../libs/client/src';
+import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
+import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { ADMIN_TOKEN, USER_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { Client as PgClient } from 'pg';
+
+afterEach(() => closeSessions());
+afterAll(async () => {
+  await killAll();
+  await pg?.close();
+  cleanupTmp();
+});
+
+const pgMaybe = postgresBinDir() ? describe : describe.skip;
+let pg: Postgres | null = null;
+async function postgres(): Promise<Postgres> {
+  pg ??= await startPostgres();
+  return pg!;
+}
+
+/** Sweeper lock key of the PostgreSQL store (src/persistence/postgres-state.store.ts). */
+const SWEEPER_LOCK = 0x73766333;
+
+const readyz = async (r: Running): Promise<number> => {
+  try {
+    return (await fetch(`${r.opsUrl}/readyz`, { signal: AbortSignal.timeout(1000) })).status;
+  } catch {
+    return -1;
+  }
+};
+
+/** Polls /readyz of `r` every 25 ms until it answers `status`; resolves the time it took, ms. */
+async function timeTo(r: Running, status: number, t0: number, limitMs: number): Promise<number> {
+  for (;;) {
+    if ((await readyz(r)) === status) return Date.now() - t0;
+    if (Date.now() - t0 > limitMs) throw new Error(`/readyz of ${r.url} did not answer ${status} within ${limitMs} ms`);
+    await sleep(25);
+  }
+}
+
+/** Sessions creating projects in a loop; acknowledged ids and refusal codes are recorded. */
+class Mutators {
+  readonly acked = new Set<string>();
+  /** Acknowledged ids per client, in the order of `clients`. */
+  readonly ackedBy: Array<Set<string>> = [];
+  readonly refusals = new Map<string, number>();
+  private running = true;
+  private readonly loops: Promise<void>[] = [];
+  private n = 0;
+
+  constructor(clients: ControlClient[], prefix: string) {
+    for (const [i, c] of clients.entries()) {
+      this.ackedBy.push(new Set());
+      this.loops.push(this.loop(c, `${prefix}-${i}`, this.ackedBy[i]));
+    }
+  }
+
+  private async loop(c: ControlClient, name: string, mine: Set<string>): Promise<void> {
+    while (this.running) {
+      try {
+        const p = await c.request<ProjectDetail>('project_create', { name: `${name}-${this.n++}` });
+        this.acked.add(p.project_id);
+        mine.add(p.project_id);
+      } catch (e) {
+        const code = (e as { code?: string }).code ?? (e as Error).message;
+        this.refusals.set(code, (this.refusals.get(code) ?? 0) + 1);
+      }
+      await sleep(10);
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.loops);
+  }
+}
+
+pgMaybe('the state database fails under load (two replicas, four mutating sessions)', () => {
+  let a: Running;
+  let b: Running;
+  let url: string;
+  let database: string;
+  const acked = new Set<string>();
+  const figures: string[] = [];
+
+  beforeAll(async () => {
+    url = await (await postgres()).newDatabase();
+    database = new URL(url).pathname.slice(1);
+    const env = { SVC_DATABASE_URL: url, SVC_METRICS_PORT: '0', SVC_SWEEP_INTERVAL_MS: '200' };
+    a = await startSvc({ env });
+    b = await startSvc({ env });
+  }, 60_000);
+
+  afterAll(() => {
+    if (figures.length > 0) process.stderr.write(`database faults:\n  ${figures.join('\n  ')}\n`);
+  });
+
+  /** Every svc connection of this database in pg_stat_activity that runs LISTEN, and the sweeper lock holders. */
+  async function sessionsOfStore(): Promise<{ listening: number; sweeperLocks: number }> {
+    const c = new PgClient({ connectionString: url });
+    await c.connect();
+    try {
+      const l = await c.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = $1 AND query ILIKE 'LISTEN%'", [database]);
+      const k = await c.query<{ n: string }>("SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = $1 AND granted", [SWEEPER_LOCK]);
+      return { listening: Number(l.rows[0].n), sweeperLocks: Number(k.rows[0].n) };
+    } finally {
+      await c.end();
+    }
+  }
+
+  async function sweeperGauges(): Promise<number[]> {
+    const out: number[] = [];
+    for (const r of [a, b]) {
+      const text = await (await fetch(`${r.opsUrl}/metrics`)).text();
+      const m = /^svc_sweeper_leader(?:\{[^}]*\})? (\S+)$/m.exec(text);
+      out.push(m ? Number(m[1]) : NaN);
+    }
+    return out;
+  }
+
+  /**
+   * One fault under load, then recovery, with every check of the issue.
+   * @param fault makes the database go away (or cut its sessions); resolves once done
+   * @param restore brings it back (nothing for a terminate); resolves once it answers
+   * @param stops whether the database stops (then /readyz must answer 503 within 2 s)
+   */
+  async function faultCycle(label: string, fault: () => Promise<void>, restore: () => Promise<void>, stops: boolean): Promise<void> {
+    const clients = [await session(a.url), await session(a.url), await session(b.url), await session(b.url)];
+    const mutators = new Mutators(clients, label);
+    await waitFor(() => mutators.acked.size >= 20, 10_000, 20);
+    expect([await readyz(a), await readyz(b)]).toEqual([200, 200]);
+
+    const t0 = Date.now();
+    const to503 = stops ? [timeTo(a, 503, t0, 2000), timeTo(b, 503, t0, 2000)] : [];
+    await fault();
+    const faultMs = Date.now() - t0;
+    if (stops) {
+      const [ta, tb] = await Promise.all(to503);
+      figures.push(`${label}: the stop took ${faultMs} ms; /readyz 503 after ${ta} ms (A) and ${tb} ms (B)`);
+      // the database away: mutations refused, reads answered from the last known state
+      const refusedBefore = mutators.refusals.get('unavailable') ?? 0;
+      for (const [i, r] of [a, b].entries()) {
+        const probe = await session(r.url);
+        expect((await failure(probe.request('project_create', { name: `${label}-while-down` }))).code).toBe('unavailable');
+        // reads answered from the last known state: it holds what this replica acknowledged
+        const { projects } = await probe.request<{ projects: Array<{ project_id: string }> }>('project_list');
+        const listed = new Set(projects.map((p) => p.project_id));
+        // (earlier cycles' and this replica's own acknowledgements; the other replica's last
+        // ones may not have been replayed here before the database went away)
+        const own = [...acked, ...mutators.ackedBy[2 * i], ...mutators.ackedBy[2 * i + 1]];
+        expect(own.filter((id) => !listed.has(id))).toEqual([]);
+      }
+      await sleep(300);
+      expect((mutators.refusals.get('unavailable') ?? 0) - refusedBefore).toBeGreaterThan(0);
+    } else {
+      figures.push(`${label}: ${faultMs} ms to end every svc session`);
+    }
+
+    const t1 = Date.now();
+    await restore();
+    const back = Date.now();
+    const [ra, rb] = await Promise.all([timeTo(a, 200, back, 5000), timeTo(b, 200, back, 5000)]);
+    figures.push(`${label}: database back after ${back - t1} ms; /readyz 200 after ${ra} ms (A) and ${rb} ms (B)`);
+    // mutations go through again on both replicas
+    const ackedAtRecovery = mutators.acked.size;
+    await waitFor(() => mutators.acked.size >= ackedAtRecovery + 20, 10_000, 20);
+    await mutators.stop();
+    for (const id of mutators.acked) acked.add(id);
+    expect([...mutators.refusals.keys()].filter((code) => code !== 'unavailable')).toEqual([]);
+    expect([a.proc.exitCode, b.proc.exitCode]).toEqual([null, null]);
+
+    // LISTEN on both replicas again, the sweeper lock on exactly one
+    const sessions = await waitFor(async () => {
+      const s = await sessionsOfStore();
+      return s.listening === 2 && s.sweeperLocks === 1 ? s : undefined;
+    }, 6000, 100);
+    expect(sessions).toEqual({ listening: 2, sweeperLocks: 1 });
+    const gauges = await waitFor(async () => {
+      const g = await sweeperGauges();
+      return g[0] + g[1] === 1 ? g : undefined;
+    }, 6000, 100);
+    expect(gauges.sort()).toEqual([0, 1]);
+
+    // pushes resumed: a catalog upsert on A reaches a watcher on B once, within 1 s
+    const ca = await session(a.url);
+    const cb = await session(b.url);
+    const node = await joinNode(ca, `${label}-node`);
+    await waitFor(() => cb.request('node_get', { node_id: node.node_id }).then(() => true, () => undefined), 1000, 20);
+    const events: string[] = [];
+    cb.on('event', (type: string, payload: { node_id?: string }) => {
+      if (type === 'control.node_service_event' && payload.node_id === node.node_id) events.push(type);
+    });
+    await cb.request('node_service_watch', { node_id: node.node_id });
+    const t2 = Date.now();
+    await ca.request('node_service_upsert', { node_id: node.node_id, node_secret: node.node_secret, services: [] });
+    await waitFor(() => events.length >= 1, 1000, 10);
+    figures.push(`${label}: a commit on A pushed on B after ${Date.now() - t2} ms`);
+    await sleep(300);
+    expect(events).toHaveLength(1);
+  }
+
+  it('pg_ctl stop -m fast: /readyz 503 within 2 s, mutations unavailable, reads served, ready within 5 s of the restart, no exit', async () => {
+    await faultCycle('fast', () => pg!.stopServer('fast'), () => pg!.startServer(), true);
+  }, 60_000);
+
+  it('pg_ctl stop -m immediate: the same', async () => {
+    await faultCycle('immediate', () => pg!.stopServer('immediate'), () => pg!.startServer(), true);
+  }, 60_000);
+
+  it('pg_terminate_backend of every svc connection: the same, without a restart of anything', async () => {
+    await faultCycle(
+      'terminate',
+      async () => {
+        expect(await pg!.terminateBackends(database)).toBeGreaterThanOrEqual(4);
+      },
+      async () => undefined,
+      false,
+    );
+  }, 60_000);
+
+  it('every acknowledged mutation is read back from both replicas', async () => {
+    expect(acked.size).toBeGreaterThan(100);
+    for (const r of [a, b]) {
+      const c = await session(r.url);
+      const { projects } = await c.request<{ projects: Array<{ project_id: string }> }>('project_list');
+      const listed = new Set(projects.map((p) => p.project_id));
+      expect([...acked].filter((id) => !listed.has(id))).toEqual([]);
+    }
+    expect([a.proc.exitCode, b.proc.exitCode]).toEqual([null, null]);
+    expect(a.stderr() + b.stderr()).not.toContain("Emitted 'error' event");
+  }, 30_000);
+});
+
+describe('node daemon sessions (PROTOCOL.md 10a)', () => {
+  interface NodeInfo {
+    node_id: string;
+    state: string;
+    online: boolean;
+  }
+  type Event = { type: string; payload: Record<string, unknown>; at: number };
+  let replicas: Running[];
+  let daemon: Running;
+  let dir: string;
+  let nodeId: string;
+  let project: { project_id: string; project_token: string };
+  /** Pushes seen per replica: debug subscriber (availability) and pinned user session (deltas). */
+  const events: Event[][] = [];
+  /** Sessions that outlive one test (closeSessions() ends the others after each). */
+  const watchers: ControlClient[] = [];
+  const figures: string[] = [];
+
+  afterAll(() => {
+    for (const w of watchers) w.close();
+    if (figures.length > 0) process.stderr.write(`node daemon sessions:\n  ${figures.join('\n  ')}\n`);
+  });
+
+  /** Starts the daemon of node `liveness` on `dir` (state file kept), against replica 0; default lease (30 s) and backoff. */
+  const startDaemon = (args: string[] = []): Promise<Running> =>
+    startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${join(dir, 'work')}`, '--control-url', replicas[0].url, '--state-file', join(dir, 'state.json'), '--node-name', 'liveness', ...args], {
+      SVC_AUTH_TOKEN: ADMIN_TOKEN,
+    });
+
+  const stateOn = async (r: Running): Promise<string> => {
+    const c = await session(r.url);
+    try {
+      return (await c.request<{ node: NodeInfo }>('node_get', { node_id: nodeId })).node.state;
+    } finally {
+      c.close();
+    }
+  };
+
+  /** Waits until the node is `state` on every replica; returns the time from `t0` per replica, ms. */
+  async function everywhere(state: string, t0: number, limitMs: number): Promise<number[]> {
+    return Promise.all(
+      replicas.map(async (r) => {
+        await waitFor(async () => (await stateOn(r)) === state, limitMs + 2000, 25);
+        return Date.now() - t0;
+      }),
+    );
+  }
+
+  /** The times, from `t0`, of the first availability event and delta to `state` on each replica. */
+  async function pushesTo(state: string, t0: number, limitMs: number): Promise<number[]> {
+    const out: number[] = [];
+    for (const got of events) {
+      const avail = await waitFor(() => got.find((e) => e.at >= t0 && e.type === 'control.workspace_availability' && e.payload.node_id === nodeId && e.payload.state === state), limitMs + 2000, 25);
+      const delta = await waitFor(
+        () => got.find((e) => e.at >= t0 && e.type === 'control.workspace_topology_delta' && (e.payload.changed as Array<{ node_id: string; state: string }>).some((m) => m.node_id === nodeId && m.state === state)),
+        limitMs + 2000,
+        25,
+      );
+      out.push(avail.at - t0, delta.at - t0);
+    }
+    return out;
+  }
+
+  beforeAll(async () => {
+    const env = { SVC_METRICS_PORT: '0', ...(postgresBinDir() ? { SVC_DATABASE_URL: await (await postgres()).newDatabase() } : {}) };
+    replicas = [await startSvc({ env })];
+    if (postgresBinDir()) replicas.push(await startSvc({ env }));
+    const admin = await session(replicas[0].url);
+    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+    dir = tmpDir('liveness-');
+    mkdirSync(join(dir, 'work'));
+    daemon = await startDaemon(['--invite-token', invite_token]);
+    nodeId = await waitFor(async () => (await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list')).nodes.find((n) => n.node_name === 'liveness')?.node_id, 10_000);
+    project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'liveness' });
+    await admin.request('project_mount_set', { project_id: project.project_id, node_id: nodeId, export_name: 'work', mount_path: '/w' });
+    await everywhere('online', Date.now(), 5000);
+    for (const r of replicas) {
+      const got: Event[] = [];
+      events.push(got);
+      const d = await ControlClient.connect({ url: r.url, token: ADMIN_TOKEN });
+      watchers.push(d);
+      d.on('event', (type: string, payload: Record<string, unknown>) => got.push({ type, payload, at: Date.now() }));
+      await d.request('debug_subscribe');
+      const user = await ControlClient.connect({ url: r.url, token: USER_TOKEN, agentId: 'liveness-watcher' });
+      watchers.push(user);
+      user.on('event', (type: string, payload: Record<string, unknown>) => got.push({ type, payload, at: Date.now() }));
+      await user.request('workspace_status', project);
+    }
+  }, 60_000);
+
+  it('pings write nothing: over 4 s (two pings or more) at most the one lease refresh a 30 s lease makes', async () => {
+    const commits = async (r: Running) => Number(/^svc_store_commit_duration_seconds_count (\d+)$/m.exec(await (await fetch(`${r.opsUrl}/metrics`)).text())![1]);
+    const before = await Promise.all(replicas.map(commits));
+    await sleep(4000);
+    const after = await Promise.all(replicas.map(commits));
+    figures.push(`commits over 4 s of an idle daemon session: ${after.map((n, i) => n - before[i]).join(', ')} per replica`);
+    for (let i = 0; i < replicas.length; i++) expect(after[i] - before[i]).toBeLessThanOrEqual(1);
+  }, 30_000);
+
+  it('SIGKILL: degraded within 2 s on every replica (node_get, availability event, topology delta); restarted: online within 2 s', async () => {
+    const t0 = Date.now();
+    await daemon.kill();
+    const degraded = await everywhere('degraded', t0, 2000);
+    const pushes = await pushesTo('degraded', t0, 2000);
+    figures.push(`SIGKILL: degraded after ${degraded.join(', ')} ms (node_get per replica); availability event, delta after ${pushes.join(', ')} ms`);
+    for (const ms of [...degraded, ...pushes]) expect(ms).toBeLessThanOrEqual(2000);
+
+    daemon = await startDaemon();
+    const t1 = Date.now();
+    const online = await everywhere('online', t1, 2000);
+    const back = await pushesTo('online', t1, 2000);
+    figures.push(`restart: online after ${online.join(', ')} ms from the daemon listening; pushes after ${back.join(', ')} ms`);
+    for (const ms of [...online, ...back]) expect(ms).toBeLessThanOrEqual(2000);
+  }, 60_000);
+
+  it('SIGSTOP: degraded within 8 s by the server pings; SIGCONT: online within 2 s', async () => {
+    await everywhere('online', Date.now(), 2000);
+    const t0 = Date.now();
+    daemon.proc.kill('SIGSTOP');
+    // not at once: the daemon may only be slow
+    await sleep(2500);
+    expect(await stateOn(replicas[replicas.length - 1])).toBe('online');
+    const degraded = await everywhere('degraded', t0, 8000);
+    const pushes = await pushesTo('degraded', t0, 8000);
+    figures.push(`SIGSTOP: degraded after ${degraded.join(', ')} ms; pushes after ${pushes.join(', ')} ms`);
+    for (const ms of [...degraded, ...pushes]) expect(ms).toBeLessThanOrEqual(8000);
+
+    const t1 = Date.now();
+    daemon.proc.kill('SIGCONT');
+    const online = await everywhere('online', t1, 2000);
+    figures.push(`SIGCONT: online after ${online.join(', ')} ms`);
+    for (const ms of online) expect(ms).toBeLessThanOrEqual(2000);
+  }, 60_000);
+
+  it('a clean daemon stop (lease released) is degraded at once; the replica holding a session shut down (SIGTERM) marks nothing', async () => {
+    // the lease released by the daemon's own stop: degraded, and its session's close writes nothing more
+    const t0 = Date.now();
+    await daemon.stop();
+    const released = await everywhere('degraded', t0, 2000);
+    figures.push(`clean stop: degraded after ${released.join(', ')} ms`);
+    daemon = await startDaemon();
+    await everywhere('online', Date.now(), 2000);
+    if (replicas.length < 2) return;
+    // the replica holding the daemon's session stops: the node stays online on the other
+    const t1 = Date.now();
+    expect((await replicas[0].stop()).code).toBe(0);
+    while (Date.now() - t1 < 3000) {
+      expect(await stateOn(replicas[1])).toBe('online');
+      await sleep(200);
+    }
+  }, 60_000);
+});
