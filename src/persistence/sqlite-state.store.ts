@@ -51,6 +51,10 @@ export function fileSystemFailure(e: unknown): string | null {
   return null;
 }
 
+/** What an operator does about a state database `svc` cannot use (appended to start-up refusals). */
+export const DAMAGED_STORE_REMEDY =
+  'it was left untouched and svc does not start on an empty store in its place. Restore a backup (stop svc, move the file away, then svc state import FILE of a svc state export into the emptied state directory), or move the file away to start empty';
+
 /** Durability of commits (`SVC_STATE_SYNC`). */
 export type StateSync = 'normal' | 'full';
 
@@ -122,6 +126,10 @@ export class SqliteStateStore implements StateStore {
     } catch (e) {
       await this.close();
       if (e instanceof StateLoadError) throw e;
+      const code = String((e as NodeJS.ErrnoException).code ?? '');
+      if (code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB')) {
+        throw new StateLoadError(`${this.dbFile} is damaged (${code}: ${(e as Error).message}); ${DAMAGED_STORE_REMEDY}`);
+      }
       throw new StateLoadError(`cannot open ${this.dbFile}: ${(e as Error).message}`);
     }
   }
@@ -268,8 +276,12 @@ export class SqliteStateStore implements StateStore {
   private async precheck(): Promise<ChangeSet | null> {
     let dbExists = false;
     try {
-      dbExists = statSync(this.dbFile).size > 0;
-    } catch {
+      const st = statSync(this.dbFile);
+      if (st.isDirectory()) throw new StateLoadError(`${this.dbFile} is a directory, not a database file; ${DAMAGED_STORE_REMEDY}`);
+      dbExists = st.size > 0;
+    } catch (e) {
+      if (e instanceof StateLoadError) throw e;
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new StateLoadError(`cannot read ${this.dbFile} (${(e as Error).message}); ${DAMAGED_STORE_REMEDY}`);
       dbExists = false;
     }
     if (dbExists) this.checkHeader();
@@ -294,18 +306,22 @@ export class SqliteStateStore implements StateStore {
   private checkHeader(): void {
     const header = Buffer.alloc(100);
     let n = 0;
-    const fd = openSync(this.dbFile, 'r');
     try {
-      n = readSync(fd, header, 0, 100, 0);
-    } finally {
-      closeSync(fd);
+      const fd = openSync(this.dbFile, 'r');
+      try {
+        n = readSync(fd, header, 0, 100, 0);
+      } finally {
+        closeSync(fd);
+      }
+    } catch (e) {
+      throw new StateLoadError(`cannot read ${this.dbFile} (${(e as Error).message}); ${DAMAGED_STORE_REMEDY}`);
     }
     if (n < 100 || header.toString('latin1', 0, 16) !== 'SQLite format 3\0') {
-      throw new StateLoadError(`${this.dbFile} is not an SQLite database (damaged, or another file); it was left untouched. Restore it from a backup (svc state import) or move it away`);
+      throw new StateLoadError(`${this.dbFile} is not an SQLite database (damaged, or another file); ${DAMAGED_STORE_REMEDY}`);
     }
     const appId = header.readUInt32BE(68);
     if (appId !== SQLITE_APPLICATION_ID && appId !== 0) {
-      throw new StateLoadError(`${this.dbFile} belongs to another application (application_id 0x${appId.toString(16)}); it was left untouched`);
+      throw new StateLoadError(`${this.dbFile} belongs to another application or is damaged (application_id 0x${appId.toString(16)}); ${DAMAGED_STORE_REMEDY}`);
     }
   }
 
