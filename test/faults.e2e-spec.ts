@@ -10,6 +10,11 @@
  * replica), commits pushed to the other replica again, and every acknowledged mutation read
  * back at the end from both replicas.
  *
+ * A network partition of the database (a loopback proxy between `svc` and PostgreSQL that
+ * stops forwarding for 10 s, connections kept open): /readyz 503 within 5 s, mutations
+ * `unavailable`, reads answered, ready again within 5 s of forwarding, every acknowledged
+ * mutation read back, no exit.
+ *
  * Node daemons (PROTOCOL.md 10a), with two replicas on PostgreSQL where it is installed, else
  * one on SQLite: a daemon SIGKILLed is `degraded` within 2 s on every replica (node_get,
  * `workspace_availability` to debug subscribers, a topology delta to a pinned session), long
@@ -24,6 +29,7 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_TOKEN, USER_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
 import { Client as PgClient } from 'pg';
+import { startTcpProxy, TcpProxy } from './helpers/tcp-proxy';
 
 afterEach(() => closeSessions());
 afterAll(async () => {
@@ -250,6 +256,59 @@ pgMaybe('the state database fails under load (two replicas, four mutating sessio
     expect([a.proc.exitCode, b.proc.exitCode]).toEqual([null, null]);
     expect(a.stderr() + b.stderr()).not.toContain("Emitted 'error' event");
   }, 30_000);
+});
+
+pgMaybe('a network partition of the database (a proxy that stops forwarding, connections kept open)', () => {
+  let svc: Running;
+  let proxy: TcpProxy;
+  const figures: string[] = [];
+
+  beforeAll(async () => {
+    const url = new URL(await (await postgres()).newDatabase());
+    proxy = await startTcpProxy(Number(url.port));
+    url.port = String(proxy.port);
+    svc = await startSvc({ env: { SVC_DATABASE_URL: url.toString(), SVC_METRICS_PORT: '0', SVC_SWEEP_INTERVAL_MS: '200' } });
+  }, 60_000);
+
+  afterAll(async () => {
+    await proxy?.close();
+    if (figures.length > 0) process.stderr.write(`database partition:\n  ${figures.join('\n  ')}\n`);
+  });
+
+  it('10 s without forwarding: /readyz 503 within 5 s, mutations unavailable, reads served, ready again within 5 s of forwarding, nothing acknowledged lost, no exit', async () => {
+    const mutators = new Mutators([await session(svc.url), await session(svc.url)], 'partition');
+    await waitFor(() => mutators.acked.size >= 20, 10_000, 20);
+    expect(await readyz(svc)).toBe(200);
+
+    const t0 = Date.now();
+    proxy.block();
+    const to503 = await timeTo(svc, 503, t0, 5000);
+    const probe = await session(svc.url);
+    const t1 = Date.now();
+    const refused = await failure(probe.request('project_create', { name: 'partition-while-down' }));
+    const refusedMs = Date.now() - t1;
+    expect(refused.code).toBe('unavailable');
+    // reads answered from the last known state, holding every acknowledged creation
+    const { projects } = await probe.request<{ projects: Array<{ project_id: string }> }>('project_list');
+    const listed = new Set(projects.map((p) => p.project_id));
+    expect([...mutators.acked].filter((id) => !listed.has(id))).toEqual([]);
+    await sleep(Math.max(0, 10_000 - (Date.now() - t0)));
+    expect(await readyz(svc)).toBe(503);
+
+    const t2 = Date.now();
+    proxy.unblock();
+    const to200 = await timeTo(svc, 200, t2, 5000);
+    const ackedAtRecovery = mutators.acked.size;
+    await waitFor(() => mutators.acked.size >= ackedAtRecovery + 20, 10_000, 20);
+    await mutators.stop();
+    figures.push(`blocked: /readyz 503 after ${to503} ms; a mutation refused (unavailable) after ${refusedMs} ms; forwarding again: /readyz 200 after ${to200} ms`);
+    expect([...mutators.refusals.keys()].filter((code) => code !== 'unavailable')).toEqual([]);
+    expect(svc.proc.exitCode).toBeNull();
+    // every acknowledged mutation is read back
+    const c = await session(svc.url);
+    const after = new Set((await c.request<{ projects: Array<{ project_id: string }> }>('project_list')).projects.map((p) => p.project_id));
+    expect([...mutators.acked].filter((id) => !after.has(id))).toEqual([]);
+  }, 60_000);
 });
 
 describe('node daemon sessions (PROTOCOL.md 10a)', () => {

@@ -3,8 +3,8 @@
  * every acknowledged mutation; wrong or malformed keys refuse to start and leave the file
  * untouched; secrets are never in the snapshot in plaintext; torn writes never corrupt it.
  */
-import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
@@ -25,10 +25,13 @@ const snapshotOf = (dir: string) =>
     .filter((f) => f !== 'auth_tokens.json' && f !== 'state.lock')
     .map((f) => readFileSync(join(dir, f)).toString('latin1'))
     .join('\n');
-/** Names and contents of every file in the state directory. */
+/** Names and contents of every file in the state directory (a subdirectory: its entries' names). */
 const digest = (dir: string) => {
   const h = createHash('sha256');
-  for (const f of readdirSync(dir).sort()) h.update(f).update('\0').update(readFileSync(join(dir, f)));
+  for (const f of readdirSync(dir).sort()) {
+    const path = join(dir, f);
+    h.update(f).update('\0').update(statSync(path).isDirectory() ? `dir:${readdirSync(path).join('/')}` : readFileSync(path));
+  }
   return h.digest('hex');
 };
 
@@ -144,6 +147,50 @@ async function verify(url: string, w: World): Promise<void> {
   await expect(admin.request('node_get', { node_id: w.approved.node_id })).resolves.toMatchObject({ node: { node_name: 'approved-node' } });
   expect(await user.request('node_join_status', { request_id: w.denied.request_id, request_secret: w.denied.request_secret })).toMatchObject({ state: 'denied' });
 }
+
+describe('a state database that cannot be used at start', () => {
+  /** The refusal names the file and what to do, exits 2, never listens, and changes nothing in the directory. */
+  const refusedWithRemedy = (dir: string, what: RegExp) => {
+    const before = digest(dir);
+    const t0 = Date.now();
+    const r = refuses(dir, {});
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain(join(dir, 'state.db'));
+    expect(r.stderr).toMatch(what);
+    expect(r.stderr).toContain('svc state import');
+    expect(r.stderr).toContain('move the file away');
+    expect(r.stderr).not.toContain('listening on');
+    expect(digest(dir)).toBe(before);
+    return Date.now() - t0;
+  };
+
+  it('garbage bytes in place of state.db: exit 2 naming the file and the remedy, untouched', () => {
+    const dir = tmpDir();
+    writeFileSync(join(dir, 'state.db'), randomBytes(64 * 1024));
+    refusedWithRemedy(dir, /is not an SQLite database/);
+  });
+
+  it('a directory in place of state.db (unreadable as a file, also for root): exit 2 naming it and the remedy', () => {
+    const dir = tmpDir();
+    mkdirSync(join(dir, 'state.db'));
+    refusedWithRemedy(dir, /is a directory/);
+  });
+
+  it("a real store whose pages are damaged: exit 2 naming it and the remedy, untouched, never an empty store", async () => {
+    const dir = tmpDir();
+    const svc = await startSvc({ stateDir: dir });
+    const c = await session(svc.url);
+    for (let i = 0; i < 20; i++) await c.request('project_create', { name: `p-${i}`, vision: 'v'.repeat(2000) });
+    closeSessions();
+    expect((await svc.stop()).code).toBe(0);
+    const file = join(dir, 'state.db');
+    const bytes = readFileSync(file);
+    // every page after the first (the header and schema stay readable)
+    randomBytes(bytes.length - 4096).copy(bytes, 4096);
+    writeFileSync(file, bytes);
+    refusedWithRemedy(dir, /is damaged \(SQLITE_CORRUPT/);
+  }, 30_000);
+});
 
 describe.each([
   ['plaintext', {}],

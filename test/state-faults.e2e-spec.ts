@@ -1,7 +1,8 @@
 /**
- * e2e: the record store under faults and at size (issue 9): a full disk refuses the change
- * with `internal_error` naming the cause, keeps serving reads, loses nothing acknowledged and
- * recovers when space returns; a change of one mount of a 1,000-mount project is a delta of
+ * e2e: the record store under faults and at size: a full disk under the state directory
+ * refuses changes with `unavailable` naming the cause and makes `/readyz` 503, keeps serving
+ * reads, loses nothing acknowledged, and recovers (ready, changes accepted) when space
+ * returns, without a restart; a change of one mount of a 1,000-mount project is a delta of
  * that one mount; `svc state export` then `svc state import` into a fresh directory gives the
  * same workspace status and node list.
  */
@@ -29,7 +30,9 @@ function smallFs(bytes: number): string | null {
 }
 
 describe('full disk', () => {
-  it('refuses the change with internal_error naming the cause, serves reads, loses nothing acknowledged, recovers', async () => {
+  const readyz = async (opsUrl: string): Promise<number> => (await fetch(`${opsUrl}/readyz`, { signal: AbortSignal.timeout(1000) })).status;
+
+  it('refuses changes with unavailable naming the cause, /readyz 503, serves reads, loses nothing acknowledged, recovers without a restart', async () => {
     const fs = smallFs(4 * 1024 * 1024);
     if (!fs) {
       process.stderr.write('full-disk e2e skipped: cannot mount a tmpfs here (needs root)\n');
@@ -38,10 +41,12 @@ describe('full disk', () => {
     try {
       const stateDir = join(fs, 'state');
       mkdirSync(stateDir);
-      const svc = await startSvc({ stateDir });
+      const svc = await startSvc({ stateDir, env: { SVC_METRICS_PORT: '0' } });
+      const ops = svc.opsUrl!;
       const admin = await session(svc.url);
       const acked: string[] = [];
       for (let i = 0; i < 5; i++) acked.push((await admin.request<ProjectDetail>('project_create', { name: `before-${i}` })).project_id);
+      expect(await readyz(ops)).toBe(200);
       // Fill what is left of the file system.
       const filler = join(fs, 'filler');
       try {
@@ -51,23 +56,35 @@ describe('full disk', () => {
       }
       let refused: { code: string; message: string } | null = null;
       const vision = 'v'.repeat(4000);
+      let tFull = 0;
       for (let i = 0; i < 400 && !refused; i++) {
         try {
           acked.push((await admin.request<ProjectDetail>('project_create', { name: `full-${i}`, vision })).project_id);
         } catch (e) {
+          tFull = Date.now();
           refused = await failure(Promise.reject(e));
         }
       }
       expect(refused).not.toBeNull();
-      expect(refused!.code).toBe('internal_error');
-      expect(refused!.message).toMatch(/SQLITE_FULL|disk is full|ENOSPC/);
+      expect(refused!.code).toBe('unavailable');
+      expect(refused!.message).toContain('disk of the state directory is full');
       expect(refused!.message).toContain('nothing was changed');
+      // not ready while full (the readiness poll runs every 250 ms), and the next change is refused the same way
+      await waitFor(async () => (await readyz(ops)) === 503, 2000, 25);
+      const ms503 = Date.now() - tFull;
+      expect((await failure(admin.request('project_create', { name: 'still-full' }))).code).toBe('unavailable');
+      expect(await readyz(ops)).toBe(503);
       // reads are served, and show exactly what was acknowledged
       const { projects } = await admin.request<{ projects: Array<{ project_id: string }> }>('project_list');
       expect(projects.map((p) => p.project_id).sort()).toEqual([...acked].sort());
-      // space returns: mutations work again without a restart
+      // space returns: ready again by the directory probe, mutations accepted, without a restart
       rmSync(filler);
+      const tFree = Date.now();
+      await waitFor(async () => (await readyz(ops)) === 200, 3000, 25);
+      const ms200 = Date.now() - tFree;
+      process.stderr.write(`full state disk: /readyz 503 ${ms503} ms after the first refusal; 200 ${ms200} ms after the filler was deleted\n`);
       acked.push((await admin.request<ProjectDetail>('project_create', { name: 'after' })).project_id);
+      expect(svc.proc.exitCode).toBeNull();
       closeSessions();
       await svc.kill();
       const again = await startSvc({ stateDir });

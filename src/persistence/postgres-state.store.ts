@@ -30,7 +30,7 @@
  */
 import { Logger } from '@nestjs/common';
 import { Kysely, PostgresDialect, sql } from 'kysely';
-import { Client, Pool } from 'pg';
+import { Client, Pool, PoolClient } from 'pg';
 import { newId } from '@svc/protocol';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
@@ -53,8 +53,19 @@ const CHANNEL = 'svc_commits';
 /** First and largest delay between attempts to open the LISTEN session again, ms. */
 export const RECONNECT_MIN_MS = 250;
 export const RECONNECT_MAX_MS = 4000;
-/** How often the sweeper election is tried by a replica that is not the sweeper, ms. */
+/** How often the sweeper election is tried by a replica that is not the sweeper (and the sweeper checks its lock session), ms. */
 const CAMPAIGN_MS = 1000;
+/**
+ * Time limit of every statement once the store is loaded, ms, measured by the client: a
+ * database that stops answering without closing its connections (a network partition, a
+ * stalled proxy) fails the statement in flight after this long, the connection is dropped,
+ * and the store reports itself unreachable.
+ */
+export const QUERY_TIMEOUT_MS = 3000;
+/** The same while the store is opened (migrations, loading every record), ms. */
+export const OPEN_QUERY_TIMEOUT_MS = 60_000;
+/** Time limit of opening a connection, ms. */
+export const CONNECT_TIMEOUT_MS = 5000;
 
 /** SQLSTATEs that retrying will not fix: bad credentials, no such database, no permission. */
 const FATAL_CODES = new Set(['28P01', '28000', '3D000', '42501']);
@@ -88,7 +99,26 @@ function isConnectionError(e: unknown): boolean {
   const err = e as { code?: string; message?: string };
   if (typeof err?.code === 'string' && /^(08|57P0|53300)/.test(err.code)) return true;
   if (typeof err?.code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH'].includes(err.code)) return true;
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable|Client was closed/i.test(err?.message ?? '');
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable|Client was closed|Query read timeout/i.test(err?.message ?? '');
+}
+
+/**
+ * Makes a statement that exceeds its `query_timeout` end its connection: pg leaves the timed-out
+ * statement running on the connection and queues the next ones behind it, so a connection that
+ * stopped answering would stay stuck in the pool. Destroyed, it fails what is queued on it, is
+ * dropped by the pool on release, and the next statement opens a new one.
+ */
+function dropOnTimeout(client: Client | PoolClient): void {
+  const query = client.query as (...args: unknown[]) => unknown;
+  (client as { query: unknown }).query = function (this: Client, ...args: unknown[]): unknown {
+    const result = query.apply(this, args);
+    if (result && typeof (result as Promise<unknown>).catch === 'function') {
+      (result as Promise<unknown>).catch((e: Error) => {
+        if (/Query read timeout/.test(e?.message ?? '')) (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      });
+    }
+    return result;
+  };
 }
 
 export class PostgresStateStore implements StateStore {
@@ -107,6 +137,10 @@ export class PostgresStateStore implements StateStore {
   private closed = false;
   private sweeper = false;
   private reachable = true;
+  /** True once {@link open} has loaded the store (statements get {@link QUERY_TIMEOUT_MS}). */
+  private loaded = false;
+  /** The last error that made the store unreachable. */
+  private unreachableWhy = '';
   private readonly lag = replicationLagHistogram();
   private readonly leaderGauge = sweeperLeaderGauge();
 
@@ -139,8 +173,13 @@ export class PostgresStateStore implements StateStore {
   }
 
   async write(build: () => ChangeSet | null): Promise<boolean> {
+    // Known unreachable: refused at once, not after a replay waiting for its timeouts (the
+    // change feed's poll, every POLL_MS, finds out when the database answers again).
+    const refuse = () => new StoreUnavailableError(`the state database does not answer (${this.unreachableWhy})`);
+    if (!this.reachable) throw refuse();
     return this.exclusive(async () => {
       const records = this.open_();
+      if (!this.reachable) throw refuse();
       let seq: number | null = null;
       try {
         await records.db.transaction().execute(async (trx) => {
@@ -230,10 +269,15 @@ export class PostgresStateStore implements StateStore {
    * and is dropped from the pool; the next query opens a new one.
    */
   private newPool(): Pool {
-    const pool = new Pool({ connectionString: this.options.url, max: 4, connectionTimeoutMillis: 5000, keepAlive: true });
+    const pool = new Pool({ connectionString: this.options.url, max: 4, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true });
     // pg-pool listens on idle clients only; a checked-out client (a transaction between two
     // statements) would otherwise emit an unhandled 'error' and end the process.
-    pool.on('connect', (client) => client.on('error', (e: Error) => this.connectionLost('a pooled connection', e)));
+    pool.on('connect', (client) => {
+      client.on('error', (e: Error) => this.connectionLost('a pooled connection', e));
+      // pg reads the limit at each statement: the open one while opening, the short one after
+      Object.defineProperty((client as unknown as { connectionParameters: object }).connectionParameters, 'query_timeout', { get: () => (this.loaded ? QUERY_TIMEOUT_MS : OPEN_QUERY_TIMEOUT_MS) });
+      dropOnTimeout(client);
+    });
     pool.on('error', (e: Error) => this.connectionLost('an idle pooled connection', e));
     return pool;
   }
@@ -269,6 +313,7 @@ export class PostgresStateStore implements StateStore {
   private async openOnce(onWait: (holder: string) => void): Promise<ControlState> {
     const where = redactUrl(this.options.url);
     this.closed = false;
+    this.loaded = false;
     await this.connect(onWait);
     try {
       const records = this.records!;
@@ -295,6 +340,7 @@ export class PostgresStateStore implements StateStore {
           this.lastSeq = Number(last.seq);
           state = await records.loadIn(trx);
         });
+      this.loaded = true;
       this.startFeed();
       return state;
     } catch (e) {
@@ -433,8 +479,12 @@ export class PostgresStateStore implements StateStore {
       t.unref();
       this.timers.push(t);
     };
+    // At most one replay waits in line: while the database does not answer, each takes up to
+    // QUERY_TIMEOUT_MS, and polls must not pile up in front of the writes.
+    let queued: Promise<void> | null = null;
     const catchUp = () =>
-      this.exclusive(async () => {
+      (queued ??= this.exclusive(async () => {
+        queued = null;
         if (this.closed) return;
         try {
           await this.replay(this.open_().db as Kysely<unknown>);
@@ -443,7 +493,7 @@ export class PostgresStateStore implements StateStore {
           if (isConnectionError(e)) this.setReachable(false, (e as Error).message);
           else this.logger.error({ msg: 'replaying commits failed', error: (e as Error).message });
         }
-      });
+      }));
     tick(catchUp, POLL_MS);
     tick(() => this.listen(catchUp), RECONNECT_MIN_MS);
     tick(() => this.campaign(), CAMPAIGN_MS);
@@ -464,7 +514,8 @@ export class PostgresStateStore implements StateStore {
    */
   private async listen(onNotify: () => Promise<void>): Promise<void> {
     if (this.listener || this.closed || Date.now() < this.listenAt) return;
-    const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: 5000, keepAlive: true });
+    const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true, query_timeout: QUERY_TIMEOUT_MS });
+    dropOnTimeout(client);
     this.listener = client;
     let listening = false;
     const drop = (e?: Error) => {
@@ -496,9 +547,16 @@ export class PostgresStateStore implements StateStore {
    * next attempt opens a new session. Never throws.
    */
   private async campaign(): Promise<void> {
-    if (this.closed || this.sweeper) return;
+    if (this.closed) return;
+    if (this.sweeper) {
+      // The lock lives as long as its session: a session that no longer answers (a partition,
+      // a failover behind the same address) may have lost it; a timeout drops the session.
+      await this.leader?.query('SELECT 1').catch(() => undefined);
+      return;
+    }
     if (!this.leader) {
-      const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: 5000, keepAlive: true });
+      const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true, query_timeout: QUERY_TIMEOUT_MS });
+      dropOnTimeout(client);
       let connected = false;
       const lost = (e?: Error) => {
         if (!connected) return; // a failed connect: its error goes to connect()'s promise
@@ -546,6 +604,7 @@ export class PostgresStateStore implements StateStore {
   }
 
   private setReachable(ok: boolean, why?: string): void {
+    if (!ok) this.unreachableWhy = why ?? 'connection lost';
     if (ok === this.reachable) return;
     this.reachable = ok;
     if (ok) this.logger.log({ msg: 'the state database answers again' });

@@ -8,11 +8,17 @@
  * killed process; `SVC_STATE_SYNC=full` (`synchronous=FULL`, an fsync per commit) also survives
  * power loss. A `state.json` of an earlier version is imported on first start and renamed
  * `state.json.imported`.
+ *
+ * A commit the file system refuses (disk full, I/O error, read-only) is rolled back whole by
+ * SQLite; the store then reports itself unreachable (`/readyz` 503, mutations `unavailable`
+ * naming the cause) until a commit succeeds again or a probe every
+ * {@link SPACE_PROBE_INTERVAL_MS} finds room to write in the directory.
  */
 import Database from 'better-sqlite3';
+import { Logger } from '@nestjs/common';
 import { Kysely, SqliteDialect } from 'kysely';
 import { existsSync, openSync, readSync, closeSync, statSync } from 'node:fs';
-import { readFile, rename } from 'node:fs/promises';
+import { readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { writeFileAtomic } from '@svc/ops';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
@@ -26,6 +32,28 @@ import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 
 /** `PRAGMA application_id` of an svc state database ("svc1"). */
 export const SQLITE_APPLICATION_ID = 0x73766331;
+
+/** While commits fail for the file system, how often the directory is probed for room, ms. */
+export const SPACE_PROBE_INTERVAL_MS = 500;
+/** Bytes the probe writes (then deletes) in the state directory: a few pages and a WAL frame. */
+const SPACE_PROBE_BYTES = 64 * 1024;
+
+/**
+ * Why a commit failed, when the cause is the file system under the state directory rather
+ * than the change itself; null for any other error.
+ * @param e an error thrown by better-sqlite3 (its `code` is `SQLITE_FULL`, `SQLITE_IOERR_WRITE`, ...) or by Node (`ENOSPC`, ...)
+ */
+export function fileSystemFailure(e: unknown): string | null {
+  const code = String((e as NodeJS.ErrnoException)?.code ?? '');
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC' || code === 'EDQUOT') return `the disk of the state directory is full (${code})`;
+  if (code.startsWith('SQLITE_IOERR') || code === 'EIO') return `I/O error on the state directory (${code})`;
+  if (code.startsWith('SQLITE_READONLY') || code === 'EROFS') return `the state directory is read-only (${code})`;
+  return null;
+}
+
+/** What an operator does about a state database `svc` cannot use (appended to start-up refusals). */
+export const DAMAGED_STORE_REMEDY =
+  'it was left untouched and svc does not start on an empty store in its place. Restore a backup (stop svc, move the file away, then svc state import FILE of a svc state export into the emptied state directory), or move the file away to start empty';
 
 /** Durability of commits (`SVC_STATE_SYNC`). */
 export type StateSync = 'normal' | 'full';
@@ -47,6 +75,7 @@ interface KeyCheckFile {
 
 /** The embedded SQLite StateStore. */
 export class SqliteStateStore implements StateStore {
+  private readonly logger = new Logger('SqliteStore');
   readonly dbFile: string;
   readonly keyCheckFile: string;
   readonly legacyFile: string;
@@ -56,6 +85,9 @@ export class SqliteStateStore implements StateStore {
   private records: SqlRecords | null = null;
   /** 1 once loaded: the one process of a state directory runs the sweep. */
   private readonly leaderGauge = sweeperLeaderGauge();
+  /** Why commits fail now (disk full, ...), or null while they succeed. */
+  private failing: string | null = null;
+  private probeTimer: NodeJS.Timeout | null = null;
 
   constructor(private readonly options: SqliteStoreOptions) {
     this.dbFile = join(options.dir, 'state.db');
@@ -94,20 +126,74 @@ export class SqliteStateStore implements StateStore {
     } catch (e) {
       await this.close();
       if (e instanceof StateLoadError) throw e;
+      const code = String((e as NodeJS.ErrnoException).code ?? '');
+      if (code.startsWith('SQLITE_CORRUPT') || code.startsWith('SQLITE_NOTADB')) {
+        throw new StateLoadError(`${this.dbFile} is damaged (${code}: ${(e as Error).message}); ${DAMAGED_STORE_REMEDY}`);
+      }
       throw new StateLoadError(`cannot open ${this.dbFile}: ${(e as Error).message}`);
     }
   }
 
   /** One process owns the file: no other commits to catch up on, and it always sweeps. */
   readonly isSweeper = true;
-  readonly isReachable = true;
 
+  /** False while commits fail for the file system (disk full, I/O error, read-only). */
+  get isReachable(): boolean {
+    return this.failing === null;
+  }
+
+  /** Why commits fail now (e.g. `the disk of the state directory is full (SQLITE_FULL)`), or null. */
+  get unavailableReason(): string | null {
+    return this.failing;
+  }
+
+  /**
+   * @throws StoreUnavailableError naming the cause when the file system refuses the commit
+   *   (nothing of it was applied; the store is unreachable until room returns)
+   */
   async write(build: () => ChangeSet | null): Promise<boolean> {
     if (!this.records) throw new Error('the state store is not open');
     const changes = build();
     if (!changes) return false;
-    await this.records.commit(changes);
+    try {
+      await this.records.commit(changes);
+    } catch (e) {
+      const why = fileSystemFailure(e);
+      if (why === null) throw e;
+      this.setFailing(why, (e as Error).message);
+      throw new StoreUnavailableError(`${why}: ${(e as Error).message}`);
+    }
+    this.setFailing(null);
     return true;
+  }
+
+  /** Records whether commits fail for the file system; while they do, probes for room. */
+  private setFailing(why: string | null, detail?: string): void {
+    if (why === this.failing) return;
+    const was = this.failing;
+    this.failing = why;
+    if (why !== null) {
+      this.logger.error({ msg: `${why}; mutations are refused (unavailable) and reads served from memory until room returns`, error: detail, dir: this.options.dir });
+      this.probeTimer ??= setInterval(() => void this.probeSpace(), SPACE_PROBE_INTERVAL_MS).unref();
+    } else {
+      if (this.probeTimer) clearInterval(this.probeTimer);
+      this.probeTimer = null;
+      if (was !== null) this.logger.log({ msg: 'the state directory accepts writes again', dir: this.options.dir });
+    }
+  }
+
+  /** Writes, syncs and deletes {@link SPACE_PROBE_BYTES} in the state directory; success ends the failing state. */
+  private async probeSpace(): Promise<void> {
+    if (this.failing === null || !this.records) return;
+    const file = join(this.options.dir, 'state.space-probe');
+    try {
+      await writeFile(file, Buffer.alloc(SPACE_PROBE_BYTES, 0x5a), { flush: true });
+      this.setFailing(null);
+    } catch {
+      // still no room (or still read-only); the next probe tries again
+    } finally {
+      await unlink(file).catch(() => undefined);
+    }
   }
 
   async sync(): Promise<void> {
@@ -129,6 +215,8 @@ export class SqliteStateStore implements StateStore {
   }
 
   async close(): Promise<void> {
+    if (this.probeTimer) clearInterval(this.probeTimer);
+    this.probeTimer = null;
     this.leaderGauge.set(0);
     const db = this.records?.db;
     this.records = null;
@@ -188,8 +276,12 @@ export class SqliteStateStore implements StateStore {
   private async precheck(): Promise<ChangeSet | null> {
     let dbExists = false;
     try {
-      dbExists = statSync(this.dbFile).size > 0;
-    } catch {
+      const st = statSync(this.dbFile);
+      if (st.isDirectory()) throw new StateLoadError(`${this.dbFile} is a directory, not a database file; ${DAMAGED_STORE_REMEDY}`);
+      dbExists = st.size > 0;
+    } catch (e) {
+      if (e instanceof StateLoadError) throw e;
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new StateLoadError(`cannot read ${this.dbFile} (${(e as Error).message}); ${DAMAGED_STORE_REMEDY}`);
       dbExists = false;
     }
     if (dbExists) this.checkHeader();
@@ -214,18 +306,22 @@ export class SqliteStateStore implements StateStore {
   private checkHeader(): void {
     const header = Buffer.alloc(100);
     let n = 0;
-    const fd = openSync(this.dbFile, 'r');
     try {
-      n = readSync(fd, header, 0, 100, 0);
-    } finally {
-      closeSync(fd);
+      const fd = openSync(this.dbFile, 'r');
+      try {
+        n = readSync(fd, header, 0, 100, 0);
+      } finally {
+        closeSync(fd);
+      }
+    } catch (e) {
+      throw new StateLoadError(`cannot read ${this.dbFile} (${(e as Error).message}); ${DAMAGED_STORE_REMEDY}`);
     }
     if (n < 100 || header.toString('latin1', 0, 16) !== 'SQLite format 3\0') {
-      throw new StateLoadError(`${this.dbFile} is not an SQLite database (damaged, or another file); it was left untouched. Restore it from a backup (svc state import) or move it away`);
+      throw new StateLoadError(`${this.dbFile} is not an SQLite database (damaged, or another file); ${DAMAGED_STORE_REMEDY}`);
     }
     const appId = header.readUInt32BE(68);
     if (appId !== SQLITE_APPLICATION_ID && appId !== 0) {
-      throw new StateLoadError(`${this.dbFile} belongs to another application (application_id 0x${appId.toString(16)}); it was left untouched`);
+      throw new StateLoadError(`${this.dbFile} belongs to another application or is damaged (application_id 0x${appId.toString(16)}); ${DAMAGED_STORE_REMEDY}`);
     }
   }
 

@@ -25,8 +25,9 @@ export interface StateStore {
    * resolves the change is durable (a killed process; also power loss with
    * `SVC_STATE_SYNC=full`); when it rejects, nothing of it was applied.
    * @returns whether a change set was committed
-   * @throws StoreUnavailableError when the database cannot be reached; otherwise an Error with
-   *   the engine's code (`SQLITE_FULL`, ...)
+   * @throws StoreUnavailableError when the database cannot be reached or its file system
+   *   refuses the commit (disk full, I/O error, read-only); otherwise an Error with the
+   *   engine's code
    */
   write(build: () => ChangeSet | null): Promise<boolean>;
   /**
@@ -41,7 +42,7 @@ export interface StateStore {
   sync(): Promise<void>;
   /** True while this process is the one that runs the availability sweep (always, unshared). */
   readonly isSweeper: boolean;
-  /** True while the store answers (an embedded store always does). */
+  /** True while the store answers and takes commits (false: `/readyz` 503). */
   readonly isReachable: boolean;
   /**
    * A page of the audit log (rows appended by {@link write} from `ChangeSet.audit`), newest
@@ -67,5 +68,5 @@ export const STATE_STORE = Symbol('STATE_STORE');
 /** A store that exists but cannot be used: the server refuses to start (exit 2). */
 export class StateLoadError extends Error {}
 
-/** The database cannot be reached now: the change was not made (`unavailable`). */
+/** The database cannot be reached or written now: the change was not made (`unavailable`). */
 export class StoreUnavailableError extends Error {}

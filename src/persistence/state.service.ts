@@ -145,8 +145,10 @@ export class StateService {
    * @param fn synchronous change made on the draft it is given (read and write through it,
    *   never through {@link state}); throwing (e.g. a ProtocolError for bad input) drops its writes
    * @returns what `fn` returned
-   * @throws what `fn` threw; ProtocolError `internal_error` naming the cause when the
-   *   transaction could not be committed (nothing changed); `unavailable` while shutting down
+   * @throws what `fn` threw; ProtocolError `unavailable` naming the cause while the store
+   *   cannot take changes (database unreachable, state directory's disk full or failing) or
+   *   while shutting down; `internal_error` naming the cause when the transaction failed for
+   *   another reason (nothing changed either way)
    */
   mutate<T>(fn: (draft: StateDraft) => T): Promise<T> {
     return this.enqueue(fn as (draft: StateDraft) => unknown, auditScope.getStore()) as Promise<T>;
@@ -252,7 +254,7 @@ export class StateService {
         const unavailable = e instanceof StoreUnavailableError;
         this.logger.error({ msg: 'state commit failed; changes dropped', code: err.code, error: err.message });
         const failure = unavailable
-          ? new ProtocolError('unavailable', `the state store cannot be reached (${err.message}); nothing was changed, retry later`)
+          ? new ProtocolError('unavailable', `the state store cannot take changes now (${err.message}); nothing was changed, retry later`)
           : new ProtocolError('internal_error', `the change could not be saved (${err.code ?? 'error'}: ${err.message}); nothing was changed`);
         for (const [item] of done) item.reject(failure);
         // items never reached (the store failed before build ran) get the same answer

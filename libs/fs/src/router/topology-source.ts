@@ -97,8 +97,14 @@ export interface WorkspaceSourceOptions {
 
 /** Default `--workspace-sync-interval-ms`. */
 export const DEFAULT_WORKSPACE_SYNC_INTERVAL_MS = 30_000;
+/**
+ * Reconnect backoff of a lost control session, ms: 250 doubling to 1000, each jittered by
+ * ±25 %. The cap keeps a restarted `svc`'s topology changes reaching mounts within about
+ * 1.5 s of it listening again; attempts on a down `svc` are refused connects, and the jitter
+ * spreads a fleet's reconnects over half a second.
+ */
 const BACKOFF_MIN_MS = 250;
-const BACKOFF_MAX_MS = 10_000;
+const BACKOFF_MAX_MS = 1000;
 
 /**
  * Workspace mode. The session is pinned to the project (explicitly with `projectId`, or, when
