@@ -89,6 +89,13 @@ class FakeRouter extends EventEmitter {
     return data.length;
   }
   dropOpenData(): void {}
+  async rename(from: string, to: string): Promise<void> {
+    const f = this.files.get(from);
+    if (!f) throw new FsError(Errno.ENOENT);
+    this.files.delete(from);
+    this.files.set(to, f);
+    for (const [fh, p] of this.paths) if (p === from) this.paths.set(fh, to);
+  }
   readonly setattrs: Array<{ path: string; writesBefore: number }> = [];
   async setattr(path: string): Promise<Attr> {
     this.setattrs.push({ path, writesBefore: this.writes.length });
@@ -278,6 +285,18 @@ describe('FuseFs one order per file', () => {
     const n = await count('read', '/w/pack', reader, buf, buf.length, 0);
     expect(n).toBe(data.length);
     expect(buf.subarray(0, n).equals(data)).toBe(true);
+  });
+
+  it('a handle follows a rename of its file: a read of the new name sees its pending writes', async () => {
+    const { router, call, count } = setup();
+    const fd = await call<number>('create', '/w/old', 0o644, OpenFlags.O_RDWR | OpenFlags.O_CREAT);
+    await count('write', '/w/old', fd, Buffer.from('pending'), 7, 0);
+    await call('rename', '/w/old', '/w/new');
+    await count('write', '/w/new', fd, Buffer.from(' bytes'), 6, 7);
+    const reader = await call<number>('open', '/w/new', OpenFlags.O_RDONLY);
+    const buf = Buffer.alloc(64);
+    const n = await count('read', '/w/new', reader, buf, buf.length, 0);
+    expect(buf.subarray(0, n).toString()).toBe('pending bytes');
   });
 
   it("a write's error goes to the writer's close, not to another handle that made it flush", async () => {

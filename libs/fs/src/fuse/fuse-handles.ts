@@ -54,6 +54,8 @@ export const FH_NOTHING_TO_FLUSH = 0x40000000;
 /** FUSE file handles of one mount. */
 export class FuseHandles {
   private readonly files = new Map<number, OpenState>();
+  /** The same states by path (the FUSE operations look a file's handles up on every read and write). */
+  private readonly byPath = new Map<string, Set<OpenState>>();
   private nextFh = 1;
 
   /**
@@ -82,7 +84,26 @@ export class FuseHandles {
       if (!state.writable) fh |= FH_NOTHING_TO_FLUSH;
     } while (this.files.has(fh));
     this.files.set(fh, state);
+    this.index(state);
     return fh;
+  }
+
+  private index(state: OpenState): void {
+    let set = this.byPath.get(state.path);
+    if (!set) this.byPath.set(state.path, (set = new Set()));
+    set.add(state);
+  }
+
+  private unindex(state: OpenState): void {
+    const set = this.byPath.get(state.path);
+    if (!set) return;
+    set.delete(state);
+    if (set.size === 0) this.byPath.delete(state.path);
+  }
+
+  /** The open states of the file at `path` (none: an empty list). */
+  ofPath(path: string): Iterable<OpenState> {
+    return this.byPath.get(path) ?? [];
   }
 
   /** The state of FUSE handle `fd`, if open. */
@@ -92,7 +113,10 @@ export class FuseHandles {
 
   /** Unregisters FUSE handle `fd`. */
   delete(fd: number): void {
+    const state = this.files.get(fd);
+    if (!state) return;
     this.files.delete(fd);
+    this.unindex(state);
   }
 
   /** Every open state. */
@@ -107,8 +131,8 @@ export class FuseHandles {
    * read's flush of the file's pending writes).
    */
   contentChanged(writer: OpenState): void {
-    for (const s of this.files.values()) {
-      if (s === writer || s.path !== writer.path) continue;
+    for (const s of this.ofPath(writer.path)) {
+      if (s === writer) continue;
       s.content = null;
       s.reads.reset(true);
       if (s.fh !== null) this.router.dropOpenData(s.fh);
@@ -118,8 +142,13 @@ export class FuseHandles {
   /** Open files follow a rename of `src` (a file or a directory above them) to `dest`. */
   renamed(src: string, dest: string): void {
     for (const s of this.files.values()) {
-      if (s.path === src) s.path = dest;
-      else if (s.path.startsWith(`${src}/`)) s.path = dest + s.path.slice(src.length);
+      let path: string;
+      if (s.path === src) path = dest;
+      else if (s.path.startsWith(`${src}/`)) path = dest + s.path.slice(src.length);
+      else continue;
+      this.unindex(s);
+      s.path = path;
+      this.index(s);
     }
   }
 

@@ -187,8 +187,9 @@ export class FuseOperations {
    * flush, fsync or release to report (the writer learns of it, not whoever came next).
    */
   private async flushPath(path: string): Promise<void> {
-    const dirty = [...this.handles.values()].filter((s) => s.path === path && s.writes.dirty);
-    if (dirty.length > 0) await Promise.all(dirty.map((s) => this.writes.settle(s.writes)));
+    let dirty: OpenState[] | null = null;
+    for (const s of this.handles.ofPath(path)) if (s.writes.dirty) (dirty ??= []).push(s);
+    if (dirty) await Promise.all(dirty.map((s) => this.writes.settle(s.writes)));
   }
 
   /** A file created through this mount: registered writable with its router handle and open flags. */
