@@ -27,6 +27,22 @@ import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc,
 import { describeWithOpenssl, makeCa } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
+/**
+ * The browser's globals that the functions given to `page.evaluate` and `page.waitForFunction`
+ * use: those functions run in the page, where these exist. Declared here, for this file only,
+ * as the Node project is compiled without the DOM library.
+ */
+interface PageElement {
+  textContent: string | null;
+  getAttribute(name: string): string | null;
+}
+declare const document: {
+  querySelector(selector: string): PageElement | null;
+  querySelectorAll(selector: string): Iterable<PageElement>;
+  getElementById(id: string): PageElement | null;
+};
+declare const window: object;
+
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const haveChromium = existsSync(CHROMIUM);

@@ -376,8 +376,11 @@ describe('deploy/k8s', () => {
     for (const [k, v] of Object.entries(d.spec.selector.matchLabels)) expect(d.spec.template.metadata.labels[k]).toBe(v);
     const c = checkPod('Deployment svc', d.spec.template, 'svc');
     expect(c.tls).toBe(true);
-    const tlsVolume = (d.spec.template.spec.volumes as Obj[]).find((v) => v.name === (c.volumeMounts as Obj[]).find((m) => flag(c.args, '--tls-cert')!.startsWith(`${m.mountPath}/`)).name);
-    const tlsSecret = docs.find((x) => x.kind === 'Secret' && x.metadata.name === tlsVolume.secret.secretName)!;
+    const certMount = (c.volumeMounts as Obj[]).find((m) => flag(c.args, '--tls-cert')!.startsWith(`${m.mountPath}/`));
+    expect(certMount).toBeDefined();
+    const tlsVolume = (d.spec.template.spec.volumes as Obj[]).find((v) => v.name === certMount!.name);
+    expect(tlsVolume).toBeDefined();
+    const tlsSecret = docs.find((x) => x.kind === 'Secret' && x.metadata.name === tlsVolume!.secret.secretName)!;
     expect(tlsSecret.type).toBe('kubernetes.io/tls');
     for (const f of ['--tls-cert', '--tls-key', '--tls-ca']) expect(Object.keys(tlsSecret.stringData ?? tlsSecret.data)).toContain(flag(c.args, f)!.split('/').pop());
     expect(flag(c.args, '--database-url')).toBe('$(SVC_DATABASE_URL)');

@@ -17,7 +17,7 @@ it('AUDITED_OPERATIONS matches the @Audited() handlers, and every protected oper
   const marked: string[] = [];
   for (const gw of [ControlGateway, ProjectsGateway, CatalogGateway, AuditGateway]) {
     for (const name of Object.getOwnPropertyNames(gw.prototype)) {
-      const fn = (gw.prototype as Record<string, unknown>)[name];
+      const fn: unknown = Object.getOwnPropertyDescriptor(gw.prototype, name)?.value;
       if (typeof fn !== 'function') continue;
       const type = Reflect.getMetadata(MESSAGE_METADATA, fn);
       if (type && Reflect.getMetadata(AUDITED, fn)) marked.push(type);

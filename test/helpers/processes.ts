@@ -165,14 +165,17 @@ export function runCli(
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** What is left of `T` once the falsy values are taken out: what `waitFor` can return. */
+export type Truthy<T> = Exclude<T, false | 0 | 0n | '' | null | undefined>;
+
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, intervalMs = 50): Promise<T> {
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, intervalMs = 50): Promise<Truthy<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
       const v = await fn();
-      if (v) return v;
+      if (v) return v as Truthy<T>;
     } catch (e) {
       last = e;
     }
