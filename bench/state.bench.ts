@@ -279,7 +279,7 @@ function startServer(stateDir: string, env: NodeJS.ProcessEnv, t0 = performance.
       proc.kill('SIGKILL');
       rej(new Error(`svc did not print its listening line within ${timeoutMs} ms`));
     }, timeoutMs);
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = /listening on (\S+)/.exec(out);
       if (!m) return;

@@ -430,8 +430,8 @@ function warmRun(main: string, run: WarmRun, exportDir: string): Promise<void> {
       child.kill('SIGKILL');
       rej(new Error(`${main} ${args.join(' ')}: still running after 20 s`));
     }, 20_000);
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       if (run.untilListening && !listened && /listening on /.test(out)) {
         listened = true;

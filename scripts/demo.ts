@@ -73,10 +73,10 @@ function startServer(name: string, script: string, args: string[], env: NodeJS.P
   const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, SVC_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let err = '';
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   return new Promise((res, rej) => {
     let out = '';
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = /listening on (\S+)/.exec(out);
       if (m) res({ url: m[1], child });
@@ -324,7 +324,7 @@ async function main(): Promise<void> {
     const child = spawn(process.execPath, [BIN.fsMount, ...mountArgs, 'mount', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
     children.push(child);
     let out = '';
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
     await waitUntil(() => (out.includes('mounted on') ? true : child.exitCode !== null ? Promise.reject(new Error('the FUSE mount failed to start')) : undefined));
     fuse = { child, dir };
     tool('ls', ['-la', dir]);

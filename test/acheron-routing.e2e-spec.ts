@@ -7,7 +7,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client, closeSessions, failure, session } from './helpers/control';
+import { closeSessions, failure, session } from './helpers/control';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, tmpDir } from './helpers/processes';
 import { RawPeer } from './helpers/raw-ws';
 import { startWorkspace, Workspace } from './helpers/workspace';
@@ -295,7 +295,6 @@ describe('isolation', () => {
     expect(userStatus.mounts.map((m: { mount_path: string }) => m.mount_path)).not.toContain('/term');
     const adminSelf = await admin.c.request<{ project_id: string | null }>('workspace_status', {});
     expect(adminSelf.project_id).toBeNull();
-    void (admin.c as Client);
   });
 });
 

@@ -47,7 +47,6 @@ const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const haveChromium = existsSync(CHROMIUM);
 if (!haveChromium) {
-  // eslint-disable-next-line no-console
   console.warn(`dashboard e2e skipped: ${CHROMIUM} not found (Debian: apt-get install chromium; .ci/run installs it)`);
 }
 const suite = haveChromium ? describe : describe.skip;
@@ -107,7 +106,6 @@ suite('web dashboard in headless Chromium', () => {
     ws?.close();
     await killAll();
     cleanupTmp();
-    // eslint-disable-next-line no-console
     if (shots) console.log(`dashboard screenshots: ${shots}`);
   });
 

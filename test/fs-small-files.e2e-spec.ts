@@ -87,8 +87,8 @@ async function startMount(url: string, args: string[] = [], env: NodeJS.ProcessE
   });
   let out = '';
   let err = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   const m = { proc, dir: join(mnt, 'w'), mnt };
   mounts.push(m);
   await waitFor(() => out.includes(`mounted on ${mnt}`), 20_000).catch((e) => {

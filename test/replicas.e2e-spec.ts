@@ -50,7 +50,7 @@ async function sweeperOf(replicas: Running[]): Promise<number> {
     }
     return undefined;
   }, 8000, 250);
-  return found!.index;
+  return found.index;
 }
 
 maybe('replicas on one PostgreSQL', () => {
@@ -238,7 +238,6 @@ maybe('replicas on one PostgreSQL', () => {
 maybe('kill -9 durability with two replicas', () => {
   const seed = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : Math.floor(Math.random() * 2 ** 31);
   it('30 cycles: a replica SIGKILLed at a random instant loses nothing acknowledged, the other keeps serving', async () => {
-    // eslint-disable-next-line no-console
     console.log(`replica kill -9 cycles: FUZZ_SEED=${seed}`);
     await replicaCycles(await pg!.newDatabase(), 30, seed);
   }, 240_000);

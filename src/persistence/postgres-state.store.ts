@@ -213,7 +213,7 @@ export class PostgresStateStore implements StateStore {
         delay = Math.min(this.options.retryMaxMs ?? 10_000, delay * 2);
       }
     }
-    this.records = new SqlRecords(new Kysely({ dialect: new PostgresDialect({ pool: this.pool! }) }), this.codec);
+    this.records = new SqlRecords(new Kysely({ dialect: new PostgresDialect({ pool: this.pool }) }), this.codec);
     return this.records;
   }
 

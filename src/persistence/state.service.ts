@@ -149,7 +149,7 @@ export class StateService {
    *   transaction could not be committed (nothing changed); `unavailable` while shutting down
    */
   mutate<T>(fn: (draft: StateDraft) => T): Promise<T> {
-    return this.enqueue(fn as (draft: StateDraft) => unknown, auditScope.getStore()) as Promise<T>;
+    return this.enqueue(fn, auditScope.getStore()) as Promise<T>;
   }
 
   /**

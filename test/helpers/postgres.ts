@@ -71,7 +71,7 @@ export async function startPostgres(): Promise<Postgres | null> {
     }
   };
   const stopServer = async () => {
-    const s = server as ChildProcess | null;
+    const s = server;
     server = null;
     if (!s || s.exitCode !== null) return;
     await new Promise<void>((resolve) => {

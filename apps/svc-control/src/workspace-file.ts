@@ -99,13 +99,13 @@ export function parseWorkspaceFile(text: string, file: string): WorkspaceFile {
         const child = field ? `${field}.${String(pair.key.value)}` : String(pair.key.value);
         const keyLine = lineAt(pair.key.range?.[0]);
         if (keyLine !== null) lines.set(child, keyLine);
-        if (pair.value && (isMap(pair.value) || isSeq(pair.value))) mark(pair.value as YamlNode, child);
+        if (pair.value && (isMap(pair.value) || isSeq(pair.value))) mark(pair.value, child);
       }
     } else if (isSeq(node)) {
       node.items.forEach((item, i) => mark(item as YamlNode, `${field}[${i}]`));
     }
   };
-  mark(doc.contents as YamlNode | null, '');
+  mark(doc.contents, '');
   const lineOf = (field: string): number | null => {
     for (let f: string | null = field; f; f = parent(f)) {
       const line = lines.get(f);

@@ -197,7 +197,7 @@ export class ControlClient extends EventEmitter {
     const hasTag = msg.channel === 'acheron' && typeof msg.tag === 'number';
     const p = hasId ? this.pending.get(msg.id as number) : hasTag ? this.pendingTags.get(msg.tag as number) : undefined;
     if (!p) {
-      if (!('ok' in msg)) this.emit('event', msg.type as string, msg.payload);
+      if (!('ok' in msg)) this.emit('event', msg.type, msg.payload);
       else if (msg.ok === false) this.emit('stray_error', msg.error);
       return;
     }
