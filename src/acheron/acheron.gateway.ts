@@ -45,6 +45,7 @@ const MIN_MSIZE = 4096;
 const DEFAULT_MSIZE = 65536;
 /** Envelope overhead reserved inside msize, bytes. */
 const OVERHEAD = 512;
+// eslint-disable-next-line no-control-regex -- a name holds neither "/" nor NUL
 const NAME = /^[^/\u0000]{1,255}$/;
 
 /** The runtime state of a session (created by `acheron.t_version`). */

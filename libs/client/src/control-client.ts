@@ -73,7 +73,8 @@ export class ControlClient extends EventEmitter {
   ) {
     super();
     ws.on('message', (data, isBinary) => {
-      if (!isBinary) this.onMessage(data.toString());
+      // a Buffer: the socket's binaryType is the default, 'nodebuffer'
+      if (!isBinary) this.onMessage((data as Buffer).toString());
     });
     ws.on('close', (code, reason) => {
       this.closed = true;
