@@ -128,7 +128,7 @@ async function scrape(
     heapMiB: value('nodejs_heap_size_used_bytes') / 2 ** 20,
     externalMiB: value('nodejs_external_memory_bytes') / 2 ** 20,
     handles: value('nodejs_active_handles_total'),
-    gauges: Object.fromEntries(HOLDINGS.map((g) => [g, value(g)]).filter(([, v]) => !Number.isNaN(v))),
+    gauges: Object.fromEntries(HOLDINGS.map((g) => [g, value(g)] as const).filter(([, v]) => !Number.isNaN(v))),
   };
 }
 

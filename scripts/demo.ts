@@ -44,7 +44,7 @@ function step(title: string): void {
 
 /** A payload for display: secrets shortened so they do not end up in logs. */
 function masked(payload: object): string {
-  return JSON.stringify(payload, (k, v) => (/(_token|_secret)$/.test(k) && typeof v === 'string' ? `${v.slice(0, 4)}...` : v));
+  return JSON.stringify(payload, (k: string, v: unknown) => (/(_token|_secret)$/.test(k) && typeof v === 'string' ? `${v.slice(0, 4)}...` : v));
 }
 
 /** Stops every process the demo started (SIGTERM, then SIGKILL after 5 s) and waits for them. */
