@@ -79,7 +79,7 @@ async function runtime(role: 'admin' | 'user' = 'admin', agentId?: string) {
 describe('projected files of a real daemon node', () => {
   it('projects every file of its fs, terminal and manifest services equal to node_service_get', async () => {
     const r = await runtime();
-    const catalog = await ws.admin.request<{ services: Array<Record<string, unknown>> }>('node_service_get', { node_id: ws.nodeIds.a });
+    const catalog = await ws.admin.request<{ services: Array<{ service_id: string; help_md?: string } & Record<string, unknown>> }>('node_service_get', { node_id: ws.nodeIds.a });
     expect(catalog.services.map((s) => s.service_id)).toEqual(['fs', 'terminal-t1', 'search']);
     const base = `/nodes/${ws.nodeIds.a}/services`;
     expect(await r.ls(base)).toEqual(['fs', 'terminal-t1', 'search']);
@@ -88,7 +88,7 @@ describe('projected files of a real daemon node', () => {
       for (const [file, field] of Object.entries(files)) {
         expect(JSON.parse((await r.read(`${base}/${s.service_id}/${file}`)).toString())).toEqual(s[field]);
       }
-      expect((await r.read(`${base}/${s.service_id}/HELP.md`)).toString()).toBe((s.help_md as string | undefined) ?? '');
+      expect((await r.read(`${base}/${s.service_id}/HELP.md`)).toString()).toBe(s.help_md ?? '');
     }
     const status = (id: string) => r.read(`${base}/${id}/STATUS.json`).then((b) => JSON.parse(b.toString()));
     expect(await status('terminal-t1')).toEqual({ state: 'online', invoke_path: `/nodes/${ws.nodeIds.a}/terminal/t1/control/invoke.json` });

@@ -301,7 +301,7 @@ suite('web dashboard in headless Chromium', () => {
     const host = new URL(ws.svc.url).host;
     const sock = new NodeWebSocket(ws.svc.url, { headers: { Cookie: `${cookie.name}=${cookie.value}`, Origin: `http://${host}` } });
     const replies: Array<Record<string, unknown>> = [];
-    sock.on('message', (d) => replies.push(JSON.parse(d.toString()) as Record<string, unknown>));
+    sock.on('message', (d) => replies.push(JSON.parse((d as Buffer).toString()) as Record<string, unknown>));
     await new Promise<void>((resolve, reject) => {
       sock.once('open', () => resolve());
       sock.once('error', reject);

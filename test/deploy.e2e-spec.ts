@@ -31,7 +31,7 @@ import { Postgres, startPostgres } from './helpers/postgres';
 import { makeCa, opensslMissing, TestCa } from './helpers/tls';
 import { ControlClient, loadClientTls } from '../libs/client/src';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; type: string }>;
 
 const DEPLOY = join(ROOT, 'deploy');
@@ -181,7 +181,7 @@ function jsonForm(lines: DockerStage['lines'], op: string): string[] {
   return l ? (JSON.parse(l.rest) as string[]) : [];
 }
 
-type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed YAML manifests, read untyped
 
 const compose = (): Obj => parse(readFileSync(join(DEPLOY, 'compose.yaml'), 'utf8'), { merge: true }) as Obj;
 function k8s(): Obj[] {

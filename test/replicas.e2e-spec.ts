@@ -6,6 +6,8 @@
  * 1 s; one invite redeemed on both joins one node; the database stopped and started again is
  * ridden out without a restart. Skipped, saying why, where PostgreSQL is not installed.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
 import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
 import { replicaCycles } from './helpers/kill9';
@@ -153,8 +155,6 @@ maybe('replicas on one PostgreSQL', () => {
     const env = { SVC_DATABASE_URL: url, SVC_ADMIN_TOKEN: '', SVC_USER_TOKEN: '' };
     const a = await startSvc({ env });
     const b = await startSvc({ env });
-    const { readFileSync } = await import('node:fs');
-    const { join } = await import('node:path');
     const tokens = JSON.parse(readFileSync(join(a.stateDir, 'auth_tokens.json'), 'utf8')) as { admin_token: string; user_token: string };
     const connect = (url: string, token: string) => ControlClient.connect({ url, token, connectTimeoutMs: 3000 });
     const ca = await connect(a.url, tokens.admin_token);

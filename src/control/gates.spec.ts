@@ -12,8 +12,8 @@ it('PROTECTED_OPERATIONS matches the @Protected() handlers', () => {
     for (const name of Object.getOwnPropertyNames(gw.prototype)) {
       const fn: unknown = Object.getOwnPropertyDescriptor(gw.prototype, name)?.value;
       if (typeof fn !== 'function') continue;
-      const type = Reflect.getMetadata(MESSAGE_METADATA, fn);
-      if (type && Reflect.getMetadata('svc:gate:operator', fn)) marked.push(type);
+      const type: unknown = Reflect.getMetadata(MESSAGE_METADATA, fn);
+      if (typeof type === 'string' && Reflect.getMetadata('svc:gate:operator', fn)) marked.push(type);
     }
   }
   expect(marked.sort()).toEqual([...PROTECTED_OPERATIONS].sort());
