@@ -55,7 +55,8 @@ export function runtimeLocals(session: WsSession): RuntimeLocals {
     locals = { msize: DEFAULT_MSIZE, fids: new Map(), pending: new Map() };
     session.locals.set(RUNTIME_LOCALS, locals);
     session.once('close', () => {
-      for (const fid of locals!.fids.values()) void fid.open?.routed?.close();
+      // Nobody is left to tell of a close that fails (its node gone): it must not reject unhandled.
+      for (const fid of locals!.fids.values()) fid.open?.routed?.close().catch(() => undefined);
       locals!.fids.clear();
     });
   }
@@ -114,7 +115,8 @@ export class AcheronGateway {
     }
     const locals = runtimeLocals(session);
     locals.msize = Math.max(MIN_MSIZE, Math.min(requested, Math.floor(this.config.maxMessageBytes / 2)));
-    for (const fid of locals.fids.values()) void fid.open?.routed?.close();
+    // A new version drops every fid; a close that fails there (its node gone) is not reported.
+    for (const fid of locals.fids.values()) fid.open?.routed?.close().catch(() => undefined);
     locals.fids.clear();
     session.runtime = 'versioned';
     return { msize: locals.msize, version: ACHERON_VERSION };
