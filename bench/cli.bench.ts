@@ -68,8 +68,8 @@ function startListening(script: string, args: string[], env: NodeJS.ProcessEnv):
     let out = '';
     let err = '';
     const timer = setTimeout(() => rej(new Error(`${script} did not listen within 20 s: ${err}`)), 20_000);
-    proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = /listening on (\S+)/.exec(out);
       if (m) {

@@ -74,9 +74,9 @@ function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessEnv): Pr
   const proc = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   return new Promise((res, rej) => {
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = pattern.exec(out);
       if (m) res({ proc, match: m });

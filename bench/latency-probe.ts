@@ -76,7 +76,7 @@ function onMessage(data: unknown, binary: boolean): void {
 }
 
 if (DIR) {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- patched only when the probe is on (DIR set)
   const WebSocket = require('ws') as { prototype: Record<string, (...args: unknown[]) => unknown> };
   const send = WebSocket.prototype.send;
   WebSocket.prototype.send = function (this: unknown, data: unknown, options?: unknown, cb?: unknown) {
@@ -92,7 +92,7 @@ if (DIR) {
 
   try {
     const resolved = require.resolve('fuse-native');
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional dependency, at the path just resolved
     const Fuse = require(resolved) as new (mnt: string, ops: Record<string, unknown>, opts: unknown) => object;
     class ProbedFuse extends Fuse {
       constructor(mnt: string, ops: Record<string, unknown>, opts: unknown) {

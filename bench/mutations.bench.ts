@@ -95,6 +95,7 @@ import { join } from 'node:path';
 import { freePort, fuseNativeBuild, fuseUnavailable, fuseUnmount, log, median, Peer, sleep, SshfsPeer, startFsNode, stopProcess, SvcPeer, timedRun, which } from './peers';
 import { prng } from './prng';
 
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 
 const envInt = (name: string, dflt: number, min: number) => Math.max(min, Math.floor(Number(process.env[name] ?? dflt) || dflt));

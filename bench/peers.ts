@@ -44,6 +44,7 @@ export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeou
 export function fuseUnavailable(): string | null {
   if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
   try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional dependency: whether it loads is the question
     require('fuse-native');
   } catch (e) {
     return `fuse-native cannot load (${(e as Error).message.split('\n')[0]})`;
@@ -131,7 +132,7 @@ export function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessE
   let out = '';
   let err = '';
   // The last 64 KiB: enough for a crash's stack, bounded for a long-running server.
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err = (err + d).slice(-65_536)));
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => (err = (err + d).slice(-65_536)));
   return new Promise((res, rej) => {
     const timer =
       options.timeoutMs === undefined
@@ -140,7 +141,7 @@ export function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessE
             void stopProcess(proc, 2000);
             rej(new Error(`${args[0]} did not print ${pattern} within ${options.timeoutMs} ms: ${err.trim()}`));
           }, options.timeoutMs);
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = pattern.exec(out);
       if (m) {
@@ -473,7 +474,7 @@ export class SshfsPeer implements Peer {
     const sshd = spawn(sshdPath, ['-D', '-e', '-f', config], { stdio: ['ignore', 'ignore', 'pipe'] });
     processes.add(sshd);
     let sshdErr = '';
-    sshd.stderr!.setEncoding('utf8').on('data', (d: string) => (sshdErr += d));
+    sshd.stderr.setEncoding('utf8').on('data', (d: string) => (sshdErr += d));
     await waitForPort(port, 10_000, sshd, 'sshd', () => sshdErr);
     const peer = new SshfsPeer(sshd, port, dir, exp, mnt, createdRunSshd, version);
     try {
@@ -500,7 +501,7 @@ export class SshfsPeer implements Peer {
     const proc = spawn('sshfs', this.args, { stdio: ['ignore', 'ignore', 'pipe'] });
     this.sshfs = proc;
     this.sshfsErr = '';
-    proc.stderr!.setEncoding('utf8').on('data', (d: string) => (this.sshfsErr += d));
+    proc.stderr.setEncoding('utf8').on('data', (d: string) => (this.sshfsErr += d));
     const deadline = Date.now() + 10_000;
     while (!mounted(this.mnt)) {
       if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`sshfs exited ${proc.exitCode ?? proc.signalCode}: ${this.sshfsErr.trim()}`);

@@ -151,7 +151,7 @@ export async function startPostgres(): Promise<BenchPostgres> {
       },
     };
   } catch (e) {
-    const s = server as ChildProcess | null;
+    const s = server;
     if (s && s.exitCode === null && s.signalCode === null) {
       await new Promise<void>((resolve) => {
         s.once('exit', () => resolve());

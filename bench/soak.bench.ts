@@ -97,12 +97,12 @@ async function startServer(name: string, script: string, args: string[], extraEn
   });
   let out = '';
   let err = '';
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => {
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => {
     // Keep the last 1 MiB of the log (a warning for every refused upgrade would grow without end).
     err = (err + d).slice(-1024 * 1024);
   });
   return new Promise((res, rej) => {
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = /listening on (\S+)/.exec(out);
       if (m) res({ name, url: m[1], opsUrl: `http://127.0.0.1:${opsPort}`, proc, stderr: () => err });
@@ -128,7 +128,7 @@ async function scrape(
     heapMiB: value('nodejs_heap_size_used_bytes') / 2 ** 20,
     externalMiB: value('nodejs_external_memory_bytes') / 2 ** 20,
     handles: value('nodejs_active_handles_total'),
-    gauges: Object.fromEntries(HOLDINGS.map((g) => [g, value(g)]).filter(([, v]) => !Number.isNaN(v))),
+    gauges: Object.fromEntries(HOLDINGS.map((g) => [g, value(g)] as const).filter(([, v]) => !Number.isNaN(v))),
   };
 }
 

@@ -279,7 +279,7 @@ function startServer(stateDir: string, env: NodeJS.ProcessEnv, t0 = performance.
       proc.kill('SIGKILL');
       rej(new Error(`svc did not print its listening line within ${timeoutMs} ms`));
     }, timeoutMs);
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = /listening on (\S+)/.exec(out);
       if (!m) return;
@@ -312,7 +312,7 @@ async function startReplicas(stateDirs: string[], env: NodeJS.ProcessEnv): Promi
   const started = await Promise.allSettled(stateDirs.map((d) => startServer(d, env, t0)));
   const failed = started.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) {
-    await Promise.all(started.map((r) => (r.status === 'fulfilled' ? r.value.stop() : null)));
+    await Promise.all(started.flatMap((r) => (r.status === 'fulfilled' ? [r.value.stop()] : [])));
     throw failed.reason;
   }
   return started.map((r) => (r as PromiseFulfilledResult<Server>).value);
@@ -447,6 +447,7 @@ async function pool(sessions: ControlClient[], count: number, job: (c: ControlCl
       }
     }),
   );
+  // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows the first error a job threw, as it was
   if (failed !== null) throw failed;
 }
 
@@ -468,7 +469,7 @@ async function populate(label: string, sessions: ControlClient[], n: number, pro
     stageStart = performance.now();
   };
   try {
-    const nodes: NodeCreds[] = new Array(n);
+    const nodes = new Array<NodeCreds>(n);
     await pool(sessions, n, async (c, i) => {
       const { invite_token } = await c.request<{ invite_token: string }>('node_invite_create', {});
       mutations++;
@@ -479,7 +480,7 @@ async function populate(label: string, sessions: ControlClient[], n: number, pro
     });
 
     setStage(`projects and their mounts (requests)`, projectCount * (1 + MOUNTS_PER_PROJECT));
-    const projects: string[] = new Array(projectCount);
+    const projects = new Array<string>(projectCount);
     await pool(sessions, projectCount, async (c, p) => {
       const { project_id } = await c.request<{ project_id: string }>('project_create', { name: `bench-p${p}` });
       mutations++;

@@ -216,7 +216,7 @@ function lazyPackages(names: string[]): Plugin {
     setup(b) {
       b.onResolve({ filter: exactly(names) }, (args) => (args.namespace === 'svc-lazy' ? { path: args.path, external: true } : { path: args.path, namespace: 'svc-lazy' }));
       b.onLoad({ filter: /.*/, namespace: 'svc-lazy' }, (args) => {
-        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module named by the bundler, at build time
         const real = require(resolvedFrom(args.path, ROOT) ?? args.path) as Record<string, unknown>;
         return { contents: standIn(real, args.path), loader: 'js', resolveDir: ROOT };
       });
@@ -314,9 +314,9 @@ function deferredModules(files: string[]): Plugin {
       });
       b.onLoad({ filter: /.*/, namespace: 'svc-deferred' }, (args) => {
         // Nest's modules need the Reflect metadata API when loaded, as in the programs.
-        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded only when a deferred module is, as the comment above says
         require('reflect-metadata');
-        // eslint-disable-next-line @typescript-eslint/no-require-imports
+        // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module named by the bundler, at build time
         const real = require(args.path) as Record<string, unknown>;
         return { contents: standIn(real, args.path, reExportsOf(readFileSync(args.path, 'utf8'))), loader: 'js', resolveDir: dirname(args.path) };
       });
@@ -430,8 +430,8 @@ function warmRun(main: string, run: WarmRun, exportDir: string): Promise<void> {
       child.kill('SIGKILL');
       rej(new Error(`${main} ${args.join(' ')}: still running after 20 s`));
     }, 20_000);
-    child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       if (run.untilListening && !listened && /listening on /.test(out)) {
         listened = true;

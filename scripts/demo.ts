@@ -45,7 +45,7 @@ function step(title: string): void {
 
 /** A payload for display: secrets shortened so they do not end up in logs. */
 function masked(payload: object): string {
-  return JSON.stringify(payload, (k, v) => (/(_token|_secret)$/.test(k) && typeof v === 'string' ? `${v.slice(0, 4)}...` : v));
+  return JSON.stringify(payload, (k: string, v: unknown) => (/(_token|_secret)$/.test(k) && typeof v === 'string' ? `${v.slice(0, 4)}...` : v));
 }
 
 /** Stops every process the demo started (SIGTERM, then SIGKILL after 5 s) and waits for them. */
@@ -74,10 +74,10 @@ function startServer(name: string, script: string, args: string[], env: NodeJS.P
   const child = spawn(process.execPath, [script, ...args], { env: { ...process.env, SVC_LOG_LEVEL: 'warn', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
   let err = '';
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   return new Promise((res, rej) => {
     let out = '';
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => {
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
       out += d;
       const m = /listening on (\S+)/.exec(out);
       if (m) res({ url: m[1], child });
@@ -325,7 +325,7 @@ async function main(): Promise<void> {
     const child = spawn(process.execPath, [BIN.fsMount, ...mountArgs, 'mount', dir], { stdio: ['ignore', 'pipe', 'pipe'] });
     children.push(child);
     let out = '';
-    child.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
     await waitUntil(() => (out.includes('mounted on') ? true : child.exitCode !== null ? Promise.reject(new Error('the FUSE mount failed to start')) : undefined));
     fuse = { child, dir };
     tool('ls', ['-la', dir]);

@@ -12,6 +12,7 @@
  */
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
+import type { Server } from 'node:http';
 import { AppLogger, ReadinessService } from '@svc/ops';
 import { EnvelopeWsAdapter, insecureTransportWarning, ServerTls, SessionRegistry } from '@svc/transport';
 import { AppModule } from './app.module';
@@ -76,7 +77,7 @@ async function main(): Promise<void> {
 
   if (config.metricsPort !== null) {
     await app.listen(config.metricsPort, config.bind);
-    const addr = app.getHttpServer().address();
+    const addr = (app.getHttpServer() as Server).address();
     logger.log({ msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` }, 'Bootstrap');
   } else {
     await app.init();

@@ -7,7 +7,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Client, closeSessions, failure, session } from './helpers/control';
+import { closeSessions, failure, session } from './helpers/control';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, tmpDir } from './helpers/processes';
 import { RawPeer } from './helpers/raw-ws';
 import { startWorkspace, Workspace } from './helpers/workspace';
@@ -79,7 +79,7 @@ async function runtime(role: 'admin' | 'user' = 'admin', agentId?: string) {
 describe('projected files of a real daemon node', () => {
   it('projects every file of its fs, terminal and manifest services equal to node_service_get', async () => {
     const r = await runtime();
-    const catalog = await ws.admin.request<{ services: Array<Record<string, unknown>> }>('node_service_get', { node_id: ws.nodeIds.a });
+    const catalog = await ws.admin.request<{ services: Array<{ service_id: string; help_md?: string } & Record<string, unknown>> }>('node_service_get', { node_id: ws.nodeIds.a });
     expect(catalog.services.map((s) => s.service_id)).toEqual(['fs', 'terminal-t1', 'search']);
     const base = `/nodes/${ws.nodeIds.a}/services`;
     expect(await r.ls(base)).toEqual(['fs', 'terminal-t1', 'search']);
@@ -88,7 +88,7 @@ describe('projected files of a real daemon node', () => {
       for (const [file, field] of Object.entries(files)) {
         expect(JSON.parse((await r.read(`${base}/${s.service_id}/${file}`)).toString())).toEqual(s[field]);
       }
-      expect((await r.read(`${base}/${s.service_id}/HELP.md`)).toString()).toBe((s.help_md as string | undefined) ?? '');
+      expect((await r.read(`${base}/${s.service_id}/HELP.md`)).toString()).toBe(s.help_md ?? '');
     }
     const status = (id: string) => r.read(`${base}/${id}/STATUS.json`).then((b) => JSON.parse(b.toString()));
     expect(await status('terminal-t1')).toEqual({ state: 'online', invoke_path: `/nodes/${ws.nodeIds.a}/terminal/t1/control/invoke.json` });
@@ -295,7 +295,6 @@ describe('isolation', () => {
     expect(userStatus.mounts.map((m: { mount_path: string }) => m.mount_path)).not.toContain('/term');
     const adminSelf = await admin.c.request<{ project_id: string | null }>('workspace_status', {});
     expect(adminSelf.project_id).toBeNull();
-    void (admin.c as Client);
   });
 });
 

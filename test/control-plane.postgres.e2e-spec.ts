@@ -23,7 +23,7 @@ afterAll(async () => {
 });
 
 if (postgresBinDir()) {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- the suite is registered only when PostgreSQL is installed
   require('./control-plane.e2e-spec');
 } else {
   it.skip('control-plane suite on PostgreSQL (PostgreSQL not installed)', () => undefined);

@@ -24,7 +24,10 @@ interface Service {
   [k: string]: unknown;
 }
 
-function startNode(controlUrl: string, extra: string[], dir = tmpDir('node-')): Promise<Running & { dir: string; stateFile: string }> {
+/** An svc-fs-node started by `startNode`: its directory and its state file. */
+type StartedNode = Running & { dir: string; stateFile: string };
+
+function startNode(controlUrl: string, extra: string[], dir = tmpDir('node-')): Promise<StartedNode> {
   const stateFile = join(dir, 'state.json');
   mkdirSync(join(dir, 'work'), { recursive: true });
   return startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${join(dir, 'work')}`, '--control-url', controlUrl, '--state-file', stateFile, ...FAST, ...extra], {
@@ -268,7 +271,7 @@ describe('the lease when a daemon stops', () => {
     const admin = await session(svc.url);
     // A lease far longer than the test: only the release can make the mount degraded in time.
     const lease = ['--lease-ttl-ms', '60000', '--refresh-interval-ms', '1000'];
-    const nodes: Record<string, Running> = {};
+    const nodes: Record<string, StartedNode> = {};
     for (const name of ['rel-1', 'rel-2']) {
       const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
       const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', name, ...lease]);

@@ -27,11 +27,26 @@ import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc,
 import { describeWithOpenssl, makeCa } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
+/**
+ * The browser's globals that the functions given to `page.evaluate` and `page.waitForFunction`
+ * use: those functions run in the page, where these exist. Declared here, for this file only,
+ * as the Node project is compiled without the DOM library.
+ */
+interface PageElement {
+  textContent: string | null;
+  getAttribute(name: string): string | null;
+}
+declare const document: {
+  querySelector(selector: string): PageElement | null;
+  querySelectorAll(selector: string): Iterable<PageElement>;
+  getElementById(id: string): PageElement | null;
+};
+declare const window: object;
+
 const CHROMIUM = '/usr/bin/chromium';
 const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 const haveChromium = existsSync(CHROMIUM);
 if (!haveChromium) {
-  // eslint-disable-next-line no-console
   console.warn(`dashboard e2e skipped: ${CHROMIUM} not found (Debian: apt-get install chromium; .ci/run installs it)`);
 }
 const suite = haveChromium ? describe : describe.skip;
@@ -91,7 +106,6 @@ suite('web dashboard in headless Chromium', () => {
     ws?.close();
     await killAll();
     cleanupTmp();
-    // eslint-disable-next-line no-console
     if (shots) console.log(`dashboard screenshots: ${shots}`);
   });
 
@@ -287,7 +301,7 @@ suite('web dashboard in headless Chromium', () => {
     const host = new URL(ws.svc.url).host;
     const sock = new NodeWebSocket(ws.svc.url, { headers: { Cookie: `${cookie.name}=${cookie.value}`, Origin: `http://${host}` } });
     const replies: Array<Record<string, unknown>> = [];
-    sock.on('message', (d) => replies.push(JSON.parse(d.toString()) as Record<string, unknown>));
+    sock.on('message', (d) => replies.push(JSON.parse((d as Buffer).toString()) as Record<string, unknown>));
     await new Promise<void>((resolve, reject) => {
       sock.once('open', () => resolve());
       sock.once('error', reject);

@@ -14,7 +14,7 @@ it('runs the demo to the end and exits 0', async () => {
   const out = r.stdout;
   expect(out).toContain('==> done');
   // the workspace listing: / is synthetic, one entry per first mount path segment
-  expect(out).toMatch(/readdir \/\n(  dr-xr-xr-x .*\n){3}/);
+  expect(out).toMatch(/readdir \/\n( {2}dr-xr-xr-x .*\n){3}/);
   expect(out).toMatch(/^ {2}dr-xr-xr-x .* docs$/m);
   expect(out).toMatch(/^ {2}dr-xr-xr-x .* samples$/m);
   expect(out).toMatch(/^ {2}dr-xr-xr-x .* shared$/m);

@@ -31,7 +31,7 @@ import { Postgres, startPostgres } from './helpers/postgres';
 import { makeCa, opensslMissing, TestCa } from './helpers/tls';
 import { ControlClient, loadClientTls } from '../libs/client/src';
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; type: string }>;
 
 const DEPLOY = join(ROOT, 'deploy');
@@ -181,7 +181,7 @@ function jsonForm(lines: DockerStage['lines'], op: string): string[] {
   return l ? (JSON.parse(l.rest) as string[]) : [];
 }
 
-type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+type Obj = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- parsed YAML manifests, read untyped
 
 const compose = (): Obj => parse(readFileSync(join(DEPLOY, 'compose.yaml'), 'utf8'), { merge: true }) as Obj;
 function k8s(): Obj[] {
@@ -376,8 +376,11 @@ describe('deploy/k8s', () => {
     for (const [k, v] of Object.entries(d.spec.selector.matchLabels)) expect(d.spec.template.metadata.labels[k]).toBe(v);
     const c = checkPod('Deployment svc', d.spec.template, 'svc');
     expect(c.tls).toBe(true);
-    const tlsVolume = (d.spec.template.spec.volumes as Obj[]).find((v) => v.name === (c.volumeMounts as Obj[]).find((m) => flag(c.args, '--tls-cert')!.startsWith(`${m.mountPath}/`)).name);
-    const tlsSecret = docs.find((x) => x.kind === 'Secret' && x.metadata.name === tlsVolume.secret.secretName)!;
+    const certMount = (c.volumeMounts as Obj[]).find((m) => flag(c.args, '--tls-cert')!.startsWith(`${m.mountPath}/`));
+    expect(certMount).toBeDefined();
+    const tlsVolume = (d.spec.template.spec.volumes as Obj[]).find((v) => v.name === certMount!.name);
+    expect(tlsVolume).toBeDefined();
+    const tlsSecret = docs.find((x) => x.kind === 'Secret' && x.metadata.name === tlsVolume!.secret.secretName)!;
     expect(tlsSecret.type).toBe('kubernetes.io/tls');
     for (const f of ['--tls-cert', '--tls-key', '--tls-ca']) expect(Object.keys(tlsSecret.stringData ?? tlsSecret.data)).toContain(flag(c.args, f)!.split('/').pop());
     expect(flag(c.args, '--database-url')).toBe('$(SVC_DATABASE_URL)');

@@ -6,9 +6,9 @@
  */
 import 'reflect-metadata';
 import { getMetadataStorage } from 'class-validator';
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- an internal module of class-transformer, not in its typed exports
 const { defaultMetadataStorage } = require('class-transformer/cjs/storage') as {
-  defaultMetadataStorage: { findTypeMetadata(target: Function, property: string): { typeFunction: () => Function } | undefined };
+  defaultMetadataStorage: { findTypeMetadata(target: Cls, property: string): { typeFunction: () => Cls } | undefined };
 };
 import * as controlDtos from '../libs/protocol/src/dto/control.dto';
 import * as fsDtos from '../libs/fs/src/server/fs.dto';
@@ -119,7 +119,7 @@ function membersOf(cls: Cls): Map<string, Member> {
       const name = storage.getTargetValidatorConstraints(m.constraintCls)[0]?.name ?? '?';
       member.constraints.push({ name, message: typeof m.message === 'function' ? '' : String(m.message ?? '') });
     } else if (m.type === 'nestedValidation') {
-      member.nested = defaultMetadataStorage.findTypeMetadata(cls, m.propertyName)?.typeFunction() as Cls;
+      member.nested = defaultMetadataStorage.findTypeMetadata(cls, m.propertyName)?.typeFunction() ?? null;
     }
   }
   return members;

@@ -83,8 +83,8 @@ function run(cmd: string, args: string[], options: { cwd?: string; input?: Buffe
     let stdout = '';
     let stderr = '';
     let timedOut = false;
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    proc.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    proc.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
     const timer = setTimeout(() => {
       timedOut = true;
       try {
@@ -101,8 +101,8 @@ function run(cmd: string, args: string[], options: { cwd?: string; input?: Buffe
       clearTimeout(timer);
       resolve({ code, signal, timedOut, stdout, stderr });
     });
-    proc.stdin!.on('error', () => undefined);
-    proc.stdin!.end(options.input ?? '');
+    proc.stdin.on('error', () => undefined);
+    proc.stdin.end(options.input ?? '');
   });
 }
 

@@ -173,8 +173,8 @@ describeFuse('FUSE mount with a hung node', () => {
     mounts.push(m);
     let out = '';
     let err = '';
-    proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-    proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
     await waitFor(() => out.includes(`mounted on ${dir}`), 20_000).catch((e) => {
       throw new Error(`${(e as Error).message}\nstdout: ${out}\nstderr: ${err}`);
     });

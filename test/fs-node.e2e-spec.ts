@@ -8,9 +8,9 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
-import { FsPeer, runFsNode, sha256, startFsNode } from './helpers/fs-peer';
+import { FsPeer, Payload, runFsNode, sha256, startFsNode } from './helpers/fs-peer';
 import { cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
 
 const O = { RDONLY: 0, WRONLY: 1, RDWR: 2, CREAT: 0o100, EXCL: 0o200, TRUNC: 0o1000, APPEND: 0o2000, NOFOLLOW: 0o400000 };
@@ -294,8 +294,9 @@ describe('operations on a real directory (PROTOCOL.md 8)', () => {
     const file = join(work, 'setattr.txt');
     fs.writeFileSync(file, '0123456789');
     const { attr } = await p.call('lookup', { node: root }, { name: 'setattr.txt' });
-    const mt = 1_600_000_000_123_456_789;
-    const at = 1_500_000_000_987_654_321;
+    // nanoseconds, each exact as a double
+    const mt = 1_600_000_000_123_456_768;
+    const at = 1_500_000_000_987_654_400;
     const r = await p.call('setattr', { node: attr.id }, { mode: 0o640, mt, at });
     const st = fs.statSync(file, { bigint: true });
     expect(Number(st.mode) & 0o7777).toBe(0o640);
@@ -674,7 +675,7 @@ describe('invalidation events (PROTOCOL.md 8 "Events")', () => {
   let b: FsPeer;
   let bystander: FsPeer;
   let dir: number;
-  let file: Record<string, any>;
+  let file: Payload;
   const d = () => join(work, 'shared');
 
   beforeAll(async () => {

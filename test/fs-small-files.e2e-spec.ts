@@ -18,7 +18,7 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 import { FsPeer, startFsNode } from './helpers/fs-peer';
 import { fuseUnavailable, killMount, runMount } from './helpers/fs-mount';
@@ -87,8 +87,8 @@ async function startMount(url: string, args: string[] = [], env: NodeJS.ProcessE
   });
   let out = '';
   let err = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   const m = { proc, dir: join(mnt, 'w'), mnt };
   mounts.push(m);
   await waitFor(() => out.includes(`mounted on ${mnt}`), 20_000).catch((e) => {

@@ -126,7 +126,7 @@ describeFuse('FUSE mount', () => {
     mkdirSync(mnt2);
     const second = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', mnt2], { stdio: ['ignore', 'pipe', 'pipe'] });
     let o2 = '';
-    second.stdout!.setEncoding('utf8').on('data', (d: string) => (o2 += d));
+    second.stdout.setEncoding('utf8').on('data', (d: string) => (o2 += d));
     try {
       await waitFor(() => o2.includes('mounted on'), 20_000);
       expect(ino(mnt2)).toBe(ino(mnt));
@@ -182,7 +182,7 @@ describeFuse('FUSE mount', () => {
   it('cleans a stale mount left by a killed run, with a message', async () => {
     const again = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', mnt], { stdio: ['ignore', 'pipe', 'pipe'] });
     let o = '';
-    again.stdout!.setEncoding('utf8').on('data', (d: string) => (o += d));
+    again.stdout.setEncoding('utf8').on('data', (d: string) => (o += d));
     await waitFor(() => o.includes('mounted on'), 20_000);
     again.kill('SIGKILL');
     await new Promise((r) => again.once('exit', r));
@@ -190,8 +190,8 @@ describeFuse('FUSE mount', () => {
     const third = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', mnt], { stdio: ['ignore', 'pipe', 'pipe'] });
     let o3 = '';
     let e3 = '';
-    third.stdout!.setEncoding('utf8').on('data', (d: string) => (o3 += d));
-    third.stderr!.setEncoding('utf8').on('data', (d: string) => (e3 += d));
+    third.stdout.setEncoding('utf8').on('data', (d: string) => (o3 += d));
+    third.stderr.setEncoding('utf8').on('data', (d: string) => (e3 += d));
     await waitFor(() => o3.includes('mounted on'), 20_000);
     expect(e3).toContain(`cleaned a stale FUSE mount at ${mnt}`);
     expect(sh('ls', ['-1', mnt]).trim().split('\n')).toContain('b');
@@ -204,7 +204,7 @@ describeFuse('FUSE mount', () => {
   it('ends by itself (exit 0) when its mount point is unmounted from outside with fusermount -u', async () => {
     const m = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', mnt], { stdio: ['ignore', 'pipe', 'pipe'] });
     let o = '';
-    m.stdout!.setEncoding('utf8').on('data', (d: string) => (o += d));
+    m.stdout.setEncoding('utf8').on('data', (d: string) => (o += d));
     await waitFor(() => o.includes('mounted on'), 20_000);
     const exited = new Promise<number | null>((r) => m.once('exit', (code) => r(code)));
     const t0 = Date.now();

@@ -4,7 +4,7 @@
  * Prometheus text, /metrics.json equal in figures to control.metrics. Also graceful SIGTERM.
  */
 import { spawn } from 'node:child_process';
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; type: string; metrics: Array<{ value?: string; labels?: Record<string, string>; buckets?: unknown }> }>;
 import { closeSessions, joinNode, ProjectDetail, session } from './helpers/control';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, startSvc, USER_TOKEN, waitFor } from './helpers/processes';

@@ -285,8 +285,8 @@ describe('encryption keys', () => {
     expect(digest(dir)).toBe(before);
     // a healthy SQLite database of another application
     rmSync(join(dir, 'state.db'));
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const Database = require('better-sqlite3');
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- only this test opens a database itself
+    const Database = require('better-sqlite3') as typeof import('better-sqlite3');
     const foreign = new Database(join(dir, 'state.db'));
     foreign.exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) VALUES ('alice')");
     foreign.close();

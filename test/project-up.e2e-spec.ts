@@ -4,7 +4,7 @@
  * and remove mounts, prune off, dry run, nodes by name and by id, all or nothing on an invalid
  * entry, the operator gate and the user role.
  */
-import { Client, closeSessions, Credentials, failure, joinNode, session } from './helpers/control';
+import { Client, closeSessions, Credentials, failure, session } from './helpers/control';
 import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';
 
 const OP = 'op-secret-project-up';

@@ -6,6 +6,8 @@
  * 1 s; one invite redeemed on both joins one node; the database stopped and started again is
  * ridden out without a restart. Skipped, saying why, where PostgreSQL is not installed.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
 import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
 import { replicaCycles } from './helpers/kill9';
@@ -50,7 +52,7 @@ async function sweeperOf(replicas: Running[]): Promise<number> {
     }
     return undefined;
   }, 8000, 250);
-  return found!.index;
+  return found.index;
 }
 
 maybe('replicas on one PostgreSQL', () => {
@@ -153,8 +155,6 @@ maybe('replicas on one PostgreSQL', () => {
     const env = { SVC_DATABASE_URL: url, SVC_ADMIN_TOKEN: '', SVC_USER_TOKEN: '' };
     const a = await startSvc({ env });
     const b = await startSvc({ env });
-    const { readFileSync } = await import('node:fs');
-    const { join } = await import('node:path');
     const tokens = JSON.parse(readFileSync(join(a.stateDir, 'auth_tokens.json'), 'utf8')) as { admin_token: string; user_token: string };
     const connect = (url: string, token: string) => ControlClient.connect({ url, token, connectTimeoutMs: 3000 });
     const ca = await connect(a.url, tokens.admin_token);
@@ -238,7 +238,6 @@ maybe('replicas on one PostgreSQL', () => {
 maybe('kill -9 durability with two replicas', () => {
   const seed = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : Math.floor(Math.random() * 2 ** 31);
   it('30 cycles: a replica SIGKILLed at a random instant loses nothing acknowledged, the other keeps serving', async () => {
-    // eslint-disable-next-line no-console
     console.log(`replica kill -9 cycles: FUZZ_SEED=${seed}`);
     await replicaCycles(await pg!.newDatabase(), 30, seed);
   }, 240_000);

@@ -12,10 +12,9 @@
 import { spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ControlClient, ControlError } from '../libs/client/src';
+import { ControlClient } from '../libs/client/src';
 import { closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { prng } from './helpers/prng';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, sleep, startSvc, tmpDir, USER_TOKEN } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, startSvc, tmpDir, USER_TOKEN } from './helpers/processes';
 import { encodedForms, findSecrets, listTree } from './helpers/state-files';
 import { killCycles } from './helpers/kill9';
 

@@ -17,7 +17,7 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes, X509Certificate } from 'node:crypto';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ClientTls, ControlClient, FsClient, loadClientTls } from '../libs/client/src';
+import { ClientTls, FsClient, loadClientTls } from '../libs/client/src';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
 import { fuseUnavailable, runMount } from './helpers/fs-mount';
 import { makeCa, opensslMissing, peerFingerprint, recordingProxy, TestCa, unmaskedClientPayloads } from './helpers/tls';
@@ -57,8 +57,8 @@ async function fuseMount(args: string[]): Promise<{ dir: string; proc: ChildProc
   const proc = spawn(process.execPath, [BIN.fsMount, ...args, 'mount', dir], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SVC_AUTH_TOKEN: '', SVC_TLS_CA: '' } });
   let out = '';
   let err = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   await waitFor(() => out.includes(`mounted on ${dir}`) || proc.exitCode !== null, 20_000);
   if (!out.includes(`mounted on ${dir}`)) throw new Error(`mount failed: ${out} ${err}`);
   return {

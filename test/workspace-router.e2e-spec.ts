@@ -19,7 +19,6 @@ let admin: ControlClient;
 let dirA: string;
 let dirB: string;
 let nodeA: Running;
-let nodeB: Running;
 let credsA: Credentials;
 let credsB: Credentials;
 let projectId: string;
@@ -47,7 +46,8 @@ beforeAll(async () => {
   writeFileSync(join(dirB, 'who'), 'served by B\n');
   credsA = await joinNode(admin, 'node-a', 600_000);
   credsB = await joinNode(admin, 'node-b', 600_000);
-  [nodeA, nodeB] = await Promise.all([startNode(credsA, dirA), startNode(credsB, dirB)]);
+  // node B runs until the end (killAll)
+  [nodeA] = await Promise.all([startNode(credsA, dirA), startNode(credsB, dirB)]);
   const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'workspace-e2e' });
   projectId = project.project_id;
   projectToken = project.project_token;

@@ -45,6 +45,7 @@ const MIN_MSIZE = 4096;
 const DEFAULT_MSIZE = 65536;
 /** Envelope overhead reserved inside msize, bytes. */
 const OVERHEAD = 512;
+// eslint-disable-next-line no-control-regex -- a name holds neither "/" nor NUL
 const NAME = /^[^/\u0000]{1,255}$/;
 
 /** The runtime state of a session (created by `acheron.t_version`). */
@@ -54,7 +55,8 @@ export function runtimeLocals(session: WsSession): RuntimeLocals {
     locals = { msize: DEFAULT_MSIZE, fids: new Map(), pending: new Map() };
     session.locals.set(RUNTIME_LOCALS, locals);
     session.once('close', () => {
-      for (const fid of locals!.fids.values()) void fid.open?.routed?.close();
+      // Nobody is left to tell of a close that fails (its node gone): it must not reject unhandled.
+      for (const fid of locals!.fids.values()) fid.open?.routed?.close().catch(() => undefined);
       locals!.fids.clear();
     });
   }
@@ -113,7 +115,8 @@ export class AcheronGateway {
     }
     const locals = runtimeLocals(session);
     locals.msize = Math.max(MIN_MSIZE, Math.min(requested, Math.floor(this.config.maxMessageBytes / 2)));
-    for (const fid of locals.fids.values()) void fid.open?.routed?.close();
+    // A new version drops every fid; a close that fails there (its node gone) is not reported.
+    for (const fid of locals.fids.values()) fid.open?.routed?.close().catch(() => undefined);
     locals.fids.clear();
     session.runtime = 'versioned';
     return { msize: locals.msize, version: ACHERON_VERSION };

@@ -165,7 +165,7 @@ export class ProjectRoutesService {
       const r = new WorkspaceRouter(source, { ...this.config.fsDeadlines, connect: (o) => FsClient.connect({ ...o, tls }) });
       router = r.start().then(() => r);
       routers.set(projectId, router);
-      router.catch(() => routers!.delete(projectId));
+      router.catch(() => routers.delete(projectId));
     }
     return new ProjectFs(await router, `project ${projectId}`);
   }

@@ -17,10 +17,10 @@ it('AUDITED_OPERATIONS matches the @Audited() handlers, and every protected oper
   const marked: string[] = [];
   for (const gw of [ControlGateway, ProjectsGateway, CatalogGateway, AuditGateway]) {
     for (const name of Object.getOwnPropertyNames(gw.prototype)) {
-      const fn = (gw.prototype as Record<string, unknown>)[name];
+      const fn: unknown = Object.getOwnPropertyDescriptor(gw.prototype, name)?.value;
       if (typeof fn !== 'function') continue;
-      const type = Reflect.getMetadata(MESSAGE_METADATA, fn);
-      if (type && Reflect.getMetadata(AUDITED, fn)) marked.push(type);
+      const type: unknown = Reflect.getMetadata(MESSAGE_METADATA, fn);
+      if (typeof type === 'string' && Reflect.getMetadata(AUDITED, fn)) marked.push(type);
     }
   }
   expect(marked.sort()).toEqual([...AUDITED_OPERATIONS].sort());

@@ -42,7 +42,7 @@ export class AuthTokensService implements OnModuleInit {
       if (local || !this.tokens || !changes.role_tokens) return;
       for (const [role, record] of changes.role_tokens) {
         if (!record || (role === 'admin' ? this.config.adminToken : this.config.userToken) !== null) continue;
-        this.tokens = { ...this.tokens, [`${role}_token`]: record.token } as TokenFile;
+        this.tokens = { ...this.tokens, [`${role}_token`]: record.token };
       }
       this.writeFile();
     });
@@ -87,7 +87,7 @@ export class AuthTokensService implements OnModuleInit {
     await this.store.mutate((s) => {
       s.roleTokens.put({ role, token, updated_at_ms: Date.now() });
     });
-    this.tokens = { ...this.tokens!, [`${role}_token`]: token } as TokenFile;
+    this.tokens = { ...this.tokens!, [`${role}_token`]: token };
     this.writeFile();
     this.logger.log({ msg: `${role} token rotated` });
     return { role, token };

@@ -10,10 +10,10 @@ it('PROTECTED_OPERATIONS matches the @Protected() handlers', () => {
   const marked: string[] = [];
   for (const gw of [ControlGateway, ProjectsGateway, CatalogGateway]) {
     for (const name of Object.getOwnPropertyNames(gw.prototype)) {
-      const fn = (gw.prototype as Record<string, unknown>)[name];
+      const fn: unknown = Object.getOwnPropertyDescriptor(gw.prototype, name)?.value;
       if (typeof fn !== 'function') continue;
-      const type = Reflect.getMetadata(MESSAGE_METADATA, fn);
-      if (type && Reflect.getMetadata('svc:gate:operator', fn)) marked.push(type);
+      const type: unknown = Reflect.getMetadata(MESSAGE_METADATA, fn);
+      if (typeof type === 'string' && Reflect.getMetadata('svc:gate:operator', fn)) marked.push(type);
     }
   }
   expect(marked.sort()).toEqual([...PROTECTED_OPERATIONS].sort());

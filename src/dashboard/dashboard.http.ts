@@ -29,7 +29,7 @@ import type { TLSSocket } from 'node:tls';
 import { HttpExtension, UpgradeVerdict } from '@svc/transport';
 import { AuditService } from '../audit/audit.service';
 import { AuthTokensService } from '../control/auth-tokens.service';
-import { appShell, signInPage, SignInNotice, STYLE_CSS } from './pages';
+import { appShell, signInPage, STYLE_CSS } from './pages';
 import { SignInLimiter } from './sign-in-limiter';
 import { UI_SESSION_COOKIE, UI_SESSION_TTL_MS, UiSessionsService } from './ui-sessions.service';
 
@@ -42,7 +42,7 @@ const MAX_FORM_BYTES = 4096;
 /** Where `npm run build` puts the compiled browser modules (ui/ -> dist/ui). */
 const DEFAULT_ASSET_DIR = join(__dirname, '..', '..', 'ui');
 /** A host header we are willing to repeat in the CSP: host name or address, optional port. */
-const HOST_RE = /^[A-Za-z0-9.\-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
+const HOST_RE = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
 
 /** How a request's `Origin` relates to the server it was sent to. */
 export type OriginCheck = 'absent' | 'same' | 'cross';

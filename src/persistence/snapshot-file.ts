@@ -44,7 +44,7 @@ interface SnapshotFile {
  * @throws StateLoadError naming the file: unreadable, not a snapshot, encrypted without a key,
  *   or a wrong key (the file is never changed)
  */
-export async function readSnapshotFile(file: string, key: Buffer | null): Promise<unknown | null> {
+export async function readSnapshotFile(file: string, key: Buffer | null): Promise<unknown> {
   let text: string;
   try {
     text = await readFile(file, 'utf8');

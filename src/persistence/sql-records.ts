@@ -104,9 +104,9 @@ const PRUNE_CHUNK = 2000;
 const ROWS_PER_INSERT = 200;
 
 // The schema is built from TABLES at run time, so the builder is used untyped here.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: no static schema type
 type Db = Kysely<any>;
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: no static schema type
 type Tx = Transaction<any>;
 
 /** Records over a Kysely database (either engine). */
@@ -140,6 +140,7 @@ export class SqlRecords {
       migrationLockTableName: 'svc_migration_lock',
     });
     const { error } = await migrator.migrateToLatest();
+    // eslint-disable-next-line @typescript-eslint/no-base-to-string -- String() is the fallback for a value that is not an Error
     if (error) throw new StateLoadError(`cannot migrate the state store: ${(error as Error).message ?? String(error)}`);
   }
 

@@ -156,8 +156,8 @@ export class StateDraft implements StateView {
   /** Moves another draft's writes (made over this one) into this one. */
   merge(child: StateDraft): void {
     for (const t of TABLE_NAMES) {
-      const mine = this.table(t) as DraftTable<TableName>;
-      const theirs = child.table(t) as DraftTable<TableName>;
+      const mine = this.table(t);
+      const theirs = child.table(t);
       for (const [id, r] of theirs.writes) mine.writes.set(id, r);
       for (const id of theirs.touched) mine.touched.add(id);
     }

@@ -309,7 +309,7 @@ export class ControlState implements StateView {
 
   private indexMount(m: MountRecord): void {
     let p = this.byProject.get(m.project_id);
-    if (!p) this.byProject.set(m.project_id, (p = new Map()));
+    if (!p) this.byProject.set(m.project_id, (p = new Map<string, MountRecord>()));
     p.set(m.mount_id, m);
     this.sortedByProject.delete(m.project_id);
     let n = this.byNode.get(m.node_id);

@@ -1,3 +1,5 @@
+// jest's own typed expect: its asymmetric matchers (expect.stringContaining) are not `any`
+import { expect } from '@jest/globals';
 import { Logger } from '@nestjs/common';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -54,7 +56,9 @@ describe('StateService.mutate', () => {
     await store.open();
     return state;
   };
-  beforeAll(() => Logger.overrideLogger(false));
+  beforeAll(() => {
+    Logger.overrideLogger(false);
+  });
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'state-svc-'));
     disk = new GatedStore({ dir, key: null });

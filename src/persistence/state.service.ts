@@ -151,7 +151,7 @@ export class StateService {
    *   another reason (nothing changed either way)
    */
   mutate<T>(fn: (draft: StateDraft) => T): Promise<T> {
-    return this.enqueue(fn as (draft: StateDraft) => unknown, auditScope.getStore()) as Promise<T>;
+    return this.enqueue(fn, auditScope.getStore()) as Promise<T>;
   }
 
   /**

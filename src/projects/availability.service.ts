@@ -417,8 +417,8 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
       for (const cls of ['admin', 'other'] as const) {
         const v = e?.[cls];
         if (!v) continue;
-        pub!.counts[cls].mounts_total += sign;
-        pub!.counts[cls][v.selected.state] += sign;
+        pub.counts[cls].mounts_total += sign;
+        pub.counts[cls][v.selected.state] += sign;
       }
     };
     for (const [path, entry] of entries) {

@@ -202,7 +202,7 @@ export class ProjectsService {
         ...old,
         name: input.name ?? old.name,
         vision: input.vision ?? old.vision,
-        access_policy: input.access_policy?.invoke !== undefined ? ({ invoke: input.access_policy.invoke } as AccessPolicy) : old.access_policy,
+        access_policy: input.access_policy?.invoke !== undefined ? { invoke: input.access_policy.invoke } : old.access_policy,
         updated_at_ms: this.clock.now(),
       });
       return this.detail(p, s);

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Logger } from '@nestjs/common';
-import type { ServiceEntry } from '@svc/protocol';
+import type { ServiceEntry, WorkspaceStatus } from '@svc/protocol';
 import { Actor, ControlLocals } from '../common/actor';
 import { Clock } from '../common/clock';
 import { ServerConfig } from '../config';
@@ -63,7 +63,9 @@ const mounts: MountRecord[] = [
 const terminal = { service_id: 'terminal-1', capabilities: { invoke: true } } as unknown as ServiceEntry;
 
 describe('WorkspaceService topology cache (SQLite store)', () => {
-  beforeAll(() => Logger.overrideLogger(false));
+  beforeAll(() => {
+    Logger.overrideLogger(false);
+  });
   let dir: string;
   let store: StateService;
   let clock: ManualClock;
@@ -74,7 +76,7 @@ describe('WorkspaceService topology cache (SQLite store)', () => {
   /** What a service with an empty cache computes now: the reference. */
   const fresh = (actor: Actor) => new WorkspaceService(store, new ProjectsService(store, clock), clock, availability).statusOf(actor, 'p1');
   /** The encoded reply of the long-lived service, decoded. */
-  const encoded = (actor: Actor) => JSON.parse(cached.statusJson(actor, locals(), { project_id: 'p1' }).json);
+  const encoded = (actor: Actor) => JSON.parse(cached.statusJson(actor, locals(), { project_id: 'p1' }).json) as WorkspaceStatus;
 
   beforeEach(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ws-cache-'));
@@ -107,8 +109,8 @@ describe('WorkspaceService topology cache (SQLite store)', () => {
       expect(encoded(actor)).toEqual(fresh(actor)); // second answer comes from the cache
       expect(cached.statusOf(actor, 'p1')).toEqual(fresh(actor));
     }
-    expect(encoded(admin).desired_mounts.map((m: { mount_path: string }) => m.mount_path)).toContain('/t');
-    expect(encoded(user).desired_mounts.map((m: { mount_path: string }) => m.mount_path)).not.toContain('/t');
+    expect(encoded(admin).desired_mounts.map((m) => m.mount_path)).toContain('/t');
+    expect(encoded(user).desired_mounts.map((m) => m.mount_path)).not.toContain('/t');
   });
 
   it('reuses one topology while nothing changed', () => {
@@ -117,12 +119,12 @@ describe('WorkspaceService topology cache (SQLite store)', () => {
   });
 
   it('recomputes when a lease of an online mount expires, with no mutation in between', () => {
-    expect(encoded(admin).mounts.find((m: { mount_path: string }) => m.mount_path === '/t').state).toBe('online');
+    expect(encoded(admin).mounts.find((m) => m.mount_path === '/t')?.state).toBe('online');
     clock.t = T0 + 1_000; // n2's lease ends now
     const after = encoded(admin);
     expect(after).toEqual(fresh(admin));
-    expect(after.mounts.find((m: { mount_path: string }) => m.mount_path === '/t').state).toBe('degraded');
-    expect(after.mounts.find((m: { mount_path: string }) => m.mount_path === '/a').node_id).toBe('n1');
+    expect(after.mounts.find((m) => m.mount_path === '/t')?.state).toBe('degraded');
+    expect(after.mounts.find((m) => m.mount_path === '/a')?.node_id).toBe('n1');
   });
 
   it('recomputes after every mutation (lease refresh, policy change, mount removal)', async () => {
@@ -131,20 +133,20 @@ describe('WorkspaceService topology cache (SQLite store)', () => {
     await store.mutate((s) => s.nodes.put({ ...s.nodes.get('n1')!, lease_expires_at_ms: T0 + 500 }));
     await store.mutate((s) => s.nodes.put({ ...s.nodes.get('n2')!, lease_expires_at_ms: T0 + 9_000 }));
     expect(encoded(admin)).toEqual(fresh(admin));
-    expect(encoded(admin).mounts.find((m: { mount_path: string }) => m.mount_path === '/a').node_id).toBe('n2');
+    expect(encoded(admin).mounts.find((m) => m.mount_path === '/a')?.node_id).toBe('n2');
     await store.mutate((s) => s.projects.put({ ...s.projects.get('p1')!, access_policy: { invoke: 'allow' } }));
     expect(encoded(user)).toEqual(fresh(user));
-    expect(encoded(user).desired_mounts.map((m: { mount_path: string }) => m.mount_path)).toContain('/t');
+    expect(encoded(user).desired_mounts.map((m) => m.mount_path)).toContain('/t');
     await store.mutate((s) => ['m1', 'm2'].forEach((id) => s.mounts.delete(id)));
     expect(encoded(user)).toEqual(fresh(user));
-    expect(encoded(user).mounts.map((m: { mount_path: string }) => m.mount_path)).toEqual(['/gone', '/t']);
+    expect(encoded(user).mounts.map((m) => m.mount_path)).toEqual(['/gone', '/t']);
   });
 
   it('keeps the agent of each caller and the empty status for a caller without a project', () => {
     const other: Actor = { role: 'admin', agentId: 'second', sessionId: 's3' };
     expect(encoded(admin).agent_id).toBe('ops');
     expect(encoded(other).agent_id).toBe('second');
-    const none = JSON.parse(cached.statusJson({ role: 'user', agentId: 'nobody', sessionId: 's4' }, locals(), {}).json);
+    const none = JSON.parse(cached.statusJson({ role: 'user', agentId: 'nobody', sessionId: 's4' }, locals(), {}).json) as WorkspaceStatus;
     expect(none).toMatchObject({ agent_id: 'nobody', project_id: null, mounts: [] });
   });
 });

@@ -100,6 +100,7 @@ export function sha256(data: Buffer | string): string {
 export function fuseUnavailable(): string | null {
   if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
   try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional dependency: whether it loads is the question
     require('fuse-native');
   } catch (e) {
     return `fuse-native cannot load: ${(e as Error).message.split('\n')[0]}`;

@@ -9,12 +9,19 @@ import WebSocket from 'ws';
 import { encodeBinaryFrame } from '../../libs/protocol/src';
 import { BIN, startProcess, Running } from './processes';
 
+/**
+ * A payload as the node sent it, read untyped: the tests check its fields with expect(), and the
+ * peer adds no protocol types, so that they see exactly what was sent.
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above
+export type Payload = Record<string, any>;
+
 /** One reply: the envelope and, for a binary reply, its bytes. */
 export interface FsReply {
   type: string;
   tag: number;
   ok: boolean;
-  payload: Record<string, any>;
+  payload: Payload;
   error?: { errno: number; message: string; code?: string };
   data?: Buffer;
 }
@@ -22,7 +29,7 @@ export interface FsReply {
 /** A pushed event (no tag). */
 export interface FsPush {
   type: string;
-  payload: Record<string, any>;
+  payload: Payload;
   atMs: number;
 }
 
@@ -48,7 +55,7 @@ export class FsPeer {
   readonly closed: Promise<number>;
   private pushWaiters: Array<() => void> = [];
   /** The hello reply's payload (after {@link FsPeer.connect}). */
-  hello: Record<string, any> = {};
+  hello: Payload = {};
 
   private constructor(readonly ws: WebSocket) {
     ws.on('message', (raw: Buffer, isBinary: boolean) => this.onMessage(raw, isBinary));
@@ -136,7 +143,7 @@ export class FsPeer {
   }
 
   /** Like {@link send} but returns the payload, and throws {@link FsReplyError} on `acheron.err_fs`. */
-  async call(op: string, target: Record<string, unknown> = {}, payload: Record<string, unknown> = {}, data?: Buffer): Promise<Record<string, any>> {
+  async call(op: string, target: Record<string, unknown> = {}, payload: Record<string, unknown> = {}, data?: Buffer): Promise<Payload> {
     const r = await this.send(op, target, payload, data);
     if (!r.ok) throw new FsReplyError(r.error!.errno, r.error!.message, r.error!.code);
     return r.data ? { ...r.payload, data: r.data } : r.payload;
@@ -158,9 +165,9 @@ export class FsPeer {
   }
 
   /** Looks up a `/`-separated path below directory node `dir`; returns the attr of the last name. */
-  async walk(dir: number, path: string): Promise<Record<string, any>> {
-    let attr: Record<string, any> = { id: dir };
-    for (const name of path.split('/').filter(Boolean)) attr = (await this.call('lookup', { node: attr.id }, { name })).attr;
+  async walk(dir: number, path: string): Promise<Payload> {
+    let attr: Payload = { id: dir };
+    for (const name of path.split('/').filter(Boolean)) attr = (await this.call('lookup', { node: attr.id }, { name })).attr as Payload;
     return attr;
   }
 
@@ -168,9 +175,9 @@ export class FsPeer {
   async readAll(h: number, size: number, chunk = 1024 * 1024, inflight = 4): Promise<Buffer> {
     const parts: Buffer[] = [];
     for (let off = 0; off < size; off += chunk * inflight) {
-      const batch: Array<Promise<Record<string, any>>> = [];
+      const batch: Array<Promise<Payload>> = [];
       for (let i = 0; i < inflight && off + i * chunk < size; i++) batch.push(this.call('read', { h }, { off: off + i * chunk, len: chunk }));
-      for (const r of await Promise.all(batch)) parts.push(r.data ?? Buffer.from(r.data_b64 as string, 'base64'));
+      for (const r of await Promise.all(batch)) parts.push((r.data as Buffer | undefined) ?? Buffer.from(r.data_b64 as string, 'base64'));
     }
     return Buffer.concat(parts);
   }
@@ -178,7 +185,7 @@ export class FsPeer {
   /** Writes `data` through handle `h` in `chunk`-byte writes (binary frames when `binary`), up to `inflight` at once. */
   async writeAll(h: number, data: Buffer, binary: boolean, chunk = 1024 * 1024, inflight = 4): Promise<void> {
     for (let off = 0; off < data.length; off += chunk * inflight) {
-      const batch: Array<Promise<Record<string, any>>> = [];
+      const batch: Array<Promise<Payload>> = [];
       for (let i = 0; i < inflight && off + i * chunk < data.length; i++) {
         const at = off + i * chunk;
         const part = data.subarray(at, Math.min(at + chunk, data.length));
@@ -189,7 +196,7 @@ export class FsPeer {
   }
 
   /** Waits for a push of `type` matching `match`, among pushes from index `from` on. */
-  async waitPush(type: string, match: (p: Record<string, any>) => boolean = () => true, timeoutMs = 2000, from = 0): Promise<FsPush> {
+  async waitPush(type: string, match: (p: Payload) => boolean = () => true, timeoutMs = 2000, from = 0): Promise<FsPush> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const found = this.pushes.slice(from).find((p) => p.type === type && match(p.payload));

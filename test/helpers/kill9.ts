@@ -220,7 +220,6 @@ export async function replicaCycles(databaseUrl: string, cycles: number, seed: n
   }
   closeSessions();
   for (const r of replicas) await r.stop();
-  // eslint-disable-next-line no-console
   console.log(`replica kill -9 cycles (seed ${seed}): ${cycles} cycles, ${m.acked} acknowledged mutations`);
   if (m.acked <= cycles * 5) throw new Error(`too little load: ${m.acked} acknowledged mutations in ${cycles} cycles`);
 }

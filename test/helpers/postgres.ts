@@ -80,7 +80,7 @@ export async function startPostgres(): Promise<Postgres | null> {
     }
   };
   const stopServer = async (mode?: 'smart' | 'fast' | 'immediate') => {
-    const s = server as ChildProcess | null;
+    const s = server;
     server = null;
     if (!s || s.exitCode !== null) return;
     const exited = new Promise<void>((resolve) => s.once('exit', () => resolve()));

@@ -70,8 +70,8 @@ export function startProcess(script: string, args: string[], env: NodeJS.Process
   running.add(proc);
   let out = '';
   let err = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
+  proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((r) =>
     proc.once('exit', (code, signal) => {
       running.delete(proc);
@@ -87,7 +87,7 @@ export function startProcess(script: string, args: string[], env: NodeJS.Process
       const m = /listening on (\S+)/.exec(out);
       if (!m) return;
       clearTimeout(timer);
-      proc.stdout!.off('data', check);
+      proc.stdout.off('data', check);
       const ops = /"msg":"ops endpoints listening","url":"([^"]+)"/.exec(err);
       resolvePromise({
         proc,
@@ -106,7 +106,7 @@ export function startProcess(script: string, args: string[], env: NodeJS.Process
         },
       });
     };
-    proc.stdout!.on('data', check);
+    proc.stdout.on('data', check);
     void exited.then(({ code, signal }) => {
       clearTimeout(timer);
       reject(new Error(`${script} exited (${code ?? signal}) before listening\nstdout:${out}\nstderr:${err}`));
@@ -165,14 +165,17 @@ export function runCli(
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** What is left of `T` once the falsy values are taken out: what `waitFor` can return. */
+export type Truthy<T> = Exclude<T, false | 0 | 0n | '' | null | undefined>;
+
 /** Polls `fn` until it returns a truthy value or `timeoutMs` passes. */
-export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, intervalMs = 50): Promise<T> {
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, intervalMs = 50): Promise<Truthy<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
       const v = await fn();
-      if (v) return v;
+      if (v) return v as Truthy<T>;
     } catch (e) {
       last = e;
     }

@@ -24,7 +24,7 @@ export class RawPeer {
 
   private constructor(readonly ws: WebSocket) {
     ws.on('message', (data, isBinary) => {
-      this.messages.push(isBinary ? { binary: data } : (JSON.parse(data.toString()) as Received));
+      this.messages.push(isBinary ? { binary: data } : (JSON.parse((data as Buffer).toString()) as Received));
       this.wake();
     });
     this.closed = new Promise((r) =>

@@ -71,7 +71,7 @@ export async function startStubNode(mode: StubMode = 'normal'): Promise<StubNode
     });
     ws.on('message', (raw) => {
       if (node.mode === 'hung') return;
-      const msg = JSON.parse(raw.toString()) as { type: string; tag: number };
+      const msg = JSON.parse((raw as Buffer).toString()) as { type: string; tag: number };
       const reply = (type: string, payload: object) => ws.send(JSON.stringify({ channel: 'acheron', type, tag: msg.tag, ok: true, payload }));
       if (msg.type === 'acheron.t_fs_hello') {
         if (node.mode === 'mute-hello') return;

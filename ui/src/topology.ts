@@ -25,7 +25,7 @@ export function topologySvg(nodes: NodeInfo[], projects: ProjectSummary[], statu
   // Mounts on nodes that no longer exist: a "missing" box on the left.
   const missing = new Map<string, string>();
   for (const st of status.values()) for (const m of st.desired_mounts) if (!nodeIds.has(m.node_id)) missing.set(m.node_id, m.node_id);
-  const left = [...nodes.map((n) => ({ id: n.node_id, label: n.node_name, state: n.state as string })), ...[...missing.keys()].map((id) => ({ id, label: id, state: 'missing' }))];
+  const left = [...nodes.map((n) => ({ id: n.node_id, label: n.node_name, state: n.state })), ...[...missing.keys()].map((id) => ({ id, label: id, state: 'missing' }))];
   const rows = Math.max(left.length, targets.length, 1);
   const height = rows * ROW + 20;
   const svg = s('svg', { class: 'topology', viewBox: `0 0 ${WIDTH} ${height}`, role: 'img', 'aria-label': 'Topology: nodes and the mount paths they serve' });

@@ -96,7 +96,7 @@ export abstract class SessionCommand extends CommandRunner {
   /** Options with defaults from the environment applied. */
   protected resolved(options: Record<string, unknown> | undefined): ControlOptions {
     // Options given before a subcommand (`svc-control --url U acheron ls /`) belong to the root.
-    const globals = (this.command?.optsWithGlobals?.() ?? {}) as Record<string, unknown>;
+    const globals = this.command?.optsWithGlobals?.() ?? {};
     const o = { ...globals, ...(options ?? {}) } as Partial<ControlOptions>;
     return {
       url: o.url ?? process.env.SVC_URL ?? DEFAULT_URL,

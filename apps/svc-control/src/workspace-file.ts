@@ -55,7 +55,7 @@ export interface WorkspaceFile {
 const TOP_FIELDS = ['name', 'vision', 'access_policy', 'mounts', 'prune', 'activate'];
 const MOUNT_FIELDS = ['mount_path', 'node_id', 'node_name', 'export_name'];
 const IDENT = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- matching control characters is its purpose
 const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /** What a field that is not allowed gets told. */
@@ -99,13 +99,13 @@ export function parseWorkspaceFile(text: string, file: string): WorkspaceFile {
         const child = field ? `${field}.${String(pair.key.value)}` : String(pair.key.value);
         const keyLine = lineAt(pair.key.range?.[0]);
         if (keyLine !== null) lines.set(child, keyLine);
-        if (pair.value && (isMap(pair.value) || isSeq(pair.value))) mark(pair.value as YamlNode, child);
+        if (pair.value && (isMap(pair.value) || isSeq(pair.value))) mark(pair.value, child);
       }
     } else if (isSeq(node)) {
       node.items.forEach((item, i) => mark(item as YamlNode, `${field}[${i}]`));
     }
   };
-  mark(doc.contents as YamlNode | null, '');
+  mark(doc.contents, '');
   const lineOf = (field: string): number | null => {
     for (let f: string | null = field; f; f = parent(f)) {
       const line = lines.get(f);
@@ -184,7 +184,7 @@ export function parseWorkspaceFile(text: string, file: string): WorkspaceFile {
     }
     str(`${at}.export_name`, entry.export_name, true);
     if (!IDENT.test(entry.export_name as string)) bad(`${at}.export_name`, 'must be identifier-safe (A-Z a-z 0-9 . _ -, not starting with ".")');
-    const node = entry.node_id !== undefined ? `id:${String(entry.node_id)}` : `name:${String(entry.node_name)}`;
+    const node = entry.node_id !== undefined ? `id:${entry.node_id as string}` : `name:${entry.node_name as string}`;
     const key = `${path}\0${node}`;
     const first = seen.get(key);
     if (first !== undefined) {

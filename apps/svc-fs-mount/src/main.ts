@@ -9,4 +9,5 @@
  */
 import { runBundled } from '../../../libs/ops/src/bundled-program';
 
+// eslint-disable-next-line @typescript-eslint/no-require-imports -- program.ts is loaded only when there is no bundle to run
 runBundled(__dirname, () => require('./program'));

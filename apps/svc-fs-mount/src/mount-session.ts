@@ -19,7 +19,7 @@ export class MountSession {
   globalOptions(command: Command): GlobalOptions {
     let root = command;
     while (root.parent) root = root.parent;
-    return root.opts() as GlobalOptions;
+    return root.opts<GlobalOptions>();
   }
 
   /**

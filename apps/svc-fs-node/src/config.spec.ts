@@ -62,8 +62,8 @@ describe('svc-fs-node configuration', () => {
     [['--auth-token', ''], /must not be empty/],
     [['--bogus'], /Unknown option/],
   ])('rejects %j', (argv, message) => {
-    expect(() => loadFsNodeConfig(argv as string[], {}, dir)).toThrow(ConfigError);
-    expect(() => loadFsNodeConfig(argv as string[], {}, dir)).toThrow(message as RegExp);
+    expect(() => loadFsNodeConfig(argv, {}, dir)).toThrow(ConfigError);
+    expect(() => loadFsNodeConfig(argv, {}, dir)).toThrow(message);
   });
 
   it('refuses a terminal without FS session auth in standalone mode', () => {

@@ -8,6 +8,7 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { readFileSync } from 'node:fs';
+import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { ExportDefinition, FsEndpointProfile, FsMetrics, FsNodeOptions, LocalDirBackend, TerminalBackend } from '@svc/fs';
@@ -103,7 +104,7 @@ export async function serve(config: FsNodeConfig): Promise<void> {
     } catch (e) {
       die(`cannot listen on ${config.bind}:${config.metricsPort} (SVC_METRICS_PORT): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
     }
-    const addr = app.getHttpServer().address();
+    const addr = (app.getHttpServer() as Server).address();
     logger.log({ msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` }, 'Bootstrap');
   } else {
     await app.init();

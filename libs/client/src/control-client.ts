@@ -73,7 +73,8 @@ export class ControlClient extends EventEmitter {
   ) {
     super();
     ws.on('message', (data, isBinary) => {
-      if (!isBinary) this.onMessage(data.toString());
+      // a Buffer: the socket's binaryType is the default, 'nodebuffer'
+      if (!isBinary) this.onMessage((data as Buffer).toString());
     });
     ws.on('close', (code, reason) => {
       this.closed = true;
@@ -197,7 +198,7 @@ export class ControlClient extends EventEmitter {
     const hasTag = msg.channel === 'acheron' && typeof msg.tag === 'number';
     const p = hasId ? this.pending.get(msg.id as number) : hasTag ? this.pendingTags.get(msg.tag as number) : undefined;
     if (!p) {
-      if (!('ok' in msg)) this.emit('event', msg.type as string, msg.payload);
+      if (!('ok' in msg)) this.emit('event', msg.type, msg.payload);
       else if (msg.ok === false) this.emit('stray_error', msg.error);
       return;
     }

@@ -4,6 +4,8 @@
  * SIGSTOPped node), answer late while still answering pings (a busy node), or push without
  * ponging.
  */
+// jest's own typed expect: its asymmetric matchers (expect.stringContaining) are not `any`
+import { expect } from '@jest/globals';
 import { performance } from 'node:perf_hooks';
 import { StubMode as Mode, StubNode as Peer, startStubNode as startPeer } from '../../../test/helpers/stub-fs-node';
 import { ConnectionError } from './connection-error';

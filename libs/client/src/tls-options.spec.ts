@@ -1,3 +1,5 @@
+// jest's own typed expect: its asymmetric matchers (expect.stringContaining) are not `any`
+import { expect } from '@jest/globals';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -37,6 +37,6 @@ export function useDataPathGc(): void {
   if (applied || (globalThis as Record<symbol, unknown>)[RECORDING_CODE_CACHE] === true) return;
   applied = true;
   // Loaded here, not at start-up: `node:v8` costs about 2 ms to load.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded on first use, as the comment above says
   (require('node:v8') as typeof import('node:v8')).setFlagsFromString('--no-incremental-marking');
 }

@@ -50,7 +50,7 @@ const LEGACY_PREFIXES: Array<[string, string]> = [
 ];
 const LEGACY_EXACT: Record<string, string> = { 'acheron.fs_error': 'acheron.err_fs' };
 
-const TYPE_SHAPE = /^[A-Za-z0-9_.\-]{1,128}$/;
+const TYPE_SHAPE = /^[A-Za-z0-9_.-]{1,128}$/;
 
 /** Deepest nesting of objects and arrays accepted in a message (PROTOCOL.md 3; deeper is an envelope error). */
 export const MAX_NESTING = 64;

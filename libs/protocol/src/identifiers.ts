@@ -3,13 +3,16 @@
  */
 import { ProtocolError } from './errors';
 
-const IDENTIFIER_SAFE = /^[A-Za-z0-9_\-][A-Za-z0-9._\-]{0,127}$/;
+const IDENTIFIER_SAFE = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
 
 /**
  * Identifier-safe: 1 to 128 characters of `A-Z a-z 0-9 . _ -`, not starting with `.`
- * (PROTOCOL.md 4).
+ * (PROTOCOL.md 4). Given a string, it narrows nothing: false means a string that is not
+ * identifier-safe, not "not a string".
  */
-export function isIdentifierSafe(value: unknown): value is string {
+export function isIdentifierSafe(value: string): boolean;
+export function isIdentifierSafe(value: unknown): value is string;
+export function isIdentifierSafe(value: unknown): boolean {
   return typeof value === 'string' && IDENTIFIER_SAFE.test(value);
 }
 
@@ -18,7 +21,7 @@ export function isAbsolutePath(value: unknown): value is string {
   return typeof value === 'string' && value.startsWith('/');
 }
 
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- matching control characters is its purpose
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
 /**

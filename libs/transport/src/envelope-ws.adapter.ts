@@ -276,11 +276,22 @@ export class EnvelopeWsAdapter extends WsAdapter {
       // Negotiation frames are handled strictly in order, so a pipelined
       // version/connect pair sees the phase its predecessor set.
       session.negotiationChain = session.negotiationChain.then(() =>
-        session.isOpen ? this.handle(session, frame, received) : undefined,
+        session.isOpen ? this.handleLogged(session, frame, received) : undefined,
       );
     } else {
-      void this.handle(session, frame, received);
+      void this.handleLogged(session, frame, received);
     }
+  }
+
+  /**
+   * {@link handle}, never rejecting: a handler's error is answered there, but what fails around
+   * it (encoding or sending the reply) would reject with nobody to catch it, which ends the
+   * process, and would stop the negotiation chain. It is logged instead.
+   */
+  private handleLogged(session: WsSession, frame: Frame, received: number): Promise<void> {
+    return this.handle(session, frame, received).catch((e: unknown) => {
+      this.log.error({ session: session.id, type: frame.type, msg: `request failed outside its handler: ${(e as Error).message}` });
+    });
   }
 
   private async handle(session: WsSession, frame: Frame, received: number): Promise<void> {

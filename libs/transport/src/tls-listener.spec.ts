@@ -73,7 +73,7 @@ describeWithOpenssl('ServerTls: rotation without a restart', () => {
     renameSync(join(dir, 'c.tmp'), files().certFile);
   };
 
-  let logs: jest.SpyInstance;
+  let logs: jest.SpyInstance<void, unknown[]>;
   beforeAll(async () => {
     logs = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
     ca = makeCa();

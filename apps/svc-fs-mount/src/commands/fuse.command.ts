@@ -46,7 +46,7 @@ export function loadFuse(): FuseConstructor {
   if (!existsSync('/dev/fuse')) throw new UsageError(`FUSE is not available here: /dev/fuse is missing (load the fuse module, or give a container --device /dev/fuse); mounting needs ${FUSE_PACKAGES}`);
   let Fuse: FuseConstructor;
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional dependency, loaded only for a FUSE mount; its absence is reported
     Fuse = require('fuse-native') as FuseConstructor;
   } catch (e) {
     throw new UsageError(`FUSE support is not installed (${(e as Error).message.split('\n')[0]}): mounting needs ${FUSE_PACKAGES}`);
@@ -54,7 +54,7 @@ export function loadFuse(): FuseConstructor {
   // Built by scripts/fuse-native-build.cjs: times cross in µs (else ms, as published).
   try {
     const binding = join(dirname(require.resolve('fuse-native')), 'build', 'Release', 'fuse.node');
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the native binding, at a path known only at run time
     if ((require(binding) as { svc_time_unit_us?: number }).svc_time_unit_us === 1) setFuseTimeUnitNs(1e3);
   } catch {
     // the prebuilt binding: ms

@@ -97,7 +97,7 @@ export function loadManifestFile(file: string): ServiceEntry[] {
   } catch (e) {
     throw new ManifestError(`${file}: ${(e as Error).message}`);
   }
-  const list = typeof doc === 'object' && doc !== null && !Array.isArray(doc) && 'services' in doc ? (doc as { services: unknown }).services : [doc];
+  const list = typeof doc === 'object' && doc !== null && !Array.isArray(doc) && 'services' in doc ? doc.services : [doc];
   try {
     return validateServiceEntries(list);
   } catch (e) {

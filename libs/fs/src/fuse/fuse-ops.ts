@@ -170,6 +170,7 @@ export class FuseOperations {
     const state = this.handles.get(fd);
     if (!state) throw new FsError(Errno.EBADF);
     const e = state.writes.takeError();
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows what a background write threw, as it was
     if (e) throw e;
     state.reads.reset(true);
     // Other handles of the file must not answer reads from what they hold of its old content.
@@ -201,6 +202,7 @@ export class FuseOperations {
 
   /** The operations object for fuse-native (`new Fuse(mountpoint, ops, options)`). */
   table(): Record<string, (...args: never[]) => void> {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- a short name, like R, C, H and P, for the operations below
     const f = this;
     const R = this.router;
     const C = this.caches;

@@ -34,7 +34,10 @@ function tree() {
     },
   };
   const caches = new FuseCaches(router, 60_000);
-  return { caches, listed, hold: (p: Promise<void>) => (gate = p) };
+  const hold = (p: Promise<void>) => {
+    gate = p;
+  };
+  return { caches, listed, hold };
 }
 
 const settle = () => new Promise((r) => setImmediate(r));

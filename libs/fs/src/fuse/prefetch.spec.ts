@@ -371,7 +371,10 @@ describe('FuseCaches: attributes in bulk', () => {
         return entries;
       },
     };
-    return { router, calls, hold: (p: Promise<void>) => (gate = p) };
+    const hold = (p: Promise<void>) => {
+      gate = p;
+    };
+    return { router, calls, hold };
   }
 
   it('lists a directory once after three misses there; later names come from the listing, missing ones are ENOENT', async () => {

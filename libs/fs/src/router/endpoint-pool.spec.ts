@@ -4,6 +4,8 @@
  * timeout per call, is reconnected in the background, and serves again by itself once it
  * answers; a connect cut short by an operation's deadline, or a refused one, is not "hung".
  */
+// jest's own typed expect: its asymmetric matchers (expect.stringContaining) are not `any`
+import { expect } from '@jest/globals';
 import { performance } from 'node:perf_hooks';
 import { ConnectionError } from '@svc/client';
 import { startStubNode, StubNode } from '../../../../test/helpers/stub-fs-node';

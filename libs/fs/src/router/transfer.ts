@@ -132,6 +132,7 @@ export async function writeFileFrom(router: WorkspaceRouter, path: string, input
   const blocks = new BufferPool(BINARY_HEADER_ROOM + chunk, inFlight + 1);
   const send = async (data: Uint8Array | FramedData, block?: Buffer) => {
     while (pending.size >= inFlight) await Promise.race(pending);
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows what an earlier write threw, as it was
     if (failure) throw failure;
     const p = router.write(fh, off, data);
     off += data instanceof Uint8Array ? data.length : data.len;
@@ -167,6 +168,7 @@ export async function writeFileFrom(router: WorkspaceRouter, path: string, input
       if (fill > 0) await send({ buf, len: fill }, buf);
     }
     await Promise.allSettled([...pending]);
+    // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows what a write threw, as it was
     if (failure) throw failure;
     if (options.fsync) await router.fsync(fh);
   } catch (e) {

@@ -40,14 +40,18 @@ import { EndpointPool, EndpointPoolOptions, EndpointSession } from './endpoint-p
 import { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, DirEntry, InvalDirEvent, InvalEvent, NodeKind, OpenFlags, SetAttr, StatFs } from './fs-types';
 import { InvalFanout } from './inval-fanout';
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- named in the module comment's {@link}
 import type { LookupCache } from './lookup-cache';
 import { DEFAULT_LOOKUP_CACHE_ENTRIES } from './lookup-cache';
 import { MountTable, Resolution } from './mount-table';
 import { DEFAULT_OPEN_READ_BYTES, OpenFiles } from './open-files';
 import { isStale, retryStale, walk } from './path-walk';
 import { normalizePath, relJoin, relSplit, splitParent } from './paths';
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- named in the comments' {@link} and @throws
 import type { MountUnavailableError } from './router-errors';
-import type { DirInval, FailoverEvent, PathInval, RouterEmit, TopologyChange, UnavailableEvent } from './router-events';
+import type { RouterEmit, TopologyChange } from './router-events';
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- named in the module comment's {@link}
+import type { DirInval, FailoverEvent, PathInval, UnavailableEvent } from './router-events';
 import { describeMounts, MountStatus, ProbeResult, probeMounts } from './router-status';
 import { Topology } from './topology';
 import { TopologySource } from './topology-source';

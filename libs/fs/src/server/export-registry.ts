@@ -66,6 +66,6 @@ export class ExportRegistry {
 
   /** Releases every backend (shutdown). */
   async close(): Promise<void> {
-    await Promise.all(this.all().map((e) => e.backend.close?.().catch(() => undefined)));
+    await Promise.all(this.all().map((e) => Promise.resolve(e.backend.close?.()).catch(() => undefined)));
   }
 }

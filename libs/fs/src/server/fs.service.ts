@@ -415,7 +415,7 @@ export class FsService implements OnModuleDestroy {
         }
       }
     });
-    const data: Array<Buffer | undefined> = new Array(names.length);
+    const data = new Array<Buffer | undefined>(names.length);
     const results = reads.length > 0 ? await readSmallFiles(path, reads.map(({ i }) => names[i]), reads.map(({ reserved }) => reserved)) : [];
     reads.forEach(({ i }, k) => {
       const r = results[k];

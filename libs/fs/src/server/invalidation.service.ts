@@ -175,7 +175,10 @@ export class InvalidationService implements OnModuleDestroy {
   private onRaw(dir: FsNode, event: FsWatchEvent): void {
     if (this.stopped || !dir.live) return;
     let names = this.raw.get(dir);
-    if (!names) this.raw.set(dir, (names = new Map()));
+    if (!names) {
+      names = new Map();
+      this.raw.set(dir, names);
+    }
     const key = event.name ?? '';
     const type = names.get(key)?.type === 'rename' ? 'rename' : event.type;
     names.set(key, { type, seq: ++this.rawSeq });

@@ -47,6 +47,7 @@ export class FsNode {
   /** The path below the export root: names from the root down to this node (`[]` for the root). */
   path(): string[] {
     const names: string[] = [];
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the walk up the parents starts at this node
     for (let n: FsNode | null = this; n && n.parent; n = n.parent) names.push(n.name);
     return names.reverse();
   }

@@ -23,10 +23,10 @@ import {
 } from 'class-validator';
 import { AUDIT_LIST_MAX_LIMIT, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '../constants';
 
-const IDENT = /^[A-Za-z0-9_\-][A-Za-z0-9._\-]{0,127}$/;
+const IDENT = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
 const IDENT_MSG = (field: string) => `${field} must be identifier-safe: 1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with "."`;
 // Lengths are checked by their own constraints, so the empty string passes this one.
-// eslint-disable-next-line no-control-regex
+// eslint-disable-next-line no-control-regex -- refusing control characters is its purpose
 const PRINTABLE = /^[^\u0000-\u001f\u007f]*$/;
 const WS_URL = /^wss?:\/\/[^\s/?#]+(\/[^\s]*)?$/;
 const TOKEN_MAX = 512;

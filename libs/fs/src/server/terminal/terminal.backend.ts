@@ -78,7 +78,7 @@ export function parseTerminalRequest(bytes: Buffer): TerminalRequest {
   }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) invalid('must be a JSON object');
   const r = doc as Record<string, unknown>;
-  if (!Array.isArray(r.argv) || r.argv.length === 0 || !r.argv.every((a) => typeof a === 'string') || (r.argv[0] as string).length === 0) {
+  if (!Array.isArray(r.argv) || r.argv.length === 0 || !r.argv.every((a) => typeof a === 'string') || r.argv[0].length === 0) {
     invalid('argv must be a non-empty array of strings naming the program first');
   }
   if (r.cwd !== undefined && typeof r.cwd !== 'string') invalid('cwd must be a string');
