@@ -109,9 +109,9 @@ function isConnectionError(e: unknown): boolean {
  * dropped by the pool on release, and the next statement opens a new one.
  */
 function dropOnTimeout(client: Client | PoolClient): void {
-  const query = client.query as (...args: unknown[]) => unknown;
-  (client as { query: unknown }).query = function (this: Client, ...args: unknown[]): unknown {
-    const result = query.apply(this, args);
+  const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+  (client as { query: unknown }).query = (...args: unknown[]): unknown => {
+    const result = query(...args);
     if (result && typeof (result as Promise<unknown>).catch === 'function') {
       (result as Promise<unknown>).catch((e: Error) => {
         if (/Query read timeout/.test(e?.message ?? '')) (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();

@@ -288,7 +288,7 @@ describe('FuseFs one order per file', () => {
   });
 
   it('a handle follows a rename of its file: a read of the new name sees its pending writes', async () => {
-    const { router, call, count } = setup();
+    const { call, count } = setup();
     const fd = await call<number>('create', '/w/old', 0o644, OpenFlags.O_RDWR | OpenFlags.O_CREAT);
     await count('write', '/w/old', fd, Buffer.from('pending'), 7, 0);
     await call('rename', '/w/old', '/w/new');
