@@ -15,6 +15,11 @@
  * `unavailable`, reads answered, ready again within 5 s of forwarding, every acknowledged
  * mutation read back, no exit.
  *
+ * A failover behind the same address: two replicas reach a PostgreSQL through the proxy, with a
+ * synchronous streaming standby (so an acknowledged commit is on the standby); the primary is
+ * stopped (immediate), the standby promoted and the proxy pointed at it: no exit, /readyz 503
+ * then 200 within 5 s, mutations accepted, every acknowledged mutation read back on both.
+ *
  * Node daemons (PROTOCOL.md 10a), with two replicas on PostgreSQL where it is installed, else
  * one on SQLite: a daemon SIGKILLed is `degraded` within 2 s on every replica (node_get,
  * `workspace_availability` to debug subscribers, a topology delta to a pinned session), long
@@ -24,7 +29,7 @@
  */
 import { ControlClient } from '../libs/client/src';
 import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
+import { Postgres, postgresBinDir, Standby, startPostgres } from './helpers/postgres';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_TOKEN, USER_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
@@ -309,6 +314,82 @@ pgMaybe('a network partition of the database (a proxy that stops forwarding, con
     const after = new Set((await c.request<{ projects: Array<{ project_id: string }> }>('project_list')).projects.map((p) => p.project_id));
     expect([...mutators.acked].filter((id) => !after.has(id))).toEqual([]);
   }, 60_000);
+});
+
+pgMaybe('a standby promoted behind the same address (a proxy retargeted from the stopped primary)', () => {
+  let primary: Postgres;
+  let standby: Standby;
+  let proxy: TcpProxy;
+  let a: Running;
+  let b: Running;
+  const figures: string[] = [];
+
+  beforeAll(async () => {
+    // a server of its own: it is made synchronous, then stopped for good
+    primary = (await startPostgres())!;
+    const url = new URL(await primary.newDatabase());
+    standby = await primary.startStandby({ synchronous: true });
+    proxy = await startTcpProxy(primary.port);
+    url.port = String(proxy.port);
+    const env = { SVC_DATABASE_URL: url.toString(), SVC_METRICS_PORT: '0', SVC_SWEEP_INTERVAL_MS: '200' };
+    a = await startSvc({ env });
+    b = await startSvc({ env });
+  }, 60_000);
+
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    await proxy?.close();
+    await primary?.close();
+    if (figures.length > 0) process.stderr.write(`standby promoted:\n  ${figures.join('\n  ')}\n`);
+  });
+
+  it('primary stopped (immediate), standby promoted, proxy retargeted: no exit, /readyz 503 then 200 within 5 s, mutations accepted, every acknowledged mutation read back on both replicas', async () => {
+    // synchronous replication: a commit acknowledged by the primary is flushed on the standby
+    const mutators = new Mutators([await session(a.url), await session(a.url), await session(b.url), await session(b.url)], 'failover');
+    await waitFor(() => mutators.acked.size >= 20, 10_000, 20);
+    expect([await readyz(a), await readyz(b)]).toEqual([200, 200]);
+
+    const t0 = Date.now();
+    const to503 = [timeTo(a, 503, t0, 5000), timeTo(b, 503, t0, 5000)];
+    await primary.stopServer('immediate');
+    const [ta, tb] = await Promise.all(to503);
+    const ackedBeforePromotion = mutators.acked.size;
+
+    const t1 = Date.now();
+    await standby.promote();
+    const promoteMs = Date.now() - t1;
+    proxy.retarget(standby.port);
+    const t2 = Date.now();
+    const [ra, rb] = await Promise.all([timeTo(a, 200, t2, 5000), timeTo(b, 200, t2, 5000)]);
+    const ackedAtRecovery = mutators.acked.size;
+    await waitFor(() => mutators.acked.size >= ackedAtRecovery + 20, 10_000, 20);
+    await mutators.stop();
+    figures.push(
+      `primary stopped: /readyz 503 after ${ta} ms (A) and ${tb} ms (B); promote took ${promoteMs} ms; retargeted: /readyz 200 after ${ra} ms (A) and ${rb} ms (B); ` +
+        `${ackedBeforePromotion} mutations acknowledged before the failover, ${mutators.acked.size} in all`,
+    );
+    expect([...mutators.refusals.keys()].filter((code) => code !== 'unavailable')).toEqual([]);
+    expect([a.proc.exitCode, b.proc.exitCode]).toEqual([null, null]);
+
+    // every acknowledged mutation, before and after the failover, on both replicas (the other
+    // replica's last ones arrive by LISTEN on the promoted server: wait briefly for them)
+    for (const r of [a, b]) {
+      const c = await session(r.url);
+      const missing = await waitFor(async () => {
+        const { projects } = await c.request<{ projects: Array<{ project_id: string }> }>('project_list');
+        const listed = new Set(projects.map((p) => p.project_id));
+        const m = [...mutators.acked].filter((id) => !listed.has(id));
+        return m.length === 0 ? m : undefined;
+      }, 2000, 50).catch(async () => {
+        const { projects } = await c.request<{ projects: Array<{ project_id: string }> }>('project_list');
+        const listed = new Set(projects.map((p) => p.project_id));
+        return [...mutators.acked].filter((id) => !listed.has(id));
+      });
+      expect(missing).toEqual([]);
+    }
+    expect(a.stderr() + b.stderr()).not.toContain("Emitted 'error' event");
+  }, 40_000);
 });
 
 describe('node daemon sessions (PROTOCOL.md 10a)', () => {

@@ -33,8 +33,23 @@ export interface Postgres {
    */
   terminateBackends(database: string): Promise<number>;
   startServer(): Promise<void>;
+  /**
+   * A streaming standby of this server (`pg_basebackup -R`) on another free port, running and
+   * connected. `synchronous`: this server then waits for the standby to flush each commit's WAL
+   * before the commit returns (`synchronous_standby_names = '*'`), so whatever a client saw
+   * committed here is on the standby. Closed with this server.
+   */
+  startStandby(options?: { synchronous?: boolean }): Promise<Standby>;
   /** Stops the server and removes its data. */
   close(): Promise<void>;
+}
+
+export interface Standby {
+  port: number;
+  /** `pg_ctl promote -w`: resolves once the standby accepts writes. */
+  promote(): Promise<void>;
+  /** `pg_ctl stop -m MODE` (default fast); nothing when already stopped. */
+  stop(mode?: 'smart' | 'fast' | 'immediate'): Promise<void>;
 }
 
 /**
@@ -59,41 +74,46 @@ export async function startPostgres(): Promise<Postgres | null> {
   const env = { ...process.env, HOME: root, LC_ALL: 'C' };
   const run = (cmd: string, args: string[]) => execFileSync(join(bin, cmd), args, { stdio: 'pipe', cwd: root, env, ...as });
   run('initdb', ['-D', data, '-U', 'svc', '--auth=trust', '-E', 'UTF8', '--no-sync']);
-  const port = await freePort();
-  let server: ChildProcess | null = null;
-  let counter = 0;
-  const startServer = async () => {
-    const args = ['-D', data, '-p', String(port), '-k', root, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=200'];
-    server = spawn(join(bin, 'postgres'), args, { stdio: 'ignore', cwd: root, env, ...as });
-    const deadline = Date.now() + 20_000;
-    for (;;) {
-      const c = new Client({ host: '127.0.0.1', port, user: 'svc', database: 'postgres' });
-      try {
-        await c.connect();
-        await c.end();
-        return;
-      } catch (e) {
-        await c.end().catch(() => undefined);
-        if (Date.now() > deadline) throw new Error(`PostgreSQL did not start on port ${port}: ${(e as Error).message}`);
-        await new Promise((r) => setTimeout(r, 100));
+  const pgCtl = (args: string[]) =>
+    new Promise<void>((resolve, reject) =>
+      execFile(join(bin, 'pg_ctl'), args, { cwd: root, env, ...as }, (err, _out, stderr) => (err ? reject(new Error(`pg_ctl ${args[0]}: ${err.message} ${stderr}`)) : resolve())),
+    );
+  /** The postmaster of data directory `dir` on `port`: started, stopped, and started again. */
+  const serve = (dir: string, port: number) => {
+    let server: ChildProcess | null = null;
+    const start = async () => {
+      const args = ['-D', dir, '-p', String(port), '-k', root, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=200'];
+      server = spawn(join(bin, 'postgres'), args, { stdio: 'ignore', cwd: root, env, ...as });
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const c = new Client({ host: '127.0.0.1', port, user: 'svc', database: 'postgres' });
+        try {
+          await c.connect();
+          await c.end();
+          return;
+        } catch (e) {
+          await c.end().catch(() => undefined);
+          if (Date.now() > deadline) throw new Error(`PostgreSQL did not start on port ${port}: ${(e as Error).message}`);
+          await new Promise((r) => setTimeout(r, 100));
+        }
       }
-    }
+    };
+    const stop = async (mode?: 'smart' | 'fast' | 'immediate') => {
+      const s = server as ChildProcess | null;
+      server = null;
+      if (!s || s.exitCode !== null) return;
+      const exited = new Promise<void>((resolve) => s.once('exit', () => resolve()));
+      if (!mode) s.kill('SIGINT'); // fast shutdown
+      else await pgCtl(['stop', '-D', dir, '-m', mode, '-w']);
+      await exited;
+    };
+    return { start, stop };
   };
-  const stopServer = async (mode?: 'smart' | 'fast' | 'immediate') => {
-    const s = server as ChildProcess | null;
-    server = null;
-    if (!s || s.exitCode !== null) return;
-    const exited = new Promise<void>((resolve) => s.once('exit', () => resolve()));
-    if (!mode) s.kill('SIGINT'); // fast shutdown
-    else {
-      await new Promise<void>((resolve, reject) =>
-        execFile(join(bin, 'pg_ctl'), ['stop', '-D', data, '-m', mode, '-w'], { cwd: root, env, ...as }, (err, _out, stderr) =>
-          err ? reject(new Error(`pg_ctl stop -m ${mode}: ${err.message} ${stderr}`)) : resolve(),
-        ),
-      );
-    }
-    await exited;
-  };
+  const port = await freePort();
+  const primary = serve(data, port);
+  const standbys: Array<ReturnType<typeof serve>> = [];
+  let counter = 0;
+  const { start: startServer, stop: stopServer } = primary;
   await startServer();
   const url = (database: string) => `postgres://svc@127.0.0.1:${port}/${database}`;
   return {
@@ -119,7 +139,44 @@ export async function startPostgres(): Promise<Postgres | null> {
         await c.end();
       }
     },
+    async startStandby(options: { synchronous?: boolean } = {}) {
+      const dir = join(root, `standby-${standbys.length + 1}`);
+      run('pg_basebackup', ['-h', '127.0.0.1', '-p', String(port), '-U', 'svc', '-D', dir, '-R', '-X', 'stream', '-c', 'fast', '--no-sync']);
+      const standbyPort = await freePort();
+      const standby = serve(dir, standbyPort);
+      standbys.push(standby);
+      await standby.start();
+      const c = new Client({ host: '127.0.0.1', port, user: 'svc', database: 'postgres' });
+      await c.connect();
+      try {
+        // streaming before anything relies on it
+        for (const deadline = Date.now() + 10_000; ; ) {
+          const r = await c.query("SELECT 1 FROM pg_stat_replication WHERE state = 'streaming'");
+          if (r.rowCount) break;
+          if (Date.now() > deadline) throw new Error(`the standby on port ${standbyPort} did not stream within 10 s`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        if (options.synchronous) {
+          await c.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
+          await c.query('SELECT pg_reload_conf()');
+          for (const deadline = Date.now() + 10_000; ; ) {
+            const r = await c.query("SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'");
+            if (r.rowCount) break;
+            if (Date.now() > deadline) throw new Error(`the standby on port ${standbyPort} did not become synchronous within 10 s`);
+            await new Promise((r) => setTimeout(r, 50));
+          }
+        }
+      } finally {
+        await c.end();
+      }
+      return {
+        port: standbyPort,
+        stop: (mode: 'smart' | 'fast' | 'immediate' = 'fast') => standby.stop(mode),
+        promote: () => pgCtl(['promote', '-D', dir, '-w']),
+      };
+    },
     async close() {
+      for (const s of standbys) await s.stop();
       await stopServer();
       rmSync(root, { recursive: true, force: true });
     },
