@@ -34,7 +34,8 @@ import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_TOKEN, USER_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
 import { Client as PgClient } from 'pg';
-import { startTcpProxy, TcpProxy } from './helpers/tcp-proxy';
+import { startTcpProxy, TcpProxy } from '../bench/support/tcp-proxy';
+import { missingProjects, Mutators, readyz, timeTo } from '../bench/support/faults';
 
 afterEach(() => closeSessions());
 afterAll(async () => {
@@ -52,60 +53,6 @@ async function postgres(): Promise<Postgres> {
 
 /** Sweeper lock key of the PostgreSQL store (src/persistence/postgres-state.store.ts). */
 const SWEEPER_LOCK = 0x73766333;
-
-const readyz = async (r: Running): Promise<number> => {
-  try {
-    return (await fetch(`${r.opsUrl}/readyz`, { signal: AbortSignal.timeout(1000) })).status;
-  } catch {
-    return -1;
-  }
-};
-
-/** Polls /readyz of `r` every 25 ms until it answers `status`; resolves the time it took, ms. */
-async function timeTo(r: Running, status: number, t0: number, limitMs: number): Promise<number> {
-  for (;;) {
-    if ((await readyz(r)) === status) return Date.now() - t0;
-    if (Date.now() - t0 > limitMs) throw new Error(`/readyz of ${r.url} did not answer ${status} within ${limitMs} ms`);
-    await sleep(25);
-  }
-}
-
-/** Sessions creating projects in a loop; acknowledged ids and refusal codes are recorded. */
-class Mutators {
-  readonly acked = new Set<string>();
-  /** Acknowledged ids per client, in the order of `clients`. */
-  readonly ackedBy: Array<Set<string>> = [];
-  readonly refusals = new Map<string, number>();
-  private running = true;
-  private readonly loops: Promise<void>[] = [];
-  private n = 0;
-
-  constructor(clients: ControlClient[], prefix: string) {
-    for (const [i, c] of clients.entries()) {
-      this.ackedBy.push(new Set());
-      this.loops.push(this.loop(c, `${prefix}-${i}`, this.ackedBy[i]));
-    }
-  }
-
-  private async loop(c: ControlClient, name: string, mine: Set<string>): Promise<void> {
-    while (this.running) {
-      try {
-        const p = await c.request<ProjectDetail>('project_create', { name: `${name}-${this.n++}` });
-        this.acked.add(p.project_id);
-        mine.add(p.project_id);
-      } catch (e) {
-        const code = (e as { code?: string }).code ?? (e as Error).message;
-        this.refusals.set(code, (this.refusals.get(code) ?? 0) + 1);
-      }
-      await sleep(10);
-    }
-  }
-
-  async stop(): Promise<void> {
-    this.running = false;
-    await Promise.all(this.loops);
-  }
-}
 
 pgMaybe('the state database fails under load (two replicas, four mutating sessions)', () => {
   let a: Running;
@@ -376,16 +323,9 @@ pgMaybe('a standby promoted behind the same address (a proxy retargeted from the
     // replica's last ones arrive by LISTEN on the promoted server: wait briefly for them)
     for (const r of [a, b]) {
       const c = await session(r.url);
-      const missing = await waitFor(async () => {
-        const { projects } = await c.request<{ projects: Array<{ project_id: string }> }>('project_list');
-        const listed = new Set(projects.map((p) => p.project_id));
-        const m = [...mutators.acked].filter((id) => !listed.has(id));
-        return m.length === 0 ? m : undefined;
-      }, 2000, 50).catch(async () => {
-        const { projects } = await c.request<{ projects: Array<{ project_id: string }> }>('project_list');
-        const listed = new Set(projects.map((p) => p.project_id));
-        return [...mutators.acked].filter((id) => !listed.has(id));
-      });
+      const missing = await waitFor(async () => ((await missingProjects(c, mutators.acked)).length === 0 ? [] : undefined), 2000, 50).catch(() =>
+        missingProjects(c, mutators.acked),
+      );
       expect(missing).toEqual([]);
     }
     expect(a.stderr() + b.stderr()).not.toContain("Emitted 'error' event");
