@@ -1,6 +1,6 @@
 /**
  * A throwaway PostgreSQL for the benchmarks (`BENCH_POSTGRES=1`), started the way the e2e tests
- * start theirs (test/helpers/postgres.ts; the build excludes test/, so the logic is copied here):
+ * start theirs (bench/support/postgres.ts, a separate copy of the same steps):
  * Debian's `postgresql` binaries, `initdb` into a temporary directory (as the unprivileged
  * `postgres` user when running as root), listening on a free loopback port only, trust auth for
  * the user `svc`, stopped and removed at the end.

@@ -15,6 +15,11 @@
  * `unavailable`, reads answered, ready again within 5 s of forwarding, every acknowledged
  * mutation read back, no exit.
  *
+ * A failover behind the same address: two replicas reach a PostgreSQL through the proxy, with a
+ * synchronous streaming standby (so an acknowledged commit is on the standby); the primary is
+ * stopped (immediate), the standby promoted and the proxy pointed at it: no exit, /readyz 503
+ * then 200 within 5 s, mutations accepted, every acknowledged mutation read back on both.
+ *
  * Node daemons (PROTOCOL.md 10a), with two replicas on PostgreSQL where it is installed, else
  * one on SQLite: a daemon SIGKILLed is `degraded` within 2 s on every replica (node_get,
  * `workspace_availability` to debug subscribers, a topology delta to a pinned session), long
@@ -23,13 +28,14 @@
  * session shut down (SIGTERM): the node stays `online`.
  */
 import { ControlClient } from '../libs/client/src';
-import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
+import { closeSessions, failure, joinNode, session } from './helpers/control';
+import { Postgres, postgresBinDir, Standby, startPostgres } from './helpers/postgres';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ADMIN_TOKEN, USER_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
 import { Client as PgClient } from 'pg';
-import { startTcpProxy, TcpProxy } from './helpers/tcp-proxy';
+import { startTcpProxy, TcpProxy } from '../bench/support/tcp-proxy';
+import { missingProjects, Mutators, readyz, timeTo } from '../bench/support/faults';
 
 afterEach(() => closeSessions());
 afterAll(async () => {
@@ -47,60 +53,6 @@ async function postgres(): Promise<Postgres> {
 
 /** Sweeper lock key of the PostgreSQL store (src/persistence/postgres-state.store.ts). */
 const SWEEPER_LOCK = 0x73766333;
-
-const readyz = async (r: Running): Promise<number> => {
-  try {
-    return (await fetch(`${r.opsUrl}/readyz`, { signal: AbortSignal.timeout(1000) })).status;
-  } catch {
-    return -1;
-  }
-};
-
-/** Polls /readyz of `r` every 25 ms until it answers `status`; resolves the time it took, ms. */
-async function timeTo(r: Running, status: number, t0: number, limitMs: number): Promise<number> {
-  for (;;) {
-    if ((await readyz(r)) === status) return Date.now() - t0;
-    if (Date.now() - t0 > limitMs) throw new Error(`/readyz of ${r.url} did not answer ${status} within ${limitMs} ms`);
-    await sleep(25);
-  }
-}
-
-/** Sessions creating projects in a loop; acknowledged ids and refusal codes are recorded. */
-class Mutators {
-  readonly acked = new Set<string>();
-  /** Acknowledged ids per client, in the order of `clients`. */
-  readonly ackedBy: Array<Set<string>> = [];
-  readonly refusals = new Map<string, number>();
-  private running = true;
-  private readonly loops: Promise<void>[] = [];
-  private n = 0;
-
-  constructor(clients: ControlClient[], prefix: string) {
-    for (const [i, c] of clients.entries()) {
-      this.ackedBy.push(new Set());
-      this.loops.push(this.loop(c, `${prefix}-${i}`, this.ackedBy[i]));
-    }
-  }
-
-  private async loop(c: ControlClient, name: string, mine: Set<string>): Promise<void> {
-    while (this.running) {
-      try {
-        const p = await c.request<ProjectDetail>('project_create', { name: `${name}-${this.n++}` });
-        this.acked.add(p.project_id);
-        mine.add(p.project_id);
-      } catch (e) {
-        const code = (e as { code?: string }).code ?? (e as Error).message;
-        this.refusals.set(code, (this.refusals.get(code) ?? 0) + 1);
-      }
-      await sleep(10);
-    }
-  }
-
-  async stop(): Promise<void> {
-    this.running = false;
-    await Promise.all(this.loops);
-  }
-}
 
 pgMaybe('the state database fails under load (two replicas, four mutating sessions)', () => {
   let a: Running;
@@ -309,6 +261,75 @@ pgMaybe('a network partition of the database (a proxy that stops forwarding, con
     const after = new Set((await c.request<{ projects: Array<{ project_id: string }> }>('project_list')).projects.map((p) => p.project_id));
     expect([...mutators.acked].filter((id) => !after.has(id))).toEqual([]);
   }, 60_000);
+});
+
+pgMaybe('a standby promoted behind the same address (a proxy retargeted from the stopped primary)', () => {
+  let primary: Postgres;
+  let standby: Standby;
+  let proxy: TcpProxy;
+  let a: Running;
+  let b: Running;
+  const figures: string[] = [];
+
+  beforeAll(async () => {
+    // a server of its own: it is made synchronous, then stopped for good
+    primary = (await startPostgres())!;
+    const url = new URL(await primary.newDatabase());
+    standby = await primary.startStandby({ synchronous: true });
+    proxy = await startTcpProxy(primary.port);
+    url.port = String(proxy.port);
+    const env = { SVC_DATABASE_URL: url.toString(), SVC_METRICS_PORT: '0', SVC_SWEEP_INTERVAL_MS: '200' };
+    a = await startSvc({ env });
+    b = await startSvc({ env });
+  }, 60_000);
+
+  afterAll(async () => {
+    await a?.stop();
+    await b?.stop();
+    await proxy?.close();
+    await primary?.close();
+    if (figures.length > 0) process.stderr.write(`standby promoted:\n  ${figures.join('\n  ')}\n`);
+  });
+
+  it('primary stopped (immediate), standby promoted, proxy retargeted: no exit, /readyz 503 then 200 within 5 s, mutations accepted, every acknowledged mutation read back on both replicas', async () => {
+    // synchronous replication: a commit acknowledged by the primary is flushed on the standby
+    const mutators = new Mutators([await session(a.url), await session(a.url), await session(b.url), await session(b.url)], 'failover');
+    await waitFor(() => mutators.acked.size >= 20, 10_000, 20);
+    expect([await readyz(a), await readyz(b)]).toEqual([200, 200]);
+
+    const t0 = Date.now();
+    const to503 = [timeTo(a, 503, t0, 5000), timeTo(b, 503, t0, 5000)];
+    await primary.stopServer('immediate');
+    const [ta, tb] = await Promise.all(to503);
+    const ackedBeforePromotion = mutators.acked.size;
+
+    const t1 = Date.now();
+    await standby.promote();
+    const promoteMs = Date.now() - t1;
+    proxy.retarget(standby.port);
+    const t2 = Date.now();
+    const [ra, rb] = await Promise.all([timeTo(a, 200, t2, 5000), timeTo(b, 200, t2, 5000)]);
+    const ackedAtRecovery = mutators.acked.size;
+    await waitFor(() => mutators.acked.size >= ackedAtRecovery + 20, 10_000, 20);
+    await mutators.stop();
+    figures.push(
+      `primary stopped: /readyz 503 after ${ta} ms (A) and ${tb} ms (B); promote took ${promoteMs} ms; retargeted: /readyz 200 after ${ra} ms (A) and ${rb} ms (B); ` +
+        `${ackedBeforePromotion} mutations acknowledged before the failover, ${mutators.acked.size} in all`,
+    );
+    expect([...mutators.refusals.keys()].filter((code) => code !== 'unavailable')).toEqual([]);
+    expect([a.proc.exitCode, b.proc.exitCode]).toEqual([null, null]);
+
+    // every acknowledged mutation, before and after the failover, on both replicas (the other
+    // replica's last ones arrive by LISTEN on the promoted server: wait briefly for them)
+    for (const r of [a, b]) {
+      const c = await session(r.url);
+      const missing = await waitFor(async () => ((await missingProjects(c, mutators.acked)).length === 0 ? [] : undefined), 2000, 50).catch(() =>
+        missingProjects(c, mutators.acked),
+      );
+      expect(missing).toEqual([]);
+    }
+    expect(a.stderr() + b.stderr()).not.toContain("Emitted 'error' event");
+  }, 40_000);
 });
 
 describe('node daemon sessions (PROTOCOL.md 10a)', () => {
