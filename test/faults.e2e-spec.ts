@@ -2,7 +2,7 @@
  * e2e: faults under load, on real processes (PROTOCOL.md 10, 10a).
  *
  * The state database (on a PostgreSQL this file starts itself; skipped, saying why, where
- * PostgreSQL is not installed): two `svc` replicas while four sessions mutate, then
+ * PostgreSQL is not installed): two `svc` replicas while eight sessions mutate, then
  * `pg_ctl stop -m fast`, `pg_ctl stop -m immediate` and `pg_terminate_backend` of every svc
  * connection, each followed by recovery: no replica exits, /readyz 503 within 2 s of a stop,
  * mutations answered `unavailable` meanwhile and reads answered, /readyz 200 within 5 s of the
@@ -54,7 +54,7 @@ async function postgres(): Promise<Postgres> {
 /** Sweeper lock key of the PostgreSQL store (src/persistence/postgres-state.store.ts). */
 const SWEEPER_LOCK = 0x73766333;
 
-pgMaybe('the state database fails under load (two replicas, four mutating sessions)', () => {
+pgMaybe('the state database fails under load (two replicas, eight mutating sessions)', () => {
   let a: Running;
   let b: Running;
   let url: string;
@@ -104,7 +104,8 @@ pgMaybe('the state database fails under load (two replicas, four mutating sessio
    * @param stops whether the database stops (then /readyz must answer 503 within 2 s)
    */
   async function faultCycle(label: string, fault: () => Promise<void>, restore: () => Promise<void>, stops: boolean): Promise<void> {
-    const clients = [await session(a.url), await session(a.url), await session(b.url), await session(b.url)];
+    // Eight sessions mutating, four on each replica.
+    const clients = await Promise.all([a, a, a, a, b, b, b, b].map((r) => session(r.url)));
     const mutators = new Mutators(clients, label);
     await waitFor(() => mutators.acked.size >= 20, 10_000, 20);
     expect([await readyz(a), await readyz(b)]).toEqual([200, 200]);
