@@ -141,7 +141,8 @@ function processCase(name: string, argv: string[], expectStdout?: string): Case 
         (p.stdio[3] as NodeJS.ReadableStream).setEncoding('utf8').on('data', (d: string) => (timing += d));
         p.once('close', (code) => {
           if (code !== 0) return rej(new Error(`${name}: exit ${code}: ${err}`));
-          if (expectStdout !== undefined && out !== expectStdout) return rej(new Error(`${name}: printed ${JSON.stringify(out)}, expected ${JSON.stringify(expectStdout)}`));
+          if (expectStdout !== undefined && out !== expectStdout)
+            return rej(new Error(`${name}: printed ${JSON.stringify(out)}, expected ${JSON.stringify(expectStdout)}`));
           // "t0 t1" then the shell's and its children's "user sys" lines.
           const [wall, , children] = timing.trim().split('\n');
           const [t0, t1] = wall.split(' ').map(Number);
@@ -196,7 +197,20 @@ async function main(): Promise<void> {
     const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
     await startListening(
       BIN.fsNode,
-      ['--port', '0', '--control-url', svc.url, '--invite-token', invite_token, '--node-name', 'bench-node', '--state-file', join(tmp, 'node-state.json'), '--export', `work=${exportDir}`],
+      [
+        '--port',
+        '0',
+        '--control-url',
+        svc.url,
+        '--invite-token',
+        invite_token,
+        '--node-name',
+        'bench-node',
+        '--state-file',
+        join(tmp, 'node-state.json'),
+        '--export',
+        `work=${exportDir}`,
+      ],
       { SVC_AUTH_TOKEN: ADMIN_TOKEN },
     );
     const c = admin;
@@ -220,7 +234,11 @@ async function main(): Promise<void> {
       cases.push(
         processCase(`svc-control ping${label}`, [node0, bin('svc-control'), '--url', svc.url, '--auth-token', ADMIN_TOKEN, 'ping']),
         processCase(`svc-fs-mount cat (workspace mode, 1 byte)${label}`, [node0, bin('svc-fs-mount'), ...workspace, 'cat', '/a/one'], 'x'),
-        processCase(`svc-fs-mount cat (--endpoint, 1 byte)${label}`, [node0, bin('svc-fs-mount'), '--endpoint', `a=${standalone.url}#work@/a`, 'cat', '/a/one'], 'x'),
+        processCase(
+          `svc-fs-mount cat (--endpoint, 1 byte)${label}`,
+          [node0, bin('svc-fs-mount'), '--endpoint', `a=${standalone.url}#work@/a`, 'cat', '/a/one'],
+          'x',
+        ),
         processCase(`svc-control --help${label}`, [node0, bin('svc-control'), '--help']),
         processCase(`svc-fs-mount --help${label}`, [node0, bin('svc-fs-mount'), '--help']),
         processCase(`svc-fs-node --help${label}`, [node0, bin('svc-fs-node'), '--help']),
@@ -240,7 +258,9 @@ async function main(): Promise<void> {
     const baseCpu = quantile(of('node -e 0', 'cpu'), 0.5);
     const width = Math.max(...cases.map((k) => k.name.length));
     const num = (x: number, w: number, d = 1) => x.toFixed(d).padStart(w);
-    console.log(`CLI start-up, ${RUNS} runs each after ${WARMUP} warm-up rounds, interleaved (node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0].toFixed(1)} at the end)`);
+    console.log(
+      `CLI start-up, ${RUNS} runs each after ${WARMUP} warm-up rounds, interleaved (node ${process.version}, ${cpus().length} CPUs, load average ${loadavg()[0].toFixed(1)} at the end)`,
+    );
     console.log(`target: each CLI command < ${TARGET_MS} ms wall; CPU time (user + system) is what to compare on a shared machine`);
     console.log(`${'command'.padEnd(width)}  wall median    p90  x node -e 0 | CPU median    p90  x node -e 0`);
     for (const k of cases) {

@@ -96,7 +96,9 @@ async function benchPing(url: string, depth: number): Promise<void> {
     ),
   );
   latencies.sort((a, b) => a - b);
-  console.log(`control.ping, 64 sessions x ${depth} in flight, ${PING_SECONDS} s: ${Math.round(count / PING_SECONDS)} ops/s, p50 ${percentile(latencies, 50).toFixed(3)} ms, p99 ${percentile(latencies, 99).toFixed(3)} ms`);
+  console.log(
+    `control.ping, 64 sessions x ${depth} in flight, ${PING_SECONDS} s: ${Math.round(count / PING_SECONDS)} ops/s, p50 ${percentile(latencies, 50).toFixed(3)} ms, p99 ${percentile(latencies, 99).toFixed(3)} ms`,
+  );
   for (const ws of sessions) ws.close();
 }
 
@@ -106,7 +108,12 @@ async function benchWorkspaceStatus(url: string): Promise<void> {
   const nodes: string[] = [];
   for (let i = 0; i < 200; i++) {
     const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
-    const c = await admin.request<{ node_id: string }>('node_join', { invite_token, node_name: `n${i}`, fs_url: `ws://10.0.${i >> 8}.${i & 255}:18891/v2/fs`, lease_ttl_ms: 3_600_000 });
+    const c = await admin.request<{ node_id: string }>('node_join', {
+      invite_token,
+      node_name: `n${i}`,
+      fs_url: `ws://10.0.${i >> 8}.${i & 255}:18891/v2/fs`,
+      lease_ttl_ms: 3_600_000,
+    });
     nodes.push(c.node_id);
   }
   const p = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'big' });
@@ -122,11 +129,18 @@ async function benchWorkspaceStatus(url: string): Promise<void> {
     latencies.push(performance.now() - s);
   }
   latencies.sort((a, b) => a - b);
-  console.log(`control.workspace_status (1000 mounts, 200 nodes), 500 sequential via ControlClient (incl. JSON.parse of the reply): p50 ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`);
+  console.log(
+    `control.workspace_status (1000 mounts, 200 nodes), 500 sequential via ControlClient (incl. JSON.parse of the reply): p50 ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`,
+  );
   admin.close();
   // The same from a raw session that takes the frame without decoding it: server + transport.
   const raw = await rawSession(url);
-  const frame = JSON.stringify({ channel: 'control', type: 'control.workspace_status', id: 1, payload: { project_id: p.project_id, project_token: p.project_token } });
+  const frame = JSON.stringify({
+    channel: 'control',
+    type: 'control.workspace_status',
+    id: 1,
+    payload: { project_id: p.project_id, project_token: p.project_token },
+  });
   const rawLatencies: number[] = [];
   let bytes = 0;
   for (let i = 0; i < 550; i++) {
@@ -139,7 +153,9 @@ async function benchWorkspaceStatus(url: string): Promise<void> {
     bytes = data.length;
   }
   rawLatencies.sort((a, b) => a - b);
-  console.log(`control.workspace_status, raw frame received (${(bytes / 1024).toFixed(0)} KiB, not decoded): p50 ${percentile(rawLatencies, 50).toFixed(2)} ms, p99 ${percentile(rawLatencies, 99).toFixed(2)} ms`);
+  console.log(
+    `control.workspace_status, raw frame received (${(bytes / 1024).toFixed(0)} KiB, not decoded): p50 ${percentile(rawLatencies, 50).toFixed(2)} ms, p99 ${percentile(rawLatencies, 99).toFixed(2)} ms`,
+  );
   raw.close();
 }
 

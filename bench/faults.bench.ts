@@ -71,7 +71,9 @@ async function settle(m: Mutators, replicas: Running[]): Promise<{ acked: number
   for (const r of replicas) {
     const c = await connect(r);
     // another replica's last commits arrive by push: give them a moment
-    const missing = await waitFor(async () => ((await missingProjects(c, m.acked)).length === 0 ? [] : undefined), 2000, 50).catch(() => missingProjects(c, m.acked));
+    const missing = await waitFor(async () => ((await missingProjects(c, m.acked)).length === 0 ? [] : undefined), 2000, 50).catch(() =>
+      missingProjects(c, m.acked),
+    );
     lost = Math.max(lost, missing.length);
   }
   return { acked: m.acked.size, lost };
@@ -140,12 +142,32 @@ async function daemonFaults(): Promise<void> {
   const dir = tmpDir('bench-faults-node-');
   mkdirSync(join(dir, 'work'));
   const startDaemon = (args: string[] = []) =>
-    startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${join(dir, 'work')}`, '--control-url', svc.url, '--state-file', join(dir, 'state.json'), '--node-name', 'bench', ...args], {
-      SVC_AUTH_TOKEN: ADMIN_TOKEN,
-      SVC_LOG_LEVEL: 'warn',
-    });
+    startProcess(
+      BIN.fsNode,
+      [
+        '--port',
+        '0',
+        '--export',
+        `work=${join(dir, 'work')}`,
+        '--control-url',
+        svc.url,
+        '--state-file',
+        join(dir, 'state.json'),
+        '--node-name',
+        'bench',
+        ...args,
+      ],
+      {
+        SVC_AUTH_TOKEN: ADMIN_TOKEN,
+        SVC_LOG_LEVEL: 'warn',
+      },
+    );
   let daemon = await startDaemon(['--invite-token', invite_token]);
-  const nodeId = await waitFor(async () => (await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list')).nodes.find((n) => n.node_name === 'bench')?.node_id, 10_000);
+  const nodeId = await waitFor(
+    async () =>
+      (await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list')).nodes.find((n) => n.node_name === 'bench')?.node_id,
+    10_000,
+  );
   const state = async () => (await admin.request<{ node: { state: string } }>('node_get', { node_id: nodeId })).node.state;
   const untilState = async (s: string, t0: number, limitMs: number) => {
     await waitFor(async () => (await state()) === s, limitMs, 25);
@@ -161,7 +183,8 @@ async function daemonFaults(): Promise<void> {
     if (type === 'control.workspace_availability' && payload.node_id === nodeId) events.push({ state: payload.state, at: Date.now() });
   });
   await watcher.request('debug_subscribe');
-  const degradedEvent = (t0: number, limitMs: number) => waitFor(() => events.find((e) => e.at >= t0 && e.state === 'degraded'), limitMs, 10).then((e) => e.at - t0);
+  const degradedEvent = (t0: number, limitMs: number) =>
+    waitFor(() => events.find((e) => e.at >= t0 && e.state === 'degraded'), limitMs, 10).then((e) => e.at - t0);
 
   await run('daemon SIGKILL', async () => {
     const m = await mutate([svc], 'sigkill');
@@ -261,9 +284,23 @@ function print(): void {
     return 'ready <= 5000 ms, 0 lost';
   };
   const header = ['fault', '/readyz 503', 'ready again', 'degraded event', 'node online', 'acked', 'lost', 'target', 'note'];
-  const table = rows.map((r) => [r.fault, ms(r.to503), ms(r.toReady), ms(r.toDegraded), ms(r.toOnline), r.acked === undefined ? '-' : String(r.acked), r.lost === undefined ? '-' : String(r.lost), target(r), r.note ?? '']);
+  const table = rows.map((r) => [
+    r.fault,
+    ms(r.to503),
+    ms(r.toReady),
+    ms(r.toDegraded),
+    ms(r.toOnline),
+    r.acked === undefined ? '-' : String(r.acked),
+    r.lost === undefined ? '-' : String(r.lost),
+    target(r),
+    r.note ?? '',
+  ]);
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((row) => row[i].length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i]))
+      .join('  ')
+      .trimEnd();
   console.log(`fault bench (${ROUNDS} round${ROUNDS > 1 ? 's' : ''}, ${Math.round((Date.now() - START) / 1000)} s)`);
   console.log(line(header));
   for (const row of table) console.log(line(row));
@@ -277,7 +314,8 @@ async function main(): Promise<void> {
       pg = await startPostgres();
       if (pg) await section('PostgreSQL faults', () => databaseFaults(pg!));
     } else {
-      for (const fault of ['pg stop -m fast', 'pg stop -m immediate', 'pg_terminate_backend', 'partition 10 s']) rows.push({ fault, note: 'skipped: PostgreSQL is not installed (no initdb)' });
+      for (const fault of ['pg stop -m fast', 'pg stop -m immediate', 'pg_terminate_backend', 'partition 10 s'])
+        rows.push({ fault, note: 'skipped: PostgreSQL is not installed (no initdb)' });
     }
     await section('node daemon faults', daemonFaults);
     await section('state disk full', diskFull);

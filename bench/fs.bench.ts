@@ -197,7 +197,10 @@ async function main(): Promise<void> {
         await runMount([...ep, ...flags, 'getattr', '/w/small'], null, '/dev/null'),
       ]);
       const w = await runMount([...ep, ...flags, 'write', `/w/${file}`, '-'], src, '/dev/null');
-      const r = median([await runMount([...ep, ...flags, 'cat', `/w/${file}`], null, '/dev/null'), await runMount([...ep, ...flags, 'cat', `/w/${file}`], null, '/dev/null')]);
+      const r = median([
+        await runMount([...ep, ...flags, 'cat', `/w/${file}`], null, '/dev/null'),
+        await runMount([...ep, ...flags, 'cat', `/w/${file}`], null, '/dev/null'),
+      ]);
       const net = (t: number) => (t - startup > 0.05 ? size / MB / (t - startup) : NaN);
       rows.push({ what: `${mode}: sequential write (svc-fs-mount write - < file), wall`, unit: 'MB/s', remote: size / MB / w, local: size / MB / localWrite });
       rows.push({ what: `${mode}: sequential write, net of start-up (${startup.toFixed(2)} s)`, unit: 'MB/s', remote: net(w), local: size / MB / localWrite });
@@ -206,7 +209,10 @@ async function main(): Promise<void> {
 
       process.stderr.write(`${mode} path: random reads and metadata (router in process)\n`);
       const clientTls = modeTls ? loadClientTls(modeTls.ca) : undefined;
-      const router = new WorkspaceRouter(new StaticTopologySource([parseEndpointSpec(`w=${url}`)]), { binary, connect: (o) => FsClient.connect({ ...o, tls: clientTls }) });
+      const router = new WorkspaceRouter(new StaticTopologySource([parseEndpointSpec(`w=${url}`)]), {
+        binary,
+        connect: (o) => FsClient.connect({ ...o, tls: clientTls }),
+      });
       await router.start();
       try {
         const { fh: h } = await router.open(`/w/${file}`, OpenFlags.O_RDONLY);
@@ -218,7 +224,8 @@ async function main(): Promise<void> {
         const tree = await (async () => {
           const t0 = performance.now();
           const paths: string[] = [];
-          for (const d of await router.readdirAll('/w/tree')) for (const f of await router.readdirAll(`/w/tree/${d.name}`)) paths.push(`/w/tree/${d.name}/${f.name}`);
+          for (const d of await router.readdirAll('/w/tree'))
+            for (const f of await router.readdirAll(`/w/tree/${d.name}`)) paths.push(`/w/tree/${d.name}/${f.name}`);
           let i = 0;
           await Promise.all(
             Array.from({ length: 32 }, async () => {
@@ -227,7 +234,13 @@ async function main(): Promise<void> {
           );
           return (paths.length + dirs + 1) / ((performance.now() - t0) / 1000);
         })();
-        rows.push({ what: `${mode}: readdir + getattr over ${TREE_FILES} files (32 in flight)`, unit: 'ops/s', remote: tree, local: localTree, note: 'ops = entries' });
+        rows.push({
+          what: `${mode}: readdir + getattr over ${TREE_FILES} files (32 in flight)`,
+          unit: 'ops/s',
+          remote: tree,
+          local: localTree,
+          note: 'ops = entries',
+        });
       } finally {
         router.close();
       }
@@ -240,7 +253,10 @@ async function main(): Promise<void> {
       process.stderr.write(`TLS cost: ${TLS_RUNS} plain and ${TLS_RUNS} TLS sequential reads in process, alternated\n`);
       const clientTls = loadClientTls(tls.ca);
       const open = async (url: string, secure: boolean) => {
-        const r = new WorkspaceRouter(new StaticTopologySource([parseEndpointSpec(`w=${url}`)]), { binary: true, connect: (o) => FsClient.connect({ ...o, tls: secure ? clientTls : undefined }) });
+        const r = new WorkspaceRouter(new StaticTopologySource([parseEndpointSpec(`w=${url}`)]), {
+          binary: true,
+          connect: (o) => FsClient.connect({ ...o, tls: secure ? clientTls : undefined }),
+        });
         await r.start();
         return r;
       };
@@ -267,7 +283,13 @@ async function main(): Promise<void> {
   }
 
   const header = ['measurement', 'unit', 'svc-fs-mount', 'local disk', 'ratio'];
-  const body = rows.map((r) => [r.what, r.unit, Number.isNaN(r.remote) ? 'n/a' : r.remote.toFixed(0), r.local.toFixed(0), Number.isNaN(r.remote) ? 'n/a' : `${((r.remote / r.local) * 100).toFixed(1)} %`]);
+  const body = rows.map((r) => [
+    r.what,
+    r.unit,
+    Number.isNaN(r.remote) ? 'n/a' : r.remote.toFixed(0),
+    r.local.toFixed(0),
+    Number.isNaN(r.remote) ? 'n/a' : `${((r.remote / r.local) * 100).toFixed(1)} %`,
+  ]);
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
   const line = (cells: string[]) => cells.map((c, i) => (i >= 2 ? c.padStart(widths[i]) : c.padEnd(widths[i]))).join('  ');
   process.stdout.write(`\nsvc-fs-mount over loopback, ${FILE_MIB} MiB file, ${TREE_FILES}-file tree (MB = 10^6 bytes)\n\n`);

@@ -142,7 +142,10 @@ function profileSelfTimes(file: string): { total: number; idle: number; rows: Ar
     const n = byId.get(id);
     if (!n) return;
     const f = n.callFrame;
-    const url = f.url.replace(/^file:\/\//, '').replace(`${ROOT}/`, '').replace(/.*node_modules\//, 'node_modules/');
+    const url = f.url
+      .replace(/^file:\/\//, '')
+      .replace(`${ROOT}/`, '')
+      .replace(/.*node_modules\//, 'node_modules/');
     const name = `${f.functionName || '(anonymous)'} ${url ? `${url}:${f.lineNumber + 1}` : ''}`.trim();
     total += dt;
     if (f.functionName === '(idle)') idle += dt;
@@ -232,7 +235,8 @@ function report(phase: Phase): void {
   // The total shows what a tail costs, which the medians hide.
   const rows: string[][] = [['what', 'n', 'p50 µs', 'p90 µs', 'total ms']];
   const put = (what: string, xs: number[] | undefined) => {
-    if (xs && xs.length > 0) rows.push([what, String(xs.length), us(quantile(xs, 0.5)), us(quantile(xs, 0.9)), (xs.reduce((a, b) => a + b, 0) / 1000).toFixed(0)]);
+    if (xs && xs.length > 0)
+      rows.push([what, String(xs.length), us(quantile(xs, 0.5)), us(quantile(xs, 0.9)), (xs.reduce((a, b) => a + b, 0) / 1000).toFixed(0)]);
   };
   for (const [call, xs] of Object.entries(phase.calls)) put(`caller: ${call}(2)`, xs);
   const mount = phase.probes.find((p) => p.role === 'mount');
@@ -252,11 +256,15 @@ function report(phase: Phase): void {
   for (const [call, op, req] of pairs) {
     const sys = med(phase.calls[call]);
     const js = med(mount?.fuse[op]);
-    if (!Number.isNaN(sys) && !Number.isNaN(js)) derived.push(`${call}: system call ${us(sys)} - mount JS ${us(js)} = kernel + FUSE thread hand-off ${us(sys - js)}`);
+    if (!Number.isNaN(sys) && !Number.isNaN(js))
+      derived.push(`${call}: system call ${us(sys)} - mount JS ${us(js)} = kernel + FUSE thread hand-off ${us(sys - js)}`);
     if (req) {
       const r = med(mount?.rtt[req]);
       const n = med(node?.node[req]);
-      if (!Number.isNaN(r) && !Number.isNaN(n)) derived.push(`  fs_${req}: mount JS ${us(js)} = round trip ${us(r)} (node ${us(n)} + wire and event loops ${us(r - n)}) + mount JS around it ${us(js - r)}`);
+      if (!Number.isNaN(r) && !Number.isNaN(n))
+        derived.push(
+          `  fs_${req}: mount JS ${us(js)} = round trip ${us(r)} (node ${us(n)} + wire and event loops ${us(r - n)}) + mount JS around it ${us(js - r)}`,
+        );
     }
   }
   if (derived.length) out.push('medians, µs:', ...derived.map((d) => `  ${d}`));
@@ -264,7 +272,8 @@ function report(phase: Phase): void {
     const { total, idle, rows: fns } = profileSelfTimes(p.file);
     const busy = total - idle;
     out.push(`CPU profile, ${p.role}: ${(total / 1000).toFixed(2)} s profiled, ${(busy / 1000).toFixed(2)} s busy; top self time (share of busy):`);
-    for (const f of fns.filter((r) => r.name !== '(idle)').slice(0, TOP)) out.push(`  ${((f.ms / busy) * 100).toFixed(1).padStart(5)} %  ${f.ms.toFixed(0).padStart(6)} ms  ${f.name}`);
+    for (const f of fns.filter((r) => r.name !== '(idle)').slice(0, TOP))
+      out.push(`  ${((f.ms / busy) * 100).toFixed(1).padStart(5)} %  ${f.ms.toFixed(0).padStart(6)} ms  ${f.name}`);
   }
   process.stdout.write(`${out.join('\n')}\n`);
 }
@@ -283,13 +292,18 @@ async function main(): Promise<void> {
     textTree(join(exp, 'tree'), TREE_FILES);
     if (PHASES.has('git')) {
       textTree(join(exp, 'repo'), REPO_FILES);
-      const git = (...args: string[]) => execFileSync('git', ['-c', 'user.email=bench@example.com', '-c', 'user.name=bench', ...args], { cwd: join(exp, 'repo'), stdio: 'ignore' });
+      const git = (...args: string[]) =>
+        execFileSync('git', ['-c', 'user.email=bench@example.com', '-c', 'user.name=bench', ...args], { cwd: join(exp, 'repo'), stdio: 'ignore' });
       git('init', '-q');
       git('add', '-A');
       git('commit', '-qm', 'bench');
     }
     const dirs = readdirSync(join(exp, 'tree')).sort();
-    const files = dirs.flatMap((d) => readdirSync(join(exp, 'tree', d)).sort().map((f) => `tree/${d}/${f}`));
+    const files = dirs.flatMap((d) =>
+      readdirSync(join(exp, 'tree', d))
+        .sort()
+        .map((f) => `tree/${d}/${f}`),
+    );
 
     if (PHASES.has('handoff')) {
       phases.push(
@@ -354,7 +368,9 @@ async function main(): Promise<void> {
   } finally {
     if (process.env.BENCH_KEEP === '1') log(`kept ${base}`);
   }
-  process.stdout.write(`FUSE small-file latency split, ${TREE_FILES} files (probe and ${CPU_PROF ? 'CPU profiler' : 'no profiler'} in the node and the mount: absolute times are a little higher than without)\n`);
+  process.stdout.write(
+    `FUSE small-file latency split, ${TREE_FILES} files (probe and ${CPU_PROF ? 'CPU profiler' : 'no profiler'} in the node and the mount: absolute times are a little higher than without)\n`,
+  );
   for (const p of phases) report(p);
   if (process.env.BENCH_KEEP !== '1') rmSync(base, { recursive: true, force: true });
 }

@@ -212,7 +212,9 @@ async function main(): Promise<void> {
         tlsPeer = new SvcPeer(tlsNode.url, tlsMnt, 'svc TLS', ['--tls-ca', tls.ca], mountOptions);
         peers.push(tlsPeer);
         await tlsPeer.remount();
-        notes.push(`svc TLS: a second svc-fs-node on the export serving ${tlsNode.url} (TLS 1.3, throwaway CA), mounted with --tls-ca; measured on the read, find and grep rows`);
+        notes.push(
+          `svc TLS: a second svc-fs-node on the export serving ${tlsNode.url} (TLS 1.3, throwaway CA), mounted with --tls-ca; measured on the read, find and grep rows`,
+        );
       }
     } else notes.push('svc TLS skipped: BENCH_TLS=0');
 
@@ -248,7 +250,11 @@ async function main(): Promise<void> {
           log(`  ${what}, ${p.name} run ${i + 1}: ${t.toFixed(3)} s`);
         }
       }
-      return { svc: median(times.get(svc)!), sshfs: sshfs ? median(times.get(sshfs)!) : undefined, tls: withTls && tlsPeer ? median(times.get(tlsPeer)!) : undefined };
+      return {
+        svc: median(times.get(svc)!),
+        sshfs: sshfs ? median(times.get(sshfs)!) : undefined,
+        tls: withTls && tlsPeer ? median(times.get(tlsPeer)!) : undefined,
+      };
     };
     const localMedian = async (fn: () => Promise<number>) => {
       const xs: number[] = [];
@@ -299,11 +305,27 @@ async function main(): Promise<void> {
       const what = `git status, ${REPO_FILES}-file repository, cold`;
       log(what);
       // The index is refreshed through the mount about to be timed (see module documentation), then everything remounted.
-      rows.push({ what, ...(await each('git status cold', (p) => status(p.root), async (p) => (await status(p.root), await cold()))), target: 0.5 });
+      rows.push({
+        what,
+        ...(await each(
+          'git status cold',
+          (p) => status(p.root),
+          async (p) => (await status(p.root), await cold()),
+        )),
+        target: 0.5,
+      });
       for (const p of peers) await status(p.root);
       const warm = `git status, ${REPO_FILES}-file repository, warm`;
       log(warm);
-      rows.push({ what: warm, ...(await each('git status warm', (p) => status(p.root), async (p) => void (await status(p.root)))), local: await localMedian(() => status(local)) });
+      rows.push({
+        what: warm,
+        ...(await each(
+          'git status warm',
+          (p) => status(p.root),
+          async (p) => void (await status(p.root)),
+        )),
+        local: await localMedian(() => status(local)),
+      });
     }
   } finally {
     await cleanup();
@@ -313,7 +335,12 @@ async function main(): Promise<void> {
   const fmt = (n: number | undefined) => (n === undefined ? '-' : n >= 100 ? n.toFixed(0) : n >= 1 ? n.toFixed(2) : n.toFixed(3));
   const body = rows.map((r) => {
     const ratio = r.sshfs !== undefined ? r.svc / r.sshfs : undefined;
-    const target = r.target === undefined ? '' : ratio === undefined ? `<= ${r.target.toFixed(1)}x: not measured` : `<= ${r.target.toFixed(1)}x: ${ratio <= r.target ? 'met' : 'NOT met'}`;
+    const target =
+      r.target === undefined
+        ? ''
+        : ratio === undefined
+          ? `<= ${r.target.toFixed(1)}x: not measured`
+          : `<= ${r.target.toFixed(1)}x: ${ratio <= r.target ? 'met' : 'NOT met'}`;
     return [
       r.what,
       fmt(r.svc),
@@ -324,7 +351,9 @@ async function main(): Promise<void> {
       r.bytes && r.sshfs ? (r.bytes / MB / r.sshfs).toFixed(0) : '',
       fmt(r.local),
       fmt(r.tls),
-      r.tls === undefined ? '' : `${((1 - r.svc / r.tls) * 100).toFixed(1)} %${r.tlsTarget === undefined ? '' : ` (<= ${r.tlsTarget * 100} %: ${1 - r.svc / r.tls <= r.tlsTarget ? 'met' : 'NOT met'})`}`,
+      r.tls === undefined
+        ? ''
+        : `${((1 - r.svc / r.tls) * 100).toFixed(1)} %${r.tlsTarget === undefined ? '' : ` (<= ${r.tlsTarget * 100} %: ${1 - r.svc / r.tls <= r.tlsTarget ? 'met' : 'NOT met'})`}`,
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
@@ -336,7 +365,9 @@ async function main(): Promise<void> {
       `TLS cost = the throughput the svc TLS mount gives up against the plain one (1 - svc s / svc TLS s); MB = 10^6 bytes\n`,
   );
   for (const n of notes) process.stdout.write(`  ${n}\n`);
-  process.stdout.write(`  load average (1 min) ${loadBefore[0].toFixed(2)} before, ${loadAfter[0].toFixed(2)} after (the machine may be shared: figures are noisy)\n\n`);
+  process.stdout.write(
+    `  load average (1 min) ${loadBefore[0].toFixed(2)} before, ${loadAfter[0].toFixed(2)} after (the machine may be shared: figures are noisy)\n\n`,
+  );
   process.stdout.write(`${line(header)}\n${body.map(line).join('\n')}\n`);
 }
 

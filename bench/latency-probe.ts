@@ -80,7 +80,10 @@ if (DIR) {
   const WebSocket = require('ws') as { prototype: Record<string, (...args: unknown[]) => unknown> };
   const send = WebSocket.prototype.send;
   WebSocket.prototype.send = function (this: unknown, data: unknown, options?: unknown, cb?: unknown) {
-    const binary = typeof options === 'object' && options !== null ? (options as { binary?: boolean }).binary !== false && typeof data !== 'string' : typeof data !== 'string';
+    const binary =
+      typeof options === 'object' && options !== null
+        ? (options as { binary?: boolean }).binary !== false && typeof data !== 'string'
+        : typeof data !== 'string';
     onSend(data, binary);
     return send.call(this, data, options, cb);
   };

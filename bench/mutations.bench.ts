@@ -92,11 +92,28 @@ import { ChildProcess, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { freePort, fuseNativeBuild, fuseUnavailable, fuseUnmount, log, median, Peer, sleep, SshfsPeer, startFsNode, stopProcess, SvcPeer, timedRun, which } from './peers';
+import {
+  freePort,
+  fuseNativeBuild,
+  fuseUnavailable,
+  fuseUnmount,
+  log,
+  median,
+  Peer,
+  sleep,
+  SshfsPeer,
+  startFsNode,
+  stopProcess,
+  SvcPeer,
+  timedRun,
+  which,
+} from './peers';
 import { prng } from './prng';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
-const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
+const parsePrometheus = require('parse-prometheus-text-format') as (
+  text: string,
+) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 
 const envInt = (name: string, dflt: number, min: number) => Math.max(min, Math.floor(Number(process.env[name] ?? dflt) || dflt));
 const ROUNDS = envInt('BENCH_ROUNDS', 3, 1);
@@ -272,7 +289,9 @@ function fsType(dir: string): string {
 /** First line of `cmd args` output, or `unknown`. */
 function versionOf(cmd: string, args: string[]): string {
   try {
-    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).split('\n')[0].trim();
+    return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] })
+      .split('\n')[0]
+      .trim();
   } catch {
     return 'unknown';
   }
@@ -329,7 +348,8 @@ function workloads(src: string, notes: string[], running: Set<ChildProcess>): Wo
         what: `${TRANSACTIONS} SQLite transactions`,
         unit: 'transaction',
         units: TRANSACTIONS,
-        prepare: (dir) => void execFileSync('sqlite3', [join(dir, 'bench.db'), 'CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT NOT NULL);'], { stdio: 'ignore' }),
+        prepare: (dir) =>
+          void execFileSync('sqlite3', [join(dir, 'bench.db'), 'CREATE TABLE t(id INTEGER PRIMARY KEY, v TEXT NOT NULL);'], { stdio: 'ignore' }),
         run: (dir) => run('sqlite3', ['-bail', join(dir, 'bench.db')], { stdin: sql }),
       });
     }
@@ -404,7 +424,11 @@ async function main(): Promise<void> {
     const list = workloads(dirs.src, notes, running);
 
     const metricsPort = await freePort();
-    const node = await startFsNode(['--export', `work=${dirs.svcExport}`], { SVC_METRICS_PORT: String(metricsPort) }, { nodeFlags: NODE_FLAGS, timeoutMs: 60_000 });
+    const node = await startFsNode(
+      ['--export', `work=${dirs.svcExport}`],
+      { SVC_METRICS_PORT: String(metricsPort) },
+      { nodeFlags: NODE_FLAGS, timeoutMs: 60_000 },
+    );
     processes.add(node.proc);
     node.proc.once('exit', (code, signal) => {
       if (!stopping) log(`svc-fs-node exited (${code ?? signal}) during the run: ${node.stderr().trim().slice(-2000)}`);
@@ -413,7 +437,9 @@ async function main(): Promise<void> {
     const svc = new SvcPeer(node.url, dirs.svcMnt, 'svc', [], { mountArgs: MOUNT_ARGS, nodeFlags: NODE_FLAGS, timeoutMs: 60_000 });
     peers.push(svc);
     await svc.remount();
-    notes.push(`svc: svc-fs-node ${node.url} exporting ${dirs.svcExport}, metrics ${metricsUrl}; svc-fs-mount --endpoint w=${node.url} mount ${dirs.svcMnt}${MOUNT_ARGS.length ? ` ${MOUNT_ARGS.join(' ')}` : ''}`);
+    notes.push(
+      `svc: svc-fs-node ${node.url} exporting ${dirs.svcExport}, metrics ${metricsUrl}; svc-fs-mount --endpoint w=${node.url} mount ${dirs.svcMnt}${MOUNT_ARGS.length ? ` ${MOUNT_ARGS.join(' ')}` : ''}`,
+    );
     notes.push(`svc: fuse-native ${fuseNativeBuild()}`);
     const targets: Target[] = [{ name: 'local', disk: dirs.local, view: dirs.local }];
     if (WITH_SSHFS) {
@@ -492,7 +518,11 @@ function report(results: Result[], notes: string[], loadBefore: number[], loadAf
   };
   const table = (header: string[], body: string[][], left: Set<number>) => {
     const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => b[i].length)));
-    const line = (cells: string[]) => cells.map((c, i) => (left.has(i) ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd();
+    const line = (cells: string[]) =>
+      cells
+        .map((c, i) => (left.has(i) ? c.padEnd(widths[i]) : c.padStart(widths[i])))
+        .join('  ')
+        .trimEnd();
     out(line(header));
     for (const b of body) out(line(b));
   };
@@ -540,7 +570,11 @@ function report(results: Result[], notes: string[], loadBefore: number[], loadAf
     const perRound = counted.map((r) => r.requests.map(byOp));
     const ops = [...new Set(perRound.flatMap((rs) => rs.flatMap((m) => [...m.keys()])))];
     const opMedian = (i: number, op: string) => median(perRound[i].map((m) => m.get(op) ?? 0));
-    ops.sort((a, b) => counted.reduce((s, _, i) => s + opMedian(i, b) / counted[i].workload.units, 0) - counted.reduce((s, _, i) => s + opMedian(i, a) / counted[i].workload.units, 0));
+    ops.sort(
+      (a, b) =>
+        counted.reduce((s, _, i) => s + opMedian(i, b) / counted[i].workload.units, 0) -
+        counted.reduce((s, _, i) => s + opMedian(i, a) / counted[i].workload.units, 0),
+    );
     const cell = (n: number, units: number) => (n === 0 ? '-' : `${fmtInt(n)} (${(n / units).toFixed(2)})`);
     const totals = counted.map((r) => r.requests.map(totalOf));
     const body = ops.map((op) => [op, ...counted.map((r, i) => cell(opMedian(i, op), r.workload.units))]);

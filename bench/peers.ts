@@ -127,7 +127,12 @@ export interface StartOptions {
  * @returns the running process, the match, and the last 64 KiB it wrote to stderr (kept up to date while it runs)
  * @throws Error (rejects) when the program exits before, or, with `options.timeoutMs`, when the pattern does not appear in time (the program is then killed)
  */
-export function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessEnv = {}, options: StartOptions = {}): Promise<{ proc: ChildProcess; match: RegExpExecArray; stderr: () => string }> {
+export function startUntil(
+  args: string[],
+  pattern: RegExp,
+  env: NodeJS.ProcessEnv = {},
+  options: StartOptions = {},
+): Promise<{ proc: ChildProcess; match: RegExpExecArray; stderr: () => string }> {
   const proc = spawn(process.execPath, [...(options.nodeFlags ?? []), ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
@@ -163,8 +168,17 @@ export function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessE
  * @returns the process, the URL it serves (`ws://127.0.0.1:PORT/...`) and its stderr so far
  * @throws Error (rejects) when it exits before listening, or after `options.timeoutMs`
  */
-export async function startFsNode(args: string[], env: NodeJS.ProcessEnv = {}, options: StartOptions = {}): Promise<{ proc: ChildProcess; url: string; stderr: () => string }> {
-  const { proc, match, stderr } = await startUntil([FS_NODE_JS, '--port', '0', ...args], /listening on (\S+)/, { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '', ...env }, options);
+export async function startFsNode(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  options: StartOptions = {},
+): Promise<{ proc: ChildProcess; url: string; stderr: () => string }> {
+  const { proc, match, stderr } = await startUntil(
+    [FS_NODE_JS, '--port', '0', ...args],
+    /listening on (\S+)/,
+    { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '', ...env },
+    options,
+  );
   return { proc, url: match[1], stderr };
 }
 
@@ -374,10 +388,15 @@ export class SvcPeer implements Peer {
    */
   async remount(): Promise<void> {
     await this.stop();
-    const m = await startUntil([FS_MOUNT_JS, '--endpoint', `w=${this.url}`, ...this.extraArgs, 'mount', this.mnt, ...(this.options.mountArgs ?? [])], /mounted on /, { SVC_LOG_LEVEL: 'warn' }, {
-      nodeFlags: this.options.nodeFlags,
-      timeoutMs: this.options.timeoutMs,
-    });
+    const m = await startUntil(
+      [FS_MOUNT_JS, '--endpoint', `w=${this.url}`, ...this.extraArgs, 'mount', this.mnt, ...(this.options.mountArgs ?? [])],
+      /mounted on /,
+      { SVC_LOG_LEVEL: 'warn' },
+      {
+        nodeFlags: this.options.nodeFlags,
+        timeoutMs: this.options.timeoutMs,
+      },
+    );
     this.proc = m.proc;
   }
 
@@ -419,9 +438,14 @@ export class SshfsPeer implements Peer {
    */
   static async start(dir: string, exp: string, mnt: string, processes: Set<ChildProcess>): Promise<SshfsPeer | string> {
     if (!which('sshfs') || !which('sshd')) {
-      if (process.getuid?.() !== 0) return `sshfs or sshd is missing and this bench is not root, so it cannot install them (apt-get install sshfs openssh-server)`;
+      if (process.getuid?.() !== 0)
+        return `sshfs or sshd is missing and this bench is not root, so it cannot install them (apt-get install sshfs openssh-server)`;
       log('installing sshfs and openssh-server (apt-get install -y sshfs openssh-server)');
-      const install = () => execFileSync('apt-get', ['install', '-y', '-q', 'sshfs', 'openssh-server'], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+      const install = () =>
+        execFileSync('apt-get', ['install', '-y', '-q', 'sshfs', 'openssh-server'], {
+          stdio: ['ignore', 'ignore', 'inherit'],
+          env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+        });
       try {
         install();
       } catch {
@@ -435,7 +459,8 @@ export class SshfsPeer implements Peer {
       if (!which('sshfs') || !which('sshd')) return 'sshfs or sshd is still missing after apt-get install';
     }
     const sshdPath = which('sshd')!;
-    const version = execFileSync('sshfs', ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).match(/SSHFS version (\S+)/)?.[1] ?? 'unknown';
+    const version =
+      execFileSync('sshfs', ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }).match(/SSHFS version (\S+)/)?.[1] ?? 'unknown';
     mkdirSync(dir, { mode: 0o700 });
     const keygen = (file: string) => execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'svc-bench', '-f', file], { stdio: 'ignore' });
     keygen(join(dir, 'host_key'));
@@ -488,7 +513,13 @@ export class SshfsPeer implements Peer {
 
   /** The sshfs command line (without the program name). */
   get args(): string[] {
-    const options = [`IdentityFile=${join(this.dir, 'client_key')}`, 'StrictHostKeyChecking=no', 'UserKnownHostsFile=/dev/null', 'BatchMode=yes', 'LogLevel=ERROR'];
+    const options = [
+      `IdentityFile=${join(this.dir, 'client_key')}`,
+      'StrictHostKeyChecking=no',
+      'UserKnownHostsFile=/dev/null',
+      'BatchMode=yes',
+      'LogLevel=ERROR',
+    ];
     return ['-f', '-p', String(this.port), '-o', options.join(','), `${userInfo().username}@127.0.0.1:${this.exp}`, this.mnt];
   }
 

@@ -377,7 +377,8 @@ function svcFrame(ctx: SvcContext): string | Buffer {
   }
   if (r < 0.77) return frame('control.ping', pick(['x', 5, [], true]));
   // forbidden keys
-  if (r < 0.79) return `{"channel":"control","type":"control.project_get","id":${svcId++},"payload":{"project_id":"p","__proto__":{"x":1},"constructor":{"prototype":{"y":2}}}}`;
+  if (r < 0.79)
+    return `{"channel":"control","type":"control.project_get","id":${svcId++},"payload":{"project_id":"p","__proto__":{"x":1},"constructor":{"prototype":{"y":2}}}}`;
   // envelope errors
   if (r < 0.85) {
     const f: Record<string, unknown> = { channel: 'control', type: 'control.ping', id };
@@ -387,7 +388,15 @@ function svcFrame(ctx: SvcContext): string | Buffer {
     return JSON.stringify(f);
   }
   // acheron frames on a session that never negotiated the runtime (the server closes it)
-  if (r < 0.855) return JSON.stringify({ channel: 'acheron', type: pick(['acheron.t_walk', 'acheron.t_read', 'acheron.t_version']), tag: Math.floor(rand() * 1e6), fid: 0, newfid: 1, path: ['nodes'] });
+  if (r < 0.855)
+    return JSON.stringify({
+      channel: 'acheron',
+      type: pick(['acheron.t_walk', 'acheron.t_read', 'acheron.t_version']),
+      tag: Math.floor(rand() * 1e6),
+      fid: 0,
+      newfid: 1,
+      path: ['nodes'],
+    });
   // deep nesting
   if (r < 0.87) return `{"channel":"control","type":"control.ping","id":${svcId++},"payload":${nested(100 + Math.floor(rand() * 3000))}}`;
   // oversized strings (within the frame limit)
@@ -482,7 +491,8 @@ function fsFrame(ctx: FsContext): string | Buffer {
   if (r < 0.72) return frame('getattr', { node: pick(NOT_NUMBERS) });
   // names that are not one component, too long, forbidden keys
   if (r < 0.76) return frame('lookup', root, { name: pick(['..', '.', '', 'a/b', 'x'.repeat(256), 'nul\u0000']) });
-  if (r < 0.78) return `{"channel":"acheron","type":"acheron.t_fs_lookup","tag":${tag},"node":${ctx.root},"payload":{"name":"a","__proto__":{"x":1},"constructor":{"prototype":{"y":2}}}}`;
+  if (r < 0.78)
+    return `{"channel":"acheron","type":"acheron.t_fs_lookup","tag":${tag},"node":${ctx.root},"payload":{"name":"a","__proto__":{"x":1},"constructor":{"prototype":{"y":2}}}}`;
   // envelope errors
   if (r < 0.84) {
     const f: Record<string, unknown> = { channel: 'acheron', type: 'acheron.t_fs_getattr', tag, node: ctx.root };
@@ -494,7 +504,8 @@ function fsFrame(ctx: FsContext): string | Buffer {
   // reads and writes on handles that do not exist
   if (r < 0.87) return frame(pick(['read', 'close', 'fsync']), { h: Math.floor(rand() * 1e6) }, { off: 0, len: 16 });
   // deep nesting, oversized strings, over the frame limit
-  if (r < 0.88) return `{"channel":"acheron","type":"acheron.t_fs_getattr","tag":${tag},"node":${ctx.root},"payload":${nested(100 + Math.floor(rand() * 3000))}}`;
+  if (r < 0.88)
+    return `{"channel":"acheron","type":"acheron.t_fs_getattr","tag":${tag},"node":${ctx.root},"payload":${nested(100 + Math.floor(rand() * 3000))}}`;
   if (r < 0.885) return frame('lookup', root, { name: bigString() });
   if (r < 0.8852) return frame('getattr', root, { x: 'y'.repeat(MAX_MESSAGE_BYTES) });
   return frame('getattr', root);
@@ -510,9 +521,23 @@ async function fsShortSessions(url: string, ctx: FsContext, fileId: () => number
     }
     tally.sessions++;
     if (rand() < 0.25) {
-      await exchange(ws, [pick([garbageText(), '{"channel":"acheron","type":"acheron.t_fs_hello","tag":0,"payload":{"protocol":"unified-v1","proto":2}}', frameGetattr(ctx.root)])], tally);
+      await exchange(
+        ws,
+        [
+          pick([
+            garbageText(),
+            '{"channel":"acheron","type":"acheron.t_fs_hello","tag":0,"payload":{"protocol":"unified-v1","proto":2}}',
+            frameGetattr(ctx.root),
+          ]),
+        ],
+        tally,
+      );
     } else {
-      const [, opened] = await exchange(ws, [FS_HELLO, JSON.stringify({ channel: 'acheron', type: 'acheron.t_fs_open', tag: 1, node: fileId(), payload: { flags: 0 } })], tally);
+      const [, opened] = await exchange(
+        ws,
+        [FS_HELLO, JSON.stringify({ channel: 'acheron', type: 'acheron.t_fs_open', tag: 1, node: fileId(), payload: { flags: 0 } })],
+        tally,
+      );
       const h = opened ? (JSON.parse(opened) as { payload?: { h?: number } }).payload?.h : undefined;
       if (h !== undefined) {
         const frames = [JSON.stringify({ channel: 'acheron', type: 'acheron.t_fs_read', tag: 2, h, payload: { off: 0, len: 64 } })];
@@ -576,7 +601,10 @@ async function main(): Promise<void> {
       admin.close();
       const ctx: SvcContext = { projectId: p.project_id, projectToken: p.project_token };
       const tally = new Tally(svc, FRAMES, 'svc_requests_total');
-      const hello = ['{"channel":"control","type":"control.version","id":0,"payload":{"protocol":"unified-v2"}}', '{"channel":"control","type":"control.connect","id":0}'];
+      const hello = [
+        '{"channel":"control","type":"control.version","id":0,"payload":{"protocol":"unified-v2"}}',
+        '{"channel":"control","type":"control.connect","id":0}',
+      ];
       results.push(
         await soak(
           tally,
@@ -591,7 +619,11 @@ async function main(): Promise<void> {
       const ws = (await openWs(fsNode.url, null))!;
       const [, exportsReply] = await exchange(ws, [FS_HELLO, '{"channel":"acheron","type":"acheron.t_fs_exports","tag":1}'], tally);
       const rootId = (JSON.parse(exportsReply) as { payload: { exports: Array<{ root: number }> } }).payload.exports[0].root;
-      const [lookup] = await exchange(ws, [JSON.stringify({ channel: 'acheron', type: 'acheron.t_fs_lookup', tag: 2, node: rootId, payload: { name: 'file.txt' } })], tally);
+      const [lookup] = await exchange(
+        ws,
+        [JSON.stringify({ channel: 'acheron', type: 'acheron.t_fs_lookup', tag: 2, node: rootId, payload: { name: 'file.txt' } })],
+        tally,
+      );
       const fileId = (JSON.parse(lookup) as { payload: { attr: { id: number } } }).payload.attr.id;
       ws.close();
       const ctx: FsContext = { root: rootId, file: 'file.txt', dir: 'dir' };
@@ -607,7 +639,10 @@ async function main(): Promise<void> {
     for (const t of results) if (t.rss.length > 0) console.log(`  ${t.summary()}`);
     for (const s of servers) {
       if (s.proc.exitCode !== null) console.log(`  ${s.name} EXITED (${s.proc.exitCode})`);
-      const errors = s.stderr().split('\n').filter((l) => /"level":"(error|fatal)"|"level":(50|60)/.test(l));
+      const errors = s
+        .stderr()
+        .split('\n')
+        .filter((l) => /"level":"(error|fatal)"|"level":(50|60)/.test(l));
       if (errors.length > 0) console.log(`  ${s.name}: ${errors.length} error lines in the last MiB of its log, e.g. ${errors[0].slice(0, 300)}`);
     }
   } finally {

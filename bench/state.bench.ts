@@ -320,7 +320,11 @@ async function startReplicas(stateDirs: string[], env: NodeJS.ProcessEnv): Promi
 
 /** `n` admin sessions, session i on replica i mod (number of replicas). */
 function openSessions(servers: Server[], n = SESSIONS): Promise<ControlClient[]> {
-  return Promise.all(Array.from({ length: n }, (_, i) => ControlClient.connect({ url: servers[i % servers.length].url, token: ADMIN_TOKEN, requestTimeoutMs: REQUEST_TIMEOUT_MS })));
+  return Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      ControlClient.connect({ url: servers[i % servers.length].url, token: ADMIN_TOKEN, requestTimeoutMs: REQUEST_TIMEOUT_MS }),
+    ),
+  );
 }
 
 // ---- metrics of the replicas ----
@@ -460,7 +464,9 @@ async function populate(label: string, sessions: ControlClient[], n: number, pro
   let stageStart = t0;
   const progress = setInterval(() => {
     const s = (performance.now() - stageStart) / 1000;
-    console.error(`  [${label}] populate ${stage}: ${done}/${total} (${(done / s).toFixed(0)}/s), ${mutations} mutations in ${((performance.now() - t0) / 1000).toFixed(0)} s`);
+    console.error(
+      `  [${label}] populate ${stage}: ${done}/${total} (${(done / s).toFixed(0)}/s), ${mutations} mutations in ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+    );
   }, 5000);
   const setStage = (name: string, count: number) => {
     stage = name;
@@ -499,11 +505,22 @@ async function populate(label: string, sessions: ControlClient[], n: number, pro
     mutations++;
     const stride = Math.max(1, Math.floor(n / bigMounts)); // distinct nodes when there are enough, else each node several times
     await pool(sessions, bigMounts, async (c, i) => {
-      await c.request('project_mount_set', { project_id: big.project_id, node_id: nodes[(i * stride) % n].node_id, export_name: 'work', mount_path: `/big/m${i}` });
+      await c.request('project_mount_set', {
+        project_id: big.project_id,
+        node_id: nodes[(i * stride) % n].node_id,
+        export_name: 'work',
+        mount_path: `/big/m${i}`,
+      });
       mutations++;
       done++;
     });
-    return { nodes, projects, big: { project_id: big.project_id, project_token: big.project_token, mounts: bigMounts }, seconds: (performance.now() - t0) / 1000, mutations };
+    return {
+      nodes,
+      projects,
+      big: { project_id: big.project_id, project_token: big.project_token, mounts: bigMounts },
+      seconds: (performance.now() - t0) / 1000,
+      mutations,
+    };
   } catch (e) {
     throw new Error(`[${label}] population failed in stage "${stage}" after ${done}/${total} (${mutations} mutations): ${(e as Error).message}`);
   } finally {
@@ -522,7 +539,11 @@ interface LoadResult {
 }
 
 /** Each session keeps one request in flight until `seconds` pass; latency per request, ms. */
-async function closedLoop(sessions: ControlClient[], seconds: number, op: (c: ControlClient, session: number, k: number) => Promise<unknown>): Promise<LoadResult> {
+async function closedLoop(
+  sessions: ControlClient[],
+  seconds: number,
+  op: (c: ControlClient, session: number, k: number) => Promise<unknown>,
+): Promise<LoadResult> {
   const latencies: number[] = [];
   const errors = new Map<string, number>();
   let ok = 0;
@@ -623,7 +644,9 @@ async function runScale(n: number): Promise<Figures> {
     const env: NodeJS.ProcessEnv = database ? { SVC_DATABASE_URL: database.url } : {};
     servers = await startReplicas(stateDirs, env);
     const where = database ? `database ${database.name}; svc ${servers.map((s) => s.url).join(', ')}` : `svc on ${servers[0].url}`;
-    console.log(`\n== ${label} [${STORE_TEXT}]: ${projectCount} projects x ${MOUNTS_PER_PROJECT} mounts, big project ${bigMounts} mounts on ${Math.min(n, bigMounts)} distinct nodes; ${where}`);
+    console.log(
+      `\n== ${label} [${STORE_TEXT}]: ${projectCount} projects x ${MOUNTS_PER_PROJECT} mounts, big project ${bigMounts} mounts on ${Math.min(n, bigMounts)} distinct nodes; ${where}`,
+    );
     sessions = await openSessions(servers);
     /** One session on each replica (session i is on replica i mod REPLICAS). */
     const perReplica = () => sessions.slice(0, REPLICAS);
@@ -633,7 +656,9 @@ async function runScale(n: number): Promise<Figures> {
     await expectBigOnline(perReplica(), statusPayload, bigMounts, REPLICAS > 1 ? 10_000 : 0, 'after population');
     const populateMutPerS = pop.mutations / pop.seconds;
     const spread = REPLICAS > 1 ? `${SESSIONS} sessions over ${REPLICAS} replicas` : `${SESSIONS} sessions`;
-    console.log(`population: ${pop.mutations} mutations (${n} invites + ${n} joins, ${projectCount} projects + ${projectCount * MOUNTS_PER_PROJECT} mounts, 1 + ${bigMounts} big-project mounts) in ${pop.seconds.toFixed(1)} s (${populateMutPerS.toFixed(0)} mutations/s, ${spread})`);
+    console.log(
+      `population: ${pop.mutations} mutations (${n} invites + ${n} joins, ${projectCount} projects + ${projectCount * MOUNTS_PER_PROJECT} mounts, 1 + ${bigMounts} big-project mounts) in ${pop.seconds.toFixed(1)} s (${populateMutPerS.toFixed(0)} mutations/s, ${spread})`,
+    );
 
     // a. lease refreshes, with the replication lag they cause on the other replicas
     const lagBefore = STORE === 'postgres' ? await settledLagHistogram(perReplica()) : [];
@@ -642,7 +667,9 @@ async function runScale(n: number): Promise<Figures> {
       return c.request('node_lease_refresh', { node_id: node.node_id, node_secret: node.node_secret, lease_ttl_ms: LEASE_TTL_MS });
     });
     const refreshPerS = refresh.ok / refresh.seconds;
-    console.log(`node_lease_refresh, ${spread} x 1 in flight, ${refresh.seconds.toFixed(1)} s: ${refreshPerS.toFixed(0)} acknowledged/s, p50 ${refresh.p50.toFixed(2)} ms, p99 ${refresh.p99.toFixed(2)} ms (target >= 2000/s)${errorsText(refresh)}`);
+    console.log(
+      `node_lease_refresh, ${spread} x 1 in flight, ${refresh.seconds.toFixed(1)} s: ${refreshPerS.toFixed(0)} acknowledged/s, p50 ${refresh.p50.toFixed(2)} ms, p99 ${refresh.p99.toFixed(2)} ms (target >= 2000/s)${errorsText(refresh)}`,
+    );
     let lagP50: Quantile | null = null;
     let lagP99: Quantile | null = null;
     let lagReplays = 0;
@@ -664,10 +691,17 @@ async function runScale(n: number): Promise<Figures> {
 
     // b. mount changes on small projects (a new path each time, so every one is a real change)
     const mountSet = await closedLoop(sessions, 3 * SECONDS, (c, s, k) =>
-      c.request('project_mount_set', { project_id: pop.projects[randomInt(projectCount)], node_id: pop.nodes[randomInt(n)].node_id, export_name: 'work', mount_path: `/b/s${s}/k${k}` }),
+      c.request('project_mount_set', {
+        project_id: pop.projects[randomInt(projectCount)],
+        node_id: pop.nodes[randomInt(n)].node_id,
+        export_name: 'work',
+        mount_path: `/b/s${s}/k${k}`,
+      }),
     );
     const mountSetPerS = mountSet.ok / mountSet.seconds;
-    console.log(`project_mount_set (new path, random small project), ${spread} x 1 in flight, ${mountSet.seconds.toFixed(1)} s: ${mountSetPerS.toFixed(0)} ops/s, p50 ${mountSet.p50.toFixed(2)} ms, p99 ${mountSet.p99.toFixed(2)} ms (target p99 < 20 ms)${errorsText(mountSet)}`);
+    console.log(
+      `project_mount_set (new path, random small project), ${spread} x 1 in flight, ${mountSet.seconds.toFixed(1)} s: ${mountSetPerS.toFixed(0)} ops/s, p50 ${mountSet.p50.toFixed(2)} ms, p99 ${mountSet.p99.toFixed(2)} ms (target p99 < 20 ms)${errorsText(mountSet)}`,
+    );
 
     // c. workspace_status of the big project
     const statusKiB = Buffer.byteLength(JSON.stringify(await sessions[0].request('workspace_status', statusPayload))) / 1024;
@@ -677,7 +711,9 @@ async function runScale(n: number): Promise<Figures> {
       }),
     );
     const status = await closedLoop(sessions, 3 * SECONDS, (c) => c.request('workspace_status', statusPayload));
-    console.log(`workspace_status (${bigMounts} mounts, ~${statusKiB.toFixed(0)} KiB payload), ${spread} x 1 in flight, ${status.seconds.toFixed(1)} s: ${(status.ok / status.seconds).toFixed(0)} ops/s, p50 ${status.p50.toFixed(2)} ms, p99 ${status.p99.toFixed(2)} ms, send to decoded reply (target p99 < 10 ms)${errorsText(status)}`);
+    console.log(
+      `workspace_status (${bigMounts} mounts, ~${statusKiB.toFixed(0)} KiB payload), ${spread} x 1 in flight, ${status.seconds.toFixed(1)} s: ${(status.ok / status.seconds).toFixed(0)} ops/s, p50 ${status.p50.toFixed(2)} ms, p99 ${status.p99.toFixed(2)} ms, send to decoded reply (target p99 < 10 ms)${errorsText(status)}`,
+    );
     const seq: number[] = [];
     const seqCount = Math.max(50, Math.round(300 * SECONDS));
     for (let i = 0; i < seqCount; i++) {
@@ -686,7 +722,9 @@ async function runScale(n: number): Promise<Figures> {
       seq.push(performance.now() - s);
     }
     seq.sort((a, b) => a - b);
-    console.log(`workspace_status, 1 session sequential${REPLICAS > 1 ? ' (on replica 0)' : ''}, ${seqCount} requests: p50 ${percentile(seq, 50).toFixed(2)} ms, p99 ${percentile(seq, 99).toFixed(2)} ms`);
+    console.log(
+      `workspace_status, 1 session sequential${REPLICAS > 1 ? ' (on replica 0)' : ''}, ${seqCount} requests: p50 ${percentile(seq, 50).toFixed(2)} ms, p99 ${percentile(seq, 99).toFixed(2)} ms`,
+    );
 
     // restart (every replica stopped, then all started at once)
     const rssLoad = servers.map((s) => rssMiB(s.pid));
@@ -695,16 +733,20 @@ async function runScale(n: number): Promise<Figures> {
     const stopped = await Promise.all(servers.map((s) => s.stop()));
     servers = [];
     const shutdownMs = Math.max(...stopped);
-    const stateMiB = (database ? Number((await admin<{ b: string }>('SELECT pg_database_size($1) AS b', [database.name]))[0].b) : dirBytes(stateDirs[0])) / 1024 / 1024;
+    const stateMiB =
+      (database ? Number((await admin<{ b: string }>('SELECT pg_database_size($1) AS b', [database.name]))[0].b) : dirBytes(stateDirs[0])) / 1024 / 1024;
     servers = await startReplicas(stateDirs, env);
     const rssRestart = servers.map((s) => rssMiB(s.pid));
     const restartS = Math.max(...servers.map((s) => s.startMs)) / 1000;
     sessions = await openSessions(servers, REPLICAS);
     const reloaded = await Promise.all(sessions.map((c) => c.request<BigStatus>('workspace_status', statusPayload)));
     const sweeperRestart = STORE === 'postgres' ? await sweeperText(sessions, 8000) : '';
-    const rssText = (xs: number[]) => (xs.length > 1 ? `${list(xs, 1)} MiB (replicas 0..${xs.length - 1}; PostgreSQL's own not counted)` : `${xs[0].toFixed(1)} MiB`);
+    const rssText = (xs: number[]) =>
+      xs.length > 1 ? `${list(xs, 1)} MiB (replicas 0..${xs.length - 1}; PostgreSQL's own not counted)` : `${xs[0].toFixed(1)} MiB`;
     const onDisk = database ? `database ${stateMiB.toFixed(1)} MiB (pg_database_size)` : `state dir ${stateMiB.toFixed(1)} MiB`;
-    console.log(`RSS at the end of the load: ${rssText(rssLoad)}; ${onDisk}; SIGTERM to exit ${(shutdownMs / 1000).toFixed(2)} s${REPLICAS > 1 ? ' (slowest replica)' : ''}`);
+    console.log(
+      `RSS at the end of the load: ${rssText(rssLoad)}; ${onDisk}; SIGTERM to exit ${(shutdownMs / 1000).toFixed(2)} s${REPLICAS > 1 ? ' (slowest replica)' : ''}`,
+    );
     console.log(
       `restart: spawn to listening line ${restartS.toFixed(2)} s${REPLICAS > 1 ? ` (all ${REPLICAS} replicas started at once, until the last one listens)` : ''} (target < 3 s), RSS after load ${rssText(rssRestart)}; ` +
         `big project after restart: ${reloaded.map((s) => `${s.availability.online}/${s.availability.mounts_total}`).join(', ')} mounts online` +
@@ -796,8 +838,12 @@ const ROWS: Row[] = [
 function printComparison(large: Figures, small: Figures): void {
   const pad = (s: string, w: number) => s.padStart(w);
   const fmt = (x: number, digits: number) => (Number.isFinite(x) ? x.toFixed(digits) : '-');
-  console.log(`\n== [${STORE_TEXT}] ${large.nodes} nodes next to ${small.nodes} nodes (big project ${large.bigMounts} vs ${small.bigMounts} mounts; projects ${large.projects} vs ${small.projects})`);
-  console.log(`${'figure'.padEnd(38)}${pad('target', 10)}${pad(`${large.nodes} n.`, 12)}${pad('met', 5)}${pad(`${small.nodes} n.`, 12)}${pad('ratio', 8)}${pad('<= 2x', 7)}`);
+  console.log(
+    `\n== [${STORE_TEXT}] ${large.nodes} nodes next to ${small.nodes} nodes (big project ${large.bigMounts} vs ${small.bigMounts} mounts; projects ${large.projects} vs ${small.projects})`,
+  );
+  console.log(
+    `${'figure'.padEnd(38)}${pad('target', 10)}${pad(`${large.nodes} n.`, 12)}${pad('met', 5)}${pad(`${small.nodes} n.`, 12)}${pad('ratio', 8)}${pad('<= 2x', 7)}`,
+  );
   for (const r of ROWS) {
     const a = large[r.key];
     const b = small[r.key];
@@ -805,18 +851,32 @@ function printComparison(large: Figures, small: Figures): void {
     const met = r.target && Number.isFinite(a) ? ((r.target[0] === 'higher' ? a >= r.target[1] : a < r.target[1]) ? 'yes' : 'NO') : '';
     // "within 2x" in the bad direction: a throughput may not fall below half, a time not double.
     const within = r.better && Number.isFinite(ratio) ? ((r.better === 'higher' ? ratio >= 0.5 : ratio <= 2) ? 'yes' : 'NO') : '';
-    console.log(`${r.what.padEnd(38)}${pad(r.target?.[2] ?? '', 10)}${pad(fmt(a, r.digits), 12)}${pad(met, 5)}${pad(fmt(b, r.digits), 12)}${pad(Number.isFinite(ratio) ? ratio.toFixed(2) : '-', 8)}${pad(within, 7)}`);
+    console.log(
+      `${r.what.padEnd(38)}${pad(r.target?.[2] ?? '', 10)}${pad(fmt(a, r.digits), 12)}${pad(met, 5)}${pad(fmt(b, r.digits), 12)}${pad(Number.isFinite(ratio) ? ratio.toFixed(2) : '-', 8)}${pad(within, 7)}`,
+    );
   }
-  if (large.bigMounts !== small.bigMounts) console.log(`(workspace_status: the replies differ in size, ${large.bigMounts} vs ${small.bigMounts} mounts, so its ratio is not only the effect of the node count)`);
+  if (large.bigMounts !== small.bigMounts)
+    console.log(
+      `(workspace_status: the replies differ in size, ${large.bigMounts} vs ${small.bigMounts} mounts, so its ratio is not only the effect of the node count)`,
+    );
   if (STORE === 'postgres' && REPLICAS > 1) {
-    console.log(`(replication lag: ${LAG_METRIC} of every replica, difference over the lease-refresh phase, percentiles estimated from its buckets by linear interpolation)`);
-    console.log(`sweeper: ${large.nodes} n.: ${large.sweeperLoad} during the load, ${large.sweeperRestart} after the restart; ${small.nodes} n.: ${small.sweeperLoad}, then ${small.sweeperRestart}`);
+    console.log(
+      `(replication lag: ${LAG_METRIC} of every replica, difference over the lease-refresh phase, percentiles estimated from its buckets by linear interpolation)`,
+    );
+    console.log(
+      `sweeper: ${large.nodes} n.: ${large.sweeperLoad} during the load, ${large.sweeperRestart} after the restart; ${small.nodes} n.: ${small.sweeperLoad}, then ${small.sweeperRestart}`,
+    );
   }
 }
 
 async function main(): Promise<void> {
-  const store = STORE === 'sqlite' ? 'sqlite (a fresh temporary state dir per scale)' : `postgres, ${REPLICAS} replica${REPLICAS === 1 ? '' : 's'} on a fresh database per scale; ${await setUpPostgres()}`;
-  console.log(`svc state bench (node ${process.version}): store ${store}; ${SMALL_NODES} then ${LARGE_NODES} nodes, ${SESSIONS} sessions, phase durations x${SECONDS}`);
+  const store =
+    STORE === 'sqlite'
+      ? 'sqlite (a fresh temporary state dir per scale)'
+      : `postgres, ${REPLICAS} replica${REPLICAS === 1 ? '' : 's'} on a fresh database per scale; ${await setUpPostgres()}`;
+  console.log(
+    `svc state bench (node ${process.version}): store ${store}; ${SMALL_NODES} then ${LARGE_NODES} nodes, ${SESSIONS} sessions, phase durations x${SECONDS}`,
+  );
   const small = await runScale(SMALL_NODES);
   const large = await runScale(LARGE_NODES);
   printComparison(large, small);

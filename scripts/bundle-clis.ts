@@ -200,7 +200,11 @@ function standIn(real: Record<string, unknown>, spec: string, reExports = new Ma
   for (const k of Object.keys(real)) {
     if (k === '__esModule') continue;
     const from = reExports.get(k);
-    lines.push(from ? `def(${JSON.stringify(k)}, () => require(${JSON.stringify(from.from)})[${JSON.stringify(from.prop)}]);` : `def(${JSON.stringify(k)}, () => load()[${JSON.stringify(k)}]);`);
+    lines.push(
+      from
+        ? `def(${JSON.stringify(k)}, () => require(${JSON.stringify(from.from)})[${JSON.stringify(from.prop)}]);`
+        : `def(${JSON.stringify(k)}, () => load()[${JSON.stringify(k)}]);`,
+    );
   }
   return lines.join('\n');
 }
@@ -214,7 +218,9 @@ function lazyPackages(names: string[]): Plugin {
   return {
     name: 'svc-lazy-packages',
     setup(b) {
-      b.onResolve({ filter: exactly(names) }, (args) => (args.namespace === 'svc-lazy' ? { path: args.path, external: true } : { path: args.path, namespace: 'svc-lazy' }));
+      b.onResolve({ filter: exactly(names) }, (args) =>
+        args.namespace === 'svc-lazy' ? { path: args.path, external: true } : { path: args.path, namespace: 'svc-lazy' },
+      );
       b.onLoad({ filter: /.*/, namespace: 'svc-lazy' }, (args) => {
         // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module named by the bundler, at build time
         const real = require(resolvedFrom(args.path, ROOT) ?? args.path) as Record<string, unknown>;
@@ -234,7 +240,9 @@ function lazyBuiltins(names: string[]): Plugin {
   return {
     name: 'svc-lazy-builtins',
     setup(b) {
-      b.onResolve({ filter }, (args) => (args.namespace === 'svc-lazy-builtin' ? { path: args.path, external: true } : { path: args.path.replace(/^node:/, ''), namespace: 'svc-lazy-builtin' }));
+      b.onResolve({ filter }, (args) =>
+        args.namespace === 'svc-lazy-builtin' ? { path: args.path, external: true } : { path: args.path.replace(/^node:/, ''), namespace: 'svc-lazy-builtin' },
+      );
       b.onLoad({ filter: /.*/, namespace: 'svc-lazy-builtin' }, (args) => {
         const lines = [
           `let real;`,
@@ -419,7 +427,15 @@ function warmRun(main: string, run: WarmRun, exportDir: string): Promise<void> {
   const args = run.args.map((a) => a.replace('{export}', exportDir));
   const child = spawn(process.execPath, [main, ...args], {
     cwd: ROOT,
-    env: { ...process.env, [WRITE_CODE_CACHE_ENV]: '1', SVC_AUTH_TOKEN: '', SVC_URL: '', SVC_FS_NODE_AUTH_TOKEN: '', SVC_METRICS_PORT: '', SVC_LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env,
+      [WRITE_CODE_CACHE_ENV]: '1',
+      SVC_AUTH_TOKEN: '',
+      SVC_URL: '',
+      SVC_FS_NODE_AUTH_TOKEN: '',
+      SVC_METRICS_PORT: '',
+      SVC_LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return new Promise((res, rej) => {

@@ -120,7 +120,23 @@ function makeDemoTls(dir: string): DemoTls {
     process.stdout.write(`$ openssl req -new ${ec.join(' ')} -keyout ${name}.key -out ${name}.csr -subj '/CN=${name}'\n`);
     run(['req', '-new', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name}`]);
     process.stdout.write(`$ openssl x509 -req -in ${name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -extfile server.ext -out ${name}.pem\n`);
-    run(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'server.ext', '-out', `${name}.pem`]);
+    run([
+      'x509',
+      '-req',
+      '-in',
+      `${name}.csr`,
+      '-CA',
+      'ca.pem',
+      '-CAkey',
+      'ca.key',
+      '-CAcreateserial',
+      '-days',
+      '2',
+      '-extfile',
+      'server.ext',
+      '-out',
+      `${name}.pem`,
+    ]);
     certs[name] = { cert: join(dir, `${name}.pem`), key: join(dir, `${name}.key`) };
   }
   process.stdout.write(`  CA ${join(dir, 'ca.pem')}; server certificates for IP:127.0.0.1, DNS:localhost\n`);
@@ -142,15 +158,26 @@ function control(url: string, op: string, payload: object = {}): Record<string, 
  */
 function apply(url: string, args: string[]): string {
   process.stdout.write(`$ svc-control ${tlsArgs.length ? `${tlsArgs.join(' ')} ` : ''}apply ${args.map((a) => a.replace(ROOT + '/', '')).join(' ')}\n`);
-  const r = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, 'apply', ...args], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, 'apply', ...args], {
+    env: { ...process.env, SVC_AUTH_TOKEN: ADMIN },
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`svc-control apply failed (${r.status}): ${r.stderr}${r.stdout}`);
-  process.stdout.write(r.stdout.replace(/^(project_token: )(\S{4})\S*/m, '$1$2...').replace(/^/gm, '  ').replace(/ {2}$/, ''));
+  process.stdout.write(
+    r.stdout
+      .replace(/^(project_token: )(\S{4})\S*/m, '$1$2...')
+      .replace(/^/gm, '  ')
+      .replace(/ {2}$/, ''),
+  );
   return r.stdout;
 }
 
 /** `svc-control` without echoing the command (for polling). */
 function controlQuiet(url: string, op: string, payload: object = {}): Record<string, unknown> {
-  const r = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, op, JSON.stringify(payload)], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, op, JSON.stringify(payload)], {
+    env: { ...process.env, SVC_AUTH_TOKEN: ADMIN },
+    encoding: 'utf8',
+  });
   if (r.status !== 0) throw new Error(`svc-control ${op} failed (${r.status}): ${r.stderr}`);
   return JSON.parse(r.stdout) as Record<string, unknown>;
 }
@@ -201,7 +228,11 @@ function mount(args: string[], options: { input?: string; allowFailure?: boolean
   const shown = [...mountArgs, ...args].map((a, i, all) => (/^--(auth|project)-token$/.test(all[i - 1] ?? '') ? `${a.slice(0, 4)}...` : a));
   process.stdout.write(`$ svc-fs-mount ${shown.map((a) => (/[\s'"|]/.test(a) ? `'${a}'` : a)).join(' ')}${options.input !== undefined ? ' <<< ...' : ''}\n`);
   const t0 = Date.now();
-  const r = spawnSync(process.execPath, [BIN.fsMount, ...mountArgs, ...args], { input: options.input ?? '', encoding: 'utf8', env: { ...process.env, SVC_AUTH_TOKEN: '' } });
+  const r = spawnSync(process.execPath, [BIN.fsMount, ...mountArgs, ...args], {
+    input: options.input ?? '',
+    encoding: 'utf8',
+    env: { ...process.env, SVC_AUTH_TOKEN: '' },
+  });
   const ms = Date.now() - t0;
   let lines = r.stdout.replace(/\n$/, '').split('\n');
   if (options.maxLines && lines.length > options.maxLines) lines = [...lines.slice(0, options.maxLines), `... (${lines.length - options.maxLines} more lines)`];
@@ -243,7 +274,10 @@ async function main(): Promise<void> {
   if (tls) {
     step('a client that does not trust the CA is refused before it sends its token (exit 2)');
     process.stdout.write(`$ svc-control --url ${url} node_list\n`);
-    const refused = spawnSync(process.execPath, [BIN.control, '--url', url, 'node_list'], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN, SVC_TLS_CA: '' }, encoding: 'utf8' });
+    const refused = spawnSync(process.execPath, [BIN.control, '--url', url, 'node_list'], {
+      env: { ...process.env, SVC_AUTH_TOKEN: ADMIN, SVC_TLS_CA: '' },
+      encoding: 'utf8',
+    });
     process.stdout.write(`${refused.stderr.replace(/\n$/, '').replace(/^/gm, '  ! ')}\n  (exit ${refused.status})\n`);
     if (refused.status !== 2) throw new Error(`a client without the CA was not refused (exit ${refused.status})`);
   }
@@ -269,9 +303,24 @@ async function main(): Promise<void> {
   for (const p of plan) {
     const invite = control(url, 'node_invite_create', { ttl_ms: 600_000 });
     const nodeTls = [...serverTls(p.name as 'node-a' | 'node-b'), ...tlsArgs];
-    const args = ['--port', '0', '--node-name', p.name, '--control-url', url, `--invite-token=${String(invite.invite_token)}`, '--state-file', join(work, `${p.name}.state.json`), '--lease-ttl-ms', String(p.lease), ...nodeTls];
+    const args = [
+      '--port',
+      '0',
+      '--node-name',
+      p.name,
+      '--control-url',
+      url,
+      `--invite-token=${String(invite.invite_token)}`,
+      '--state-file',
+      join(work, `${p.name}.state.json`),
+      '--lease-ttl-ms',
+      String(p.lease),
+      ...nodeTls,
+    ];
     for (const e of p.exports) args.push('--export', e);
-    process.stdout.write(`$ svc-fs-node --port 0 --node-name ${p.name} --control-url ${url} --invite-token ${String(invite.invite_token).slice(0, 4)}... ${nodeTls.length ? `${nodeTls.join(' ')} ` : ''}${p.exports.map((e) => `--export ${e}`).join(' ')}\n`);
+    process.stdout.write(
+      `$ svc-fs-node --port 0 --node-name ${p.name} --control-url ${url} --invite-token ${String(invite.invite_token).slice(0, 4)}... ${nodeTls.length ? `${nodeTls.join(' ')} ` : ''}${p.exports.map((e) => `--export ${e}`).join(' ')}\n`,
+    );
     const started = await startServer(p.name, BIN.fsNode, args, { SVC_AUTH_TOKEN: ADMIN });
     const id = await waitUntil(async () => {
       const { nodes: list } = controlQuiet(url, 'node_list') as { nodes: Array<{ node_id: string; node_name: string }> };
@@ -295,7 +344,7 @@ async function main(): Promise<void> {
   step('the workspace as svc-fs-mount sees it: topology, states and a probe of every endpoint');
   mount(['status']);
 
-  step('list the workspace: / is synthetic (mount path segments), below are the nodes\' directories');
+  step("list the workspace: / is synthetic (mount path segments), below are the nodes' directories");
   mount(['readdir', '/']);
   mount(['readdir', '/docs']);
   mount(['readdir', '/samples']);
@@ -326,7 +375,9 @@ async function main(): Promise<void> {
     children.push(child);
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    await waitUntil(() => (out.includes('mounted on') ? true : child.exitCode !== null ? Promise.reject(new Error('the FUSE mount failed to start')) : undefined));
+    await waitUntil(() =>
+      out.includes('mounted on') ? true : child.exitCode !== null ? Promise.reject(new Error('the FUSE mount failed to start')) : undefined,
+    );
     fuse = { child, dir };
     tool('ls', ['-la', dir]);
     tool('ls', ['-la', join(dir, 'samples')]);
@@ -356,7 +407,10 @@ async function main(): Promise<void> {
 
   step('the audit log: every change above, by whom, with its result');
   process.stdout.write(`$ svc-control ${tlsArgs.length ? `${tlsArgs.join(' ')} ` : ''}audit --limit 8\n`);
-  const audit = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, 'audit', '--limit', '8'], { env: { ...process.env, SVC_AUTH_TOKEN: ADMIN }, encoding: 'utf8' });
+  const audit = spawnSync(process.execPath, [BIN.control, '--url', url, ...tlsArgs, 'audit', '--limit', '8'], {
+    env: { ...process.env, SVC_AUTH_TOKEN: ADMIN },
+    encoding: 'utf8',
+  });
   if (audit.status !== 0) throw new Error(`svc-control audit failed (${audit.status}): ${audit.stderr}`);
   process.stdout.write(audit.stdout.replace(/^/gm, '  ').replace(/ {2}$/, ''));
 

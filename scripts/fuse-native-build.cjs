@@ -74,7 +74,7 @@ const PATCHES = [
     to: '  svc_wait_answer(&(l->sem));\\\n  return l->res;',
     before: '#define FUSE_NATIVE_HANDLER(name, blk)',
     define: [
-      '// svc (scripts/fuse-native-build.cjs): the FUSE thread waits for the event loop\'s answer',
+      "// svc (scripts/fuse-native-build.cjs): the FUSE thread waits for the event loop's answer",
       '// spinning up to 30 us before it sleeps, on more than one CPU: a cached answer comes back',
       '// in a few us, and waking a sleeping thread costs tens of us on a virtual machine.',
       '#include <time.h>',
@@ -223,14 +223,24 @@ function main() {
     if (!process.env.npm_config_nodedir && existsSync(join(prefix, 'include', 'node', 'node_api.h'))) args.push(`--nodedir=${prefix}`);
     execFileSync(process.execPath, args, { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], timeout: 300_000 });
     if (!existsSync(built)) throw new Error(`node-gyp finished but ${built} is missing`);
-    say(`built fuse-native from source with: ${PATCHES.filter((p) => patched.includes(p.to)).map((p) => p.name).join('; ')}`);
+    say(
+      `built fuse-native from source with: ${PATCHES.filter((p) => patched.includes(p.to))
+        .map((p) => p.name)
+        .join('; ')}`,
+    );
   } catch (e) {
-    const detail = String(e.stderr ?? e.message).trim().split('\n').slice(-3).join(' | ');
+    const detail = String(e.stderr ?? e.message)
+      .trim()
+      .split('\n')
+      .slice(-3)
+      .join(' | ');
     writeFileSync(`${file}.tmp`, source);
     renameSync(`${file}.tmp`, file);
     say(`could not build fuse-native from source (${detail}).`);
     say('FUSE mounts still work with its prebuilt binding, but setting file times through one (cp -p, rsync -t, touch -d)');
-    say('sets mtime to the access time (and not at all when only mtime is set: tar -x), O_EXCL and O_APPEND of an open that creates do not act across clients,');
+    say(
+      'sets mtime to the access time (and not at all when only mtime is set: tar -x), O_EXCL and O_APPEND of an open that creates do not act across clients,',
+    );
     say('and each close(2) costs a hop to the event loop. Install a C compiler');
     say('(Debian: apt-get install g++ make python3) and run');
     say('`npm run postinstall` to fix it.');

@@ -26,7 +26,11 @@ describeWithOpenssl('svc TLS configuration (PROTOCOL.md 1)', () => {
     expect(() => loadServerConfig(['--bind', '0.0.0.0'], {})).toThrow(/--bind 0\.0\.0\.0 is reachable from other hosts/);
     expect(loadServerConfig(['--bind', '0.0.0.0', '--insecure-transport'], {}).insecureTransport).toBe(true);
     expect(loadServerConfig(['--bind', '127.0.0.1'], {}).insecureTransport).toBe(false);
-    expect(() => loadServerConfig(['--tls-cert', ca.cert, '--tls-key', '/nonexistent/key.pem'], {})).toThrow(new ConfigError('TLS key /nonexistent/key.pem: the file does not exist'));
-    expect(() => loadServerConfig(['--tls-ca', '/nonexistent/ca.pem'], {})).toThrow(new ConfigError('TLS CA file /nonexistent/ca.pem: the file does not exist'));
+    expect(() => loadServerConfig(['--tls-cert', ca.cert, '--tls-key', '/nonexistent/key.pem'], {})).toThrow(
+      new ConfigError('TLS key /nonexistent/key.pem: the file does not exist'),
+    );
+    expect(() => loadServerConfig(['--tls-ca', '/nonexistent/ca.pem'], {})).toThrow(
+      new ConfigError('TLS CA file /nonexistent/ca.pem: the file does not exist'),
+    );
   });
 });

@@ -79,7 +79,13 @@ export interface FsDeadlines {
 }
 
 /** Defaults of {@link FsDeadlines}: svc proxies for remote callers, so a request gets 30 s. */
-export const DEFAULT_FS_DEADLINES: FsDeadlines = { connectTimeoutMs: 3000, requestTimeoutMs: 30_000, keepaliveMs: 1000, keepaliveTimeoutMs: 2500, opDeadlineMs: 4000 };
+export const DEFAULT_FS_DEADLINES: FsDeadlines = {
+  connectTimeoutMs: 3000,
+  requestTimeoutMs: 30_000,
+  keepaliveMs: 1000,
+  keepaliveTimeoutMs: 2500,
+  opDeadlineMs: 4000,
+};
 
 /** A configuration error: printed as `svc: <message>` and exit code 2. */
 export class ConfigError extends Error {}
@@ -134,7 +140,8 @@ function parsePositiveInt(value: string | undefined, fallback: number, what: str
 export function parseRetentionDays(value: string | undefined): number {
   if (value === undefined || value === '') return 30;
   const n = Number(value);
-  if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 36_500) throw new ConfigError(`SVC_AUDIT_RETENTION_DAYS must be a number of days > 0 and <= 36500 (got "${value}")`);
+  if (!/^\d+(\.\d+)?$/.test(value) || !(n > 0) || n > 36_500)
+    throw new ConfigError(`SVC_AUDIT_RETENTION_DAYS must be a number of days > 0 and <= 36500 (got "${value}")`);
   return n;
 }
 
@@ -187,7 +194,12 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   if (config.bind === '') throw new ConfigError('--bind must not be empty');
   if (config.help) return config;
   const security = resolveTransportSecurity(
-    { bind: config.bind, tlsCert: values['tls-cert'] as string | undefined, tlsKey: values['tls-key'] as string | undefined, insecureTransport: values['insecure-transport'] === true },
+    {
+      bind: config.bind,
+      tlsCert: values['tls-cert'] as string | undefined,
+      tlsKey: values['tls-key'] as string | undefined,
+      insecureTransport: values['insecure-transport'] === true,
+    },
     env,
     ConfigError,
   );
@@ -230,7 +242,13 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
   };
   const f = config.fsDeadlines;
   for (const [name, v] of Object.entries(f)) {
-    if (v > 3_600_000) throw new ConfigError(`SVC_FS_${name.replace(/Ms$/, '').replace(/[A-Z]/g, (c) => `_${c}`).toUpperCase()}_MS must be at most 3600000 (one hour), got ${v}`);
+    if (v > 3_600_000)
+      throw new ConfigError(
+        `SVC_FS_${name
+          .replace(/Ms$/, '')
+          .replace(/[A-Z]/g, (c) => `_${c}`)
+          .toUpperCase()}_MS must be at most 3600000 (one hour), got ${v}`,
+      );
   }
   if (f.keepaliveMs > 0 && f.keepaliveTimeoutMs <= f.keepaliveMs) {
     throw new ConfigError(`SVC_FS_KEEPALIVE_TIMEOUT_MS (${f.keepaliveTimeoutMs}) must be larger than SVC_FS_KEEPALIVE_MS (${f.keepaliveMs})`);

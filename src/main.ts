@@ -78,7 +78,10 @@ async function main(): Promise<void> {
   if (config.metricsPort !== null) {
     await app.listen(config.metricsPort, config.bind);
     const addr = (app.getHttpServer() as Server).address();
-    logger.log({ msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` }, 'Bootstrap');
+    logger.log(
+      { msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` },
+      'Bootstrap',
+    );
   } else {
     await app.init();
   }
@@ -120,7 +123,17 @@ async function main(): Promise<void> {
     die(`cannot listen on ${config.bind}:${config.port}: ${err.code === 'EADDRINUSE' ? 'address already in use' : err.message}`);
   }
   readiness.set('ws_listening', true);
-  logger.log({ msg: 'svc ready', url, state: config.databaseUrl ? redactUrl(config.databaseUrl) : config.stateDir, encrypted: config.stateKey !== null, operator_gate: config.operatorToken !== null, tls: config.tls ? { fingerprint256: config.tls.material.fingerprint256, not_after: config.tls.material.validTo.toISOString() } : null }, 'Bootstrap');
+  logger.log(
+    {
+      msg: 'svc ready',
+      url,
+      state: config.databaseUrl ? redactUrl(config.databaseUrl) : config.stateDir,
+      encrypted: config.stateKey !== null,
+      operator_gate: config.operatorToken !== null,
+      tls: config.tls ? { fingerprint256: config.tls.material.fingerprint256, not_after: config.tls.material.validTo.toISOString() } : null,
+    },
+    'Bootstrap',
+  );
   process.stdout.write(`listening on ${url}\n`);
   if (config.insecureTransport) {
     logger.warn({ msg: insecureTransportWarning(url) }, 'Bootstrap');

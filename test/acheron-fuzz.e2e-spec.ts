@@ -25,7 +25,27 @@ afterAll(async () => {
   cleanupTmp();
 });
 
-const NASTY: unknown[] = [null, true, -1, 0, 2 ** 53, 1e308, NaN, '', 'x'.repeat(70_000), [], {}, ['..'], [''], ['a\u0000b'], '!!!', 1.5, { __proto__: { polluted: true } }, JSON.parse('{"__proto__":{"polluted":true}}'), ['a', { prototype: 1 }]];
+const NASTY: unknown[] = [
+  null,
+  true,
+  -1,
+  0,
+  2 ** 53,
+  1e308,
+  NaN,
+  '',
+  'x'.repeat(70_000),
+  [],
+  {},
+  ['..'],
+  [''],
+  ['a\u0000b'],
+  '!!!',
+  1.5,
+  { __proto__: { polluted: true } },
+  JSON.parse('{"__proto__":{"polluted":true}}'),
+  ['a', { prototype: 1 }],
+];
 
 /** Fids this run walked to (most frames use them, so walks, opens and reads reach real files). */
 const fids: number[] = [];
@@ -37,7 +57,22 @@ function frame(rand: () => number, names: string[], prefixes: string[][]): strin
   const tail = () => Array.from({ length: Math.floor(rand() * 3) }, () => pick(names));
   // mostly below real roots (routed filesystems included), sometimes anywhere
   const path = () => (rand() < 0.7 ? [...pick(prefixes), ...tail()] : Array.from({ length: Math.floor(rand() * 6) }, () => pick(names)));
-  const type = pick(['t_walk', 't_walk', 't_walk', 't_open', 't_read', 't_read', 't_write', 't_stat', 't_clunk', 't_flush', 't_attach', 't_version', 't_nope', 'r_walk']);
+  const type = pick([
+    't_walk',
+    't_walk',
+    't_walk',
+    't_open',
+    't_read',
+    't_read',
+    't_write',
+    't_stat',
+    't_clunk',
+    't_flush',
+    't_attach',
+    't_version',
+    't_nope',
+    'r_walk',
+  ]);
   const f: Record<string, unknown> = { channel: 'acheron', type: `acheron.${type}`, tag: 1 + Math.floor(rand() * 60_000) };
   if (type === 't_walk') {
     const newfid = rand() < 0.9 ? nextFid++ : fid();
@@ -47,7 +82,12 @@ function frame(rand: () => number, names: string[], prefixes: string[][]): strin
   }
   if (type === 't_open') Object.assign(f, { fid: fid(), mode: pick(['r', 'w', 'rw', 'x', '']) });
   if (type === 't_read') Object.assign(f, { fid: fid(), offset: pick([0, 1, 100, -1, 2 ** 60]), count: pick([0, 1, 4096, 1 << 20, -5]) });
-  if (type === 't_write') Object.assign(f, { fid: fid(), offset: pick([0, 3, -1]), data_b64: pick(['aGk=', 'e30=', '====', '%%', 'bm90IGpzb24=', Buffer.alloc(3000, 65).toString('base64')]) });
+  if (type === 't_write')
+    Object.assign(f, {
+      fid: fid(),
+      offset: pick([0, 3, -1]),
+      data_b64: pick(['aGk=', 'e30=', '====', '%%', 'bm90IGpzb24=', Buffer.alloc(3000, 65).toString('base64')]),
+    });
   if (type === 't_stat' || type === 't_clunk') f.fid = fid();
   if (type === 't_flush') f.oldtag = pick([1, 2, 3, 60_000, -1]);
   if (type === 't_attach') f.fid = fid();
@@ -71,9 +111,52 @@ async function attached(): Promise<RawPeer> {
 
 it(`survives ${FRAMES} fuzzed runtime frames over routed filesystems`, async () => {
   const { project_id } = ws.project;
-  const names = ['nodes', 'projects', 'debug', ws.nodeIds.a, ws.nodeIds.b, project_id, 'fs', 'services', 'terminal', 't1', 'terminal-t1', 'control', 'invoke.json', 'last_result.json', 'work', 'a', 'b', 'shared', 'STATUS.json', 'NODE.json', 'CAPS.json', 'HELP.md', 'availability.json', 'events.ndjson', '..', '.', '', 'missing', 'x'.repeat(300)];
+  const names = [
+    'nodes',
+    'projects',
+    'debug',
+    ws.nodeIds.a,
+    ws.nodeIds.b,
+    project_id,
+    'fs',
+    'services',
+    'terminal',
+    't1',
+    'terminal-t1',
+    'control',
+    'invoke.json',
+    'last_result.json',
+    'work',
+    'a',
+    'b',
+    'shared',
+    'STATUS.json',
+    'NODE.json',
+    'CAPS.json',
+    'HELP.md',
+    'availability.json',
+    'events.ndjson',
+    '..',
+    '.',
+    '',
+    'missing',
+    'x'.repeat(300),
+  ];
   const { a, b } = ws.nodeIds;
-  const prefixes = [[], ['nodes', a], ['nodes', a, 'fs'], ['nodes', a, 'fs', 'work'], ['nodes', a, 'terminal', 't1'], ['nodes', a, 'terminal', 't1', 'control'], ['nodes', b, 'services', 'fs'], ['projects', project_id], ['projects', project_id, 'fs'], ['projects', project_id, 'fs', 'a'], ['projects', project_id, 'fs', 'shared'], ['debug']];
+  const prefixes = [
+    [],
+    ['nodes', a],
+    ['nodes', a, 'fs'],
+    ['nodes', a, 'fs', 'work'],
+    ['nodes', a, 'terminal', 't1'],
+    ['nodes', a, 'terminal', 't1', 'control'],
+    ['nodes', b, 'services', 'fs'],
+    ['projects', project_id],
+    ['projects', project_id, 'fs'],
+    ['projects', project_id, 'fs', 'a'],
+    ['projects', project_id, 'fs', 'shared'],
+    ['debug'],
+  ];
   const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 1e9);
   const rand = prng(seed);
   let answered = 0;
@@ -88,7 +171,8 @@ it(`survives ${FRAMES} fuzzed runtime frames over routed filesystems`, async () 
     try {
       const reply = await p.nth(before, 15_000);
       // also an FS node's internal error passed on by the router (errno 5 with its reference)
-      if (reply.error?.code === 'internal_error' || /internal error \(ref/.test(reply.error?.message ?? '')) internal.push(`frame ${i}: ${f.slice(0, 200)} -> ${reply.error?.message}`);
+      if (reply.error?.code === 'internal_error' || /internal error \(ref/.test(reply.error?.message ?? ''))
+        internal.push(`frame ${i}: ${f.slice(0, 200)} -> ${reply.error?.message}`);
       answered++;
     } catch (e) {
       if (p.closeCode === null) throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${f.slice(0, 200)}: ${(e as Error).message}`);

@@ -54,7 +54,7 @@ async function runtime(role: 'admin' | 'user' = 'admin', agentId?: string) {
   const read = async (path: string): Promise<Buffer> => {
     const { fid, iounit } = await open(path, 'r');
     const parts: Buffer[] = [];
-    for (let offset = 0; ; ) {
+    for (let offset = 0; ;) {
       const r = await c.acheron<{ data_b64: string; n: number; eof: boolean }>('acheron.t_read', { fid, offset, count: iounit });
       parts.push(Buffer.from(r.data_b64, 'base64'));
       offset += r.n;
@@ -65,7 +65,7 @@ async function runtime(role: 'admin' | 'user' = 'admin', agentId?: string) {
   };
   const write = async (path: string, data: Buffer): Promise<void> => {
     const { fid, iounit } = await open(path, 'w');
-    for (let offset = 0; offset < data.length; ) {
+    for (let offset = 0; offset < data.length;) {
       const piece = data.subarray(offset, offset + iounit);
       const { n } = await c.acheron<{ n: number }>('acheron.t_write', { fid, offset, data_b64: piece.toString('base64') });
       offset += n;
@@ -79,11 +79,20 @@ async function runtime(role: 'admin' | 'user' = 'admin', agentId?: string) {
 describe('projected files of a real daemon node', () => {
   it('projects every file of its fs, terminal and manifest services equal to node_service_get', async () => {
     const r = await runtime();
-    const catalog = await ws.admin.request<{ services: Array<{ service_id: string; help_md?: string } & Record<string, unknown>> }>('node_service_get', { node_id: ws.nodeIds.a });
+    const catalog = await ws.admin.request<{ services: Array<{ service_id: string; help_md?: string } & Record<string, unknown>> }>('node_service_get', {
+      node_id: ws.nodeIds.a,
+    });
     expect(catalog.services.map((s) => s.service_id)).toEqual(['fs', 'terminal-t1', 'search']);
     const base = `/nodes/${ws.nodeIds.a}/services`;
     expect(await r.ls(base)).toEqual(['fs', 'terminal-t1', 'search']);
-    const files: Record<string, string> = { 'SCHEMA.json': 'schema', 'CAPS.json': 'capabilities', 'OPS.json': 'ops', 'RUNTIME.json': 'runtime', 'PERMISSIONS.json': 'permissions', 'MOUNTS.json': 'mounts' };
+    const files: Record<string, string> = {
+      'SCHEMA.json': 'schema',
+      'CAPS.json': 'capabilities',
+      'OPS.json': 'ops',
+      'RUNTIME.json': 'runtime',
+      'PERMISSIONS.json': 'permissions',
+      'MOUNTS.json': 'mounts',
+    };
     for (const s of catalog.services) {
       for (const [file, field] of Object.entries(files)) {
         expect(JSON.parse((await r.read(`${base}/${s.service_id}/${file}`)).toString())).toEqual(s[field]);
@@ -113,7 +122,11 @@ describe('invoke gating of /projects/<id>/fs (PROTOCOL.md 6)', () => {
     ['deny', 'deny', 'admin', true],
   ] as const)('policy %s, terminal permission %s, %s: /term listed = %s', async (policy, perm, role, present) => {
     const { invite_token } = await ws.admin.request<{ invite_token: string }>('node_invite_create');
-    const n = await ws.admin.request<{ node_id: string; node_secret: string }>('node_join', { invite_token, node_name: `gate-${policy}-${perm}-${role}`, fs_url: 'ws://127.0.0.1:1/v2/fs' });
+    const n = await ws.admin.request<{ node_id: string; node_secret: string }>('node_join', {
+      invite_token,
+      node_name: `gate-${policy}-${perm}-${role}`,
+      fs_url: 'ws://127.0.0.1:1/v2/fs',
+    });
     await ws.admin.request('node_service_upsert', {
       node_id: n.node_id,
       node_secret: n.node_secret,
@@ -150,7 +163,13 @@ describe('routed node filesystems', () => {
     writeFileSync(join(ws.dirs.a, 'from-runtime.bin'), 'old content, longer than nothing');
     await r.write(`/nodes/${ws.nodeIds.a}/fs/work/from-runtime.bin`, up);
     expect(sha(readFileSync(join(ws.dirs.a, 'from-runtime.bin')))).toBe(sha(up));
-    const stat = await r.c.acheron<{ kind: string; size: number; writable: boolean }>('acheron.t_walk', { fid: 0, newfid: 900, path: seg(`/nodes/${ws.nodeIds.a}/fs/work/from-runtime.bin`) }).then(() => r.c.acheron<{ kind: string; size: number; writable: boolean }>('acheron.t_stat', { fid: 900 }));
+    const stat = await r.c
+      .acheron<{ kind: string; size: number; writable: boolean }>('acheron.t_walk', {
+        fid: 0,
+        newfid: 900,
+        path: seg(`/nodes/${ws.nodeIds.a}/fs/work/from-runtime.bin`),
+      })
+      .then(() => r.c.acheron<{ kind: string; size: number; writable: boolean }>('acheron.t_stat', { fid: 900 }));
     expect(stat).toMatchObject({ kind: 'file', size: up.length, writable: true });
   });
 
@@ -219,15 +238,17 @@ describe('routed project filesystems', () => {
     const user = await runtime('user', 'gate-user');
     await user.c.request('project_activate', { project_id: ws.project.project_id, project_token: ws.project.project_token });
     expect(await user.ls(`/projects/${ws.project.project_id}/fs`)).toEqual(['a', 'b', 'shared']);
-    expect((await failure(user.c.acheron('acheron.t_walk', { fid: 0, newfid: 50, path: seg(`/projects/${ws.project.project_id}/fs/term/t1`) }))).code).toBe('enoent');
+    expect((await failure(user.c.acheron('acheron.t_walk', { fid: 0, newfid: 50, path: seg(`/projects/${ws.project.project_id}/fs/term/t1`) }))).code).toBe(
+      'enoent',
+    );
     const admin = await runtime();
     expect(await admin.ls(`/projects/${ws.project.project_id}/fs/term`)).toEqual(['t1']);
   });
-
 });
 
 describe('svc-control acheron', () => {
-  const cli = (args: string[], input?: string) => runCli(BIN.control, ['--url', ws.svc.url, 'acheron', ...args], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN }, input });
+  const cli = (args: string[], input?: string) =>
+    runCli(BIN.control, ['--url', ws.svc.url, 'acheron', ...args], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN }, input });
 
   it('lists, reads, writes and stats like the Unix tools', async () => {
     const root = `/projects/${ws.project.project_id}/fs/b`;

@@ -32,7 +32,7 @@ async function runtime(role: 'admin' | 'user' = 'admin', agentId?: string) {
     const { fid } = await walk(path);
     await c.acheron('acheron.t_open', { fid, mode: 'r' });
     const chunks: Buffer[] = [];
-    for (let offset = 0; ; ) {
+    for (let offset = 0; ;) {
       const r = await c.acheron<{ data_b64: string; n: number; eof: boolean }>('acheron.t_read', { fid, offset, count: 65536 });
       chunks.push(Buffer.from(r.data_b64, 'base64'));
       offset += r.n;
@@ -56,7 +56,13 @@ describe('projected node and service files', () => {
     const n = await joinNode(admin, 'proj-node');
     await upsert(n, [
       base('fs', { kind: 'fs', capabilities: { rw: true, export_count: 1 }, mounts: [{ mount_id: 'fs', mount_path: `/nodes/${n.node_id}/fs` }] }),
-      base('terminal-t1', { kind: 'terminal', capabilities: { pty: true, terminal_id: 't1', invoke: true }, ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } }, runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' }, help_md: '# Terminal\n' }),
+      base('terminal-t1', {
+        kind: 'terminal',
+        capabilities: { pty: true, terminal_id: 't1', invoke: true },
+        ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } },
+        runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' },
+        help_md: '# Terminal\n',
+      }),
       base('manifest-svc', { schema: { type: 'object' }, permissions: { allow_roles: ['*'] } }),
     ]);
     const r = await runtime();
@@ -131,7 +137,10 @@ describe('permission matrix (PROTOCOL.md 7)', () => {
     ['user', true],
   ] as const)('role %s, bound project token %s: /services shows exactly the permitted services', async (role, token) => {
     const n = await joinNode(admin, `matrix-${role}-${token}`);
-    await upsert(n, cases.map((c) => base(c.id, { permissions: c.permissions })));
+    await upsert(
+      n,
+      cases.map((c) => base(c.id, { permissions: c.permissions })),
+    );
     const agent = `matrix-${role}-${token}`;
     if (token) {
       const p = await admin.request<ProjectDetail>('project_create', { name: agent });
@@ -214,7 +223,10 @@ describe('per-session projections', () => {
     const n = await joinNode(admin, 'ev-node');
     await admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/ev' });
     const boss = await runtime();
-    const lines = (await boss.readAll(['debug', 'events.ndjson'])).trim().split('\n').map((l) => JSON.parse(l));
+    const lines = (await boss.readAll(['debug', 'events.ndjson']))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines.some((e) => e.project_id === p.project_id && e.mount_path === '/ev' && e.state === 'online')).toBe(true);
   });
 });

@@ -24,10 +24,13 @@ const file = (name: string, text: string) => {
   return p;
 };
 /** Everything a workspace change could touch, to prove that nothing changed. */
-const serverState = async () => JSON.stringify(await Promise.all([admin.request('project_list'), admin.request('node_list'), admin.request('workspace_status')]).then(async ([list, nodes, ws]) => {
-  const projects = (list as { projects: Array<{ project_id: string }> }).projects;
-  return [projects, await Promise.all(projects.map((p) => admin.request('project_get', { project_id: p.project_id }))), nodes, ws];
-}));
+const serverState = async () =>
+  JSON.stringify(
+    await Promise.all([admin.request('project_list'), admin.request('node_list'), admin.request('workspace_status')]).then(async ([list, nodes, ws]) => {
+      const projects = (list as { projects: Array<{ project_id: string }> }).projects;
+      return [projects, await Promise.all(projects.map((p) => admin.request('project_get', { project_id: p.project_id }))), nodes, ws];
+    }),
+  );
 
 beforeAll(async () => {
   svc = await startSvc({ env: { SVC_CONTROL_OPERATOR_TOKEN: OP } });
@@ -69,31 +72,54 @@ describe('svc-control apply', () => {
     const before = await serverState();
     const dry = await apply(['-f', f, '--dry-run']);
     expect(dry.code).toBe(0);
-    expect(dry.stdout).toBe('+ /docs node-a:docs\n+ /shared node-a:shared\n+ /shared node-b:shared\n3 to add, 0 to remove, 0 unchanged\ndry run: nothing was changed (project "apply-yaml" would be created)\n');
+    expect(dry.stdout).toBe(
+      '+ /docs node-a:docs\n+ /shared node-a:shared\n+ /shared node-b:shared\n3 to add, 0 to remove, 0 unchanged\ndry run: nothing was changed (project "apply-yaml" would be created)\n',
+    );
     expect(await serverState()).toBe(before);
 
     const applied = await apply(['-f', f]);
     expect(applied.code).toBe(0);
     const lines = applied.stdout.split('\n');
-    expect(lines.slice(0, 5)).toEqual(['+ /docs node-a:docs', '+ /shared node-a:shared', '+ /shared node-b:shared', '3 to add, 0 to remove, 0 unchanged', 'applied: project "apply-yaml" created']);
+    expect(lines.slice(0, 5)).toEqual([
+      '+ /docs node-a:docs',
+      '+ /shared node-a:shared',
+      '+ /shared node-b:shared',
+      '3 to add, 0 to remove, 0 unchanged',
+      'applied: project "apply-yaml" created',
+    ]);
     const projectId = /^project_id: (proj-[0-9a-f]+)$/m.exec(applied.stdout)![1];
     expect(applied.stdout).toContain(`workspace_root: /projects/${projectId}/fs`);
     const token = /^project_token: (\S+) \(shown once: keep it\)$/m.exec(applied.stdout)![1];
     // the printed token is the project's
     const user = await session(svc.url, 'user', 'apply-user');
-    await expect(user.request('project_get', { project_id: projectId, project_token: token })).resolves.toMatchObject({ name: 'apply-yaml', vision: 'from a file' });
+    await expect(user.request('project_get', { project_id: projectId, project_token: token })).resolves.toMatchObject({
+      name: 'apply-yaml',
+      vision: 'from a file',
+    });
 
     const again = await apply(['-f', f]);
     expect(again.code).toBe(0);
-    expect(again.stdout).toBe(`0 to add, 0 to remove, 3 unchanged\napplied: project "apply-yaml" unchanged\nproject_id: ${projectId}\nworkspace_root: /projects/${projectId}/fs\n`);
+    expect(again.stdout).toBe(
+      `0 to add, 0 to remove, 3 unchanged\napplied: project "apply-yaml" unchanged\nproject_id: ${projectId}\nworkspace_root: /projects/${projectId}/fs\n`,
+    );
     expect(again.stdout).not.toContain('project_token');
 
     // a smaller file removes what it no longer lists; --no-prune keeps it
-    const smaller = file('ws2.yaml', 'name: apply-yaml\nmounts:\n  - {mount_path: /docs, node_name: node-a, export_name: docs}\n  - {mount_path: /more, node_id: ' + a.node_id + ', export_name: more}\n');
+    const smaller = file(
+      'ws2.yaml',
+      'name: apply-yaml\nmounts:\n  - {mount_path: /docs, node_name: node-a, export_name: docs}\n  - {mount_path: /more, node_id: ' +
+        a.node_id +
+        ', export_name: more}\n',
+    );
     const kept = await apply(['-f', smaller, '--no-prune']);
     expect(kept.stdout.split('\n').slice(0, 3)).toEqual(['+ /more node-a:more', '1 to add, 0 to remove, 3 unchanged', 'applied: project "apply-yaml" updated']);
     const pruned = await apply(['-f', smaller]);
-    expect(pruned.stdout.split('\n').slice(0, 4)).toEqual(['- /shared node-a:shared', '- /shared node-b:shared', '0 to add, 2 to remove, 2 unchanged', 'applied: project "apply-yaml" updated']);
+    expect(pruned.stdout.split('\n').slice(0, 4)).toEqual([
+      '- /shared node-a:shared',
+      '- /shared node-b:shared',
+      '0 to add, 2 to remove, 2 unchanged',
+      'applied: project "apply-yaml" updated',
+    ]);
     const detail = await admin.request<{ mounts: Array<{ mount_path: string }> }>('project_get', { project_id: projectId });
     expect(detail.mounts.map((m) => m.mount_path).sort()).toEqual(['/docs', '/more']);
   }, 120_000);
@@ -139,9 +165,27 @@ describe('svc-control apply', () => {
         1,
         /^error: invalid_payload: .*twin\.yaml:5: mounts\[0\]\.node_name: 2 nodes are named "twin" \(node-[0-9a-f]+, node-[0-9a-f]+\); name the node by node_id\n$/,
       ],
-      ['a name of the wrong type', 'type1.yaml', 'name: 42\nmounts: []\n', 2, /^svc-control: .*type1\.yaml:1: name: must be a string, not a number \(quote it\)\n$/],
-      ['mounts of the wrong type', 'type2.yaml', 'name: apply-bad\nmounts:\n  mount_path: /a\n', 2, /^svc-control: .*type2\.yaml:2: mounts: must be a list of mounts, not a mapping\n$/],
-      ['prune of the wrong type', 'type3.json', '{\n  "name": "apply-bad",\n  "prune": "false",\n  "mounts": []\n}\n', 2, /^svc-control: .*type3\.json:3: prune: must be true or false, not a string\n$/],
+      [
+        'a name of the wrong type',
+        'type1.yaml',
+        'name: 42\nmounts: []\n',
+        2,
+        /^svc-control: .*type1\.yaml:1: name: must be a string, not a number \(quote it\)\n$/,
+      ],
+      [
+        'mounts of the wrong type',
+        'type2.yaml',
+        'name: apply-bad\nmounts:\n  mount_path: /a\n',
+        2,
+        /^svc-control: .*type2\.yaml:2: mounts: must be a list of mounts, not a mapping\n$/,
+      ],
+      [
+        'prune of the wrong type',
+        'type3.json',
+        '{\n  "name": "apply-bad",\n  "prune": "false",\n  "mounts": []\n}\n',
+        2,
+        /^svc-control: .*type3\.json:3: prune: must be true or false, not a string\n$/,
+      ],
       [
         'an export name of the wrong type',
         'type4.json',
@@ -149,16 +193,32 @@ describe('svc-control apply', () => {
         2,
         /^svc-control: .*type4\.json:5: mounts\[0\]\.export_name: must be a string, not a number/,
       ],
-      ['a syntax error', 'syntax.yaml', 'name: apply-bad\nmounts:\n  - mount_path: /a\n   node_name: [\n', 2, /^svc-control: .*syntax\.yaml:\d+: not valid YAML or JSON: /],
-      ['an unknown field', 'field.yaml', 'name: apply-bad\nmount_points: []\nmounts: []\n', 2, /^svc-control: .*field\.yaml:2: mount_points: is not a workspace field\n$/],
+      [
+        'a syntax error',
+        'syntax.yaml',
+        'name: apply-bad\nmounts:\n  - mount_path: /a\n   node_name: [\n',
+        2,
+        /^svc-control: .*syntax\.yaml:\d+: not valid YAML or JSON: /,
+      ],
+      [
+        'an unknown field',
+        'field.yaml',
+        'name: apply-bad\nmount_points: []\nmounts: []\n',
+        2,
+        /^svc-control: .*field\.yaml:2: mount_points: is not a workspace field\n$/,
+      ],
     ];
 
-    it.each(cases)('%s', async (_label, name, text, code, stderr) => {
-      const before = await serverState();
-      const r = await apply(['-f', file(name, text)]);
-      expect({ code: r.code, stderr: r.stderr, stdout: r.stdout }).toEqual({ code, stderr: expect.stringMatching(stderr), stdout: '' });
-      expect(await serverState()).toBe(before);
-    }, 60_000);
+    it.each(cases)(
+      '%s',
+      async (_label, name, text, code, stderr) => {
+        const before = await serverState();
+        const r = await apply(['-f', file(name, text)]);
+        expect({ code: r.code, stderr: r.stderr, stdout: r.stdout }).toEqual({ code, stderr: expect.stringMatching(stderr), stdout: '' });
+        expect(await serverState()).toBe(before);
+      },
+      60_000,
+    );
 
     it('an unreadable file, and no file at all', async () => {
       const missing = await apply(['-f', join(dir, 'nope.yaml')]);
@@ -171,7 +231,9 @@ describe('svc-control apply', () => {
 
     it('the operator gate: exit 1, nothing changed', async () => {
       const before = await serverState();
-      const r = await runCli(BIN.control, ['--url', svc.url, 'apply', '-f', join(ROOT, 'docs', 'workspace.example.yaml')], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_CONTROL_OPERATOR_TOKEN: 'wrong' } });
+      const r = await runCli(BIN.control, ['--url', svc.url, 'apply', '-f', join(ROOT, 'docs', 'workspace.example.yaml')], {
+        env: { SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_CONTROL_OPERATOR_TOKEN: 'wrong' },
+      });
       expect(r.code).toBe(1);
       expect(r.stderr).toBe('error: operator_auth_failed: operator_token does not match\n');
       expect(await serverState()).toBe(before);

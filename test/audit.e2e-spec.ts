@@ -26,7 +26,8 @@ interface Entry {
 }
 type Expected = Omit<Entry, 'ts_ms'>;
 
-const list = (c: Client, filter: Record<string, unknown> = {}) => c.request<{ entries: Entry[]; next_cursor: string | null }>('audit_list', { limit: 1000, ...filter });
+const list = (c: Client, filter: Record<string, unknown> = {}) =>
+  c.request<{ entries: Entry[]; next_cursor: string | null }>('audit_list', { limit: 1000, ...filter });
 const strip = (entries: Entry[]) => entries.map(({ ts_ms: _ts, ...rest }) => rest);
 
 afterEach(() => closeSessions());
@@ -44,8 +45,10 @@ describe('audit log (embedded store)', () => {
     const op = { operator_token: OP };
     const secrets: string[] = [ADMIN_TOKEN, USER_TOKEN, OP, 'wrong-operator-token-xyz', 'wrong-project-token-xyz', 'wrong-node-secret-xyz'];
     const expected: Expected[] = [];
-    const admin = (type: string, target: Record<string, string>, result = 'ok') => expected.push({ role: 'admin', agent_id: 'ops', type: `control.${type}`, target, result });
-    const user = (agent: string, type: string, target: Record<string, string>, result = 'ok') => expected.push({ role: 'user', agent_id: agent, type: `control.${type}`, target, result });
+    const admin = (type: string, target: Record<string, string>, result = 'ok') =>
+      expected.push({ role: 'admin', agent_id: 'ops', type: `control.${type}`, target, result });
+    const user = (agent: string, type: string, target: Record<string, string>, result = 'ok') =>
+      expected.push({ role: 'user', agent_id: agent, type: `control.${type}`, target, result });
 
     // --- the scripted session ---
     const { invite_token } = await ops.request<{ invite_token: string }>('node_invite_create', op);
@@ -60,13 +63,23 @@ describe('audit log (embedded store)', () => {
     await ops.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/w/', ...op });
     admin('project_mount_set', { project_id: p.project_id, node_id: n.node_id, mount_path: '/w' });
     // a failed mutation: recorded with its error; an unknown id is left out of the target
-    expect((await failure(ops.request('project_mount_set', { project_id: 'proj-0000000000000000', node_id: n.node_id, export_name: 'work', mount_path: '/z', ...op }))).code).toBe('project_not_found');
+    expect(
+      (
+        await failure(
+          ops.request('project_mount_set', { project_id: 'proj-0000000000000000', node_id: n.node_id, export_name: 'work', mount_path: '/z', ...op }),
+        )
+      ).code,
+    ).toBe('project_not_found');
     admin('project_mount_set', { node_id: n.node_id, mount_path: '/z' }, 'project_not_found');
     await ops.request('project_update', { project_id: p.project_id, vision: 'audited', ...op });
     admin('project_update', { project_id: p.project_id });
     await dev.request('project_activate', { project_id: p.project_id, project_token: p.project_token, ...op });
     user('dev', 'project_activate', { project_id: p.project_id });
-    const up = await ops.request<{ project_id: string; project_token: string }>('project_up', { name: 'audit-up', mounts: [{ mount_path: '/u', node_name: 'audit-n', export_name: 'work' }], ...op });
+    const up = await ops.request<{ project_id: string; project_token: string }>('project_up', {
+      name: 'audit-up',
+      mounts: [{ mount_path: '/u', node_name: 'audit-n', export_name: 'work' }],
+      ...op,
+    });
     secrets.push(up.project_token);
     admin('project_up', { project_id: up.project_id });
     // not recorded: a dry run, reads, a lease refresh (heartbeat), join status polls
@@ -77,7 +90,10 @@ describe('audit log (embedded store)', () => {
     await nodeS.request('node_lease_refresh', { node_id: n.node_id, node_secret: n.node_secret, lease_ttl_ms: 3_600_000 });
     await nodeS.request('node_service_upsert', { node_id: n.node_id, node_secret: n.node_secret, services: [] });
     user('node-agent', 'node_service_upsert', { node_id: n.node_id });
-    const req = await nodeS.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: 'audit-req', fs_url: 'ws://127.0.0.1:1/v2/fs' });
+    const req = await nodeS.request<{ request_id: string; request_secret: string }>('node_join_request', {
+      node_name: 'audit-req',
+      fs_url: 'ws://127.0.0.1:1/v2/fs',
+    });
     secrets.push(req.request_secret);
     user('node-agent', 'node_join_request', { request_id: req.request_id });
     const approved = await ops.request<Credentials>('node_join_approve', { request_id: req.request_id, ...op });
@@ -96,14 +112,18 @@ describe('audit log (embedded store)', () => {
     admin('project_create', {}, 'operator_auth_failed');
     expect((await failure(ops.request('node_delete', { node_id: n.node_id }))).code).toBe('operator_auth_failed');
     admin('node_delete', { node_id: n.node_id }, 'operator_auth_failed');
-    expect((await failure(dev.request('project_get', { project_id: p.project_id, project_token: 'wrong-project-token-xyz' }))).code).toBe('project_auth_failed');
+    expect((await failure(dev.request('project_get', { project_id: p.project_id, project_token: 'wrong-project-token-xyz' }))).code).toBe(
+      'project_auth_failed',
+    );
     user('dev', 'project_get', { project_id: p.project_id }, 'project_auth_failed');
     // the token before the rotation
     expect((await failure(dev.request('workspace_status', { project_id: p.project_id, project_token: p.project_token }))).code).toBe('project_auth_failed');
     user('dev', 'workspace_status', { project_id: p.project_id }, 'project_auth_failed');
     expect((await failure(nodeS.request('node_lease_refresh', { node_id: n.node_id, node_secret: 'wrong-node-secret-xyz' }))).code).toBe('node_auth_failed');
     user('node-agent', 'node_lease_refresh', { node_id: n.node_id }, 'node_auth_failed');
-    expect((await failure(nodeS.request('node_service_upsert', { node_id: n.node_id, node_secret: 'wrong-node-secret-xyz', services: [] }))).code).toBe('node_auth_failed');
+    expect((await failure(nodeS.request('node_service_upsert', { node_id: n.node_id, node_secret: 'wrong-node-secret-xyz', services: [] }))).code).toBe(
+      'node_auth_failed',
+    );
     user('node-agent', 'node_service_upsert', { node_id: n.node_id }, 'node_auth_failed');
     // the role gate on a mutation
     expect((await failure(dev.request('project_create', { name: 'y', ...op }))).code).toBe('forbidden');
@@ -146,13 +166,22 @@ describe('audit log (embedded store)', () => {
     expect((await failure(ops.request('audit_list', { cursor: 'abc' }))).code).toBe('invalid_payload');
 
     // the table
-    const table = await runCli(BIN.control, ['--url', svc.url, 'audit', '--agent', 'node-agent', '--type', 'node_lease_refresh'], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN } });
+    const table = await runCli(BIN.control, ['--url', svc.url, 'audit', '--agent', 'node-agent', '--type', 'node_lease_refresh'], {
+      env: { SVC_AUTH_TOKEN: ADMIN_TOKEN },
+    });
     expect(table.code).toBe(0);
     const rows = table.stdout.trim().split('\n');
     expect(rows[0]).toMatch(/^TIME +ROLE +AGENT +TYPE +TARGET +RESULT$/);
-    expect(rows.slice(1)).toEqual([expect.stringMatching(new RegExp(`^\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z +user +node-agent +node_lease_refresh +node=${n.node_id} +node_auth_failed$`))]);
+    expect(rows.slice(1)).toEqual([
+      expect.stringMatching(new RegExp(`^\\d{4}-\\d\\d-\\d\\dT[\\d:.]+Z +user +node-agent +node_lease_refresh +node=${n.node_id} +node_auth_failed$`)),
+    ]);
     const since = await runCli(BIN.control, ['--url', svc.url, 'audit', '--since', '10m', '--json'], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN } });
-    expect(since.stdout.trim().split('\n').map((l) => JSON.parse(l) as Entry)).toEqual(all.entries.slice(0, 100));
+    expect(
+      since.stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as Entry),
+    ).toEqual(all.entries.slice(0, 100));
     const userCli = await runCli(BIN.control, ['--url', svc.url, 'audit'], { env: { SVC_AUTH_TOKEN: USER_TOKEN } });
     expect(userCli.code).toBe(1);
     expect(userCli.stderr).toMatch(/^error: forbidden: /);
@@ -200,7 +229,9 @@ describe('audit log (embedded store)', () => {
   it('rate limits refusals: a flood of bad operator tokens from one session writes a bounded number of entries; other sessions are still recorded', async () => {
     const svc = await startSvc({ env: { SVC_CONTROL_OPERATOR_TOKEN: OP } });
     const flood = await session(svc.url, 'admin', 'flood');
-    const replies = await Promise.all(Array.from({ length: 400 }, (_, i) => failure(flood.request('project_create', { name: `f${i}`, operator_token: `bad-${i}` }))));
+    const replies = await Promise.all(
+      Array.from({ length: 400 }, (_, i) => failure(flood.request('project_create', { name: `f${i}`, operator_token: `bad-${i}` }))),
+    );
     expect(replies.every((r) => r.code === 'operator_auth_failed')).toBe(true);
     const ops = await session(svc.url, 'admin', 'ops');
     const fromFlood = (await list(ops, { actor_agent_id: 'flood' })).entries;
@@ -208,7 +239,9 @@ describe('audit log (embedded store)', () => {
     expect(fromFlood.length).toBeLessThan(100);
     const other = await session(svc.url, 'admin', 'other');
     expect((await failure(other.request('node_invite_create', { operator_token: 'bad' }))).code).toBe('operator_auth_failed');
-    expect(strip((await list(ops, { actor_agent_id: 'other' })).entries)).toEqual([{ role: 'admin', agent_id: 'other', type: 'control.node_invite_create', target: {}, result: 'operator_auth_failed' }]);
+    expect(strip((await list(ops, { actor_agent_id: 'other' })).entries)).toEqual([
+      { role: 'admin', agent_id: 'other', type: 'control.node_invite_create', target: {}, result: 'operator_auth_failed' },
+    ]);
     const metrics = await ops.request<{ metrics: Array<{ name: string; values: Array<{ labels: Record<string, string>; value: number }> }> }>('metrics');
     const dropped = metrics.metrics.find((m) => m.name === 'svc_audit_dropped_total')?.values.find((v) => v.labels.reason === 'rate_limited')?.value ?? 0;
     expect(dropped).toBe(400 - fromFlood.length);

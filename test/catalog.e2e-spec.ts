@@ -46,7 +46,20 @@ describe('node_service_upsert validation (SPEC.md "Errors")', () => {
     ['runtime not an object', [fsService({ runtime: 3 })], 'services[0].runtime'],
     ['permissions not an object', [fsService({ permissions: null })], 'services[0].permissions'],
     ['schema not an object', [fsService({ schema: true })], 'services[0].schema'],
-    ['mount path not absolute', [fsService(), fsService({ service_id: 'b', mounts: [{ mount_id: 'm', mount_path: '/ok' }, { mount_id: 'n', mount_path: 'rel' }] })], 'services[1].mounts[1].mount_path'],
+    [
+      'mount path not absolute',
+      [
+        fsService(),
+        fsService({
+          service_id: 'b',
+          mounts: [
+            { mount_id: 'm', mount_path: '/ok' },
+            { mount_id: 'n', mount_path: 'rel' },
+          ],
+        }),
+      ],
+      'services[1].mounts[1].mount_path',
+    ],
     ['entry not an object', ['fs'], 'services[0]'],
     ['services not an array', { a: 1 } as unknown as unknown[], 'services'],
   ];
@@ -75,7 +88,9 @@ describe('node_service_upsert validation (SPEC.md "Errors")', () => {
 
   it('checks the node secret and the node', async () => {
     expect((await failure(admin.request('node_service_upsert', { node_id: node.node_id, node_secret: 'wrong', services: [] }))).code).toBe('node_auth_failed');
-    expect((await failure(admin.request('node_service_upsert', { node_id: 'node-unknown', node_secret: node.node_secret, services: [] }))).code).toBe('node_not_found');
+    expect((await failure(admin.request('node_service_upsert', { node_id: 'node-unknown', node_secret: node.node_secret, services: [] }))).code).toBe(
+      'node_not_found',
+    );
   });
 });
 
@@ -85,8 +100,20 @@ describe('node_service_upsert and get', () => {
       platform: { os: 'linux', arch: 'x64', runtime_kind: 'native' },
       labels: { zone: 'a', tier: 'gold' },
       services: [
-        fsService({ mounts: [{ mount_id: 'fs', mount_path: '/nodes/x/fs' }, { mount_id: 'fs2', mount_path: '/nodes/x/fs2', state: 'degraded' }] }),
-        { service_id: 'terminal-t1', kind: 'terminal', state: 'ready', endpoints: ['/nodes/x/terminal/t1'], capabilities: { pty: true, invoke: true }, help_md: '# hi' },
+        fsService({
+          mounts: [
+            { mount_id: 'fs', mount_path: '/nodes/x/fs' },
+            { mount_id: 'fs2', mount_path: '/nodes/x/fs2', state: 'degraded' },
+          ],
+        }),
+        {
+          service_id: 'terminal-t1',
+          kind: 'terminal',
+          state: 'ready',
+          endpoints: ['/nodes/x/terminal/t1'],
+          capabilities: { pty: true, invoke: true },
+          help_md: '# hi',
+        },
       ],
     });
     expect(stored).toEqual({
@@ -138,7 +165,9 @@ describe('node_service_upsert and get', () => {
     await upsert(admin, node, { labels: { only: 'labels' } });
     expect((await admin.request<{ services: unknown[] }>('node_service_get', { node_id: node.node_id })).services).toHaveLength(2);
     await upsert(admin, node, { services: [fsService({ service_id: 'c' })] });
-    expect((await admin.request<{ services: Array<{ service_id: string }> }>('node_service_get', { node_id: node.node_id })).services.map((s) => s.service_id)).toEqual(['c']);
+    expect(
+      (await admin.request<{ services: Array<{ service_id: string }> }>('node_service_get', { node_id: node.node_id })).services.map((s) => s.service_id),
+    ).toEqual(['c']);
   });
 });
 
@@ -195,7 +224,8 @@ describe('permission filtering for non-admin sessions (PROTOCOL.md 7)', () => {
         fsService({ service_id: 'token2', permissions: { allow_roles: ['user'], project_token_required: true } }),
       ],
     });
-    const ids = async (c: Client) => (await c.request<{ services: Array<{ service_id: string }> }>('node_service_get', { node_id: n.node_id })).services.map((s) => s.service_id);
+    const ids = async (c: Client) =>
+      (await c.request<{ services: Array<{ service_id: string }> }>('node_service_get', { node_id: n.node_id })).services.map((s) => s.service_id);
     expect(await ids(admin)).toEqual(['open', 'users', 'star', 'admins', 'denied', 'deny-default', 'token', 'token2']);
     const user = await session(svc.url, 'user', 'perm-agent');
     expect(await ids(user)).toEqual(['open', 'users', 'star']);

@@ -18,13 +18,32 @@ const main = (app: App, root = ROOT) => join(root, 'dist', 'apps', app, 'src', '
 const program = (app: App, root = ROOT) => join(root, 'dist', 'apps', app, 'src', 'program.js');
 
 /** The environment of every run: none of the variables the programs read. */
-const ENV: NodeJS.ProcessEnv = { SVC_AUTH_TOKEN: '', SVC_URL: '', SVC_FS_AUTH_TOKEN: '', SVC_FS_NODE_AUTH_TOKEN: '', SVC_STATE_DIR: '/nonexistent', SVC_BUNDLE_TRACE: '' };
+const ENV: NodeJS.ProcessEnv = {
+  SVC_AUTH_TOKEN: '',
+  SVC_URL: '',
+  SVC_FS_AUTH_TOKEN: '',
+  SVC_FS_NODE_AUTH_TOKEN: '',
+  SVC_STATE_DIR: '/nonexistent',
+  SVC_BUNDLE_TRACE: '',
+};
 const TRACE = { ...ENV, SVC_BUNDLE_TRACE: '1' };
 
 /** Without a server: option parsing, usage errors, and a connection refused (port 1 on loopback). */
 const CASES: Record<App, string[][]> = {
-  'svc-control': [['--help'], ['--no-such-flag', 'ping'], ['--url', 'ws://127.0.0.1:1/', '--auth-token', 'x', 'ping'], ['--auth-token', 'x', 'project_create', '{nope'], []],
-  'svc-fs-mount': [['--help'], ['cat'], ['nope'], ['--endpoint', 'a=ws://127.0.0.1:1/v2/fs#work@/a', 'cat', '/a/x'], ['--endpoint', 'bad spec', 'getattr', '/']],
+  'svc-control': [
+    ['--help'],
+    ['--no-such-flag', 'ping'],
+    ['--url', 'ws://127.0.0.1:1/', '--auth-token', 'x', 'ping'],
+    ['--auth-token', 'x', 'project_create', '{nope'],
+    [],
+  ],
+  'svc-fs-mount': [
+    ['--help'],
+    ['cat'],
+    ['nope'],
+    ['--endpoint', 'a=ws://127.0.0.1:1/v2/fs#work@/a', 'cat', '/a/x'],
+    ['--endpoint', 'bad spec', 'getattr', '/'],
+  ],
   'svc-fs-node': [['--help'], ['--export'], ['--export', 'bad name=/tmp'], ['--port', '99999'], ['--no-such-flag']],
 };
 
@@ -100,7 +119,10 @@ describe('CLI start-up', () => {
     for (const [app, args] of runs) {
       const files = await loadedBy(main(app), args);
       // main.js, the loader, the V8 settings, and the native WebSocket helper (bufferutil) with its loader.
-      expect({ app, files: files.filter((f) => !/[\\/]dist[\\/](apps|libs)[\\/]/.test(f) && !/node_modules[\\/](bufferutil|node-gyp-build)[\\/]/.test(f)) }).toEqual({ app, files: [] });
+      expect({
+        app,
+        files: files.filter((f) => !/[\\/]dist[\\/](apps|libs)[\\/]/.test(f) && !/node_modules[\\/](bufferutil|node-gyp-build)[\\/]/.test(f)),
+      }).toEqual({ app, files: [] });
       expect(files.length).toBeLessThanOrEqual(10);
     }
     // Unbundled, the same svc-control command loads hundreds of files (what the bundle saves).

@@ -33,7 +33,12 @@ describe('nodes: invites, joins, leases', () => {
     const { invite_token, expires_at_ms } = await admin.request<{ invite_token: string; expires_at_ms: number }>('node_invite_create', { ttl_ms: 60_000 });
     expect(expires_at_ms).toBeGreaterThan(Date.now());
     const user = await session(svc.url, 'user');
-    const creds = await user.request<Credentials>('node_join', { invite_token, node_name: 'n-join', fs_url: 'ws://127.0.0.1:9/v2/fs', platform: { os: 'linux' } });
+    const creds = await user.request<Credentials>('node_join', {
+      invite_token,
+      node_name: 'n-join',
+      fs_url: 'ws://127.0.0.1:9/v2/fs',
+      platform: { os: 'linux' },
+    });
     expect(creds).toMatchObject({ node_name: 'n-join' });
     for (const k of ['node_id', 'node_secret', 'fs_auth_token', 'lease_token']) expect(typeof (creds as unknown as Record<string, unknown>)[k]).toBe('string');
     expect(creds.node_secret).not.toBe(creds.fs_auth_token);
@@ -43,7 +48,14 @@ describe('nodes: invites, joins, leases', () => {
     // refused joins add no node
     expect((await admin.request<{ nodes: unknown[] }>('node_list')).nodes).toEqual(nodesBefore);
     const { node } = await user.request<{ node: Record<string, unknown> }>('node_get', { node_id: creds.node_id });
-    expect(node).toMatchObject({ node_id: creds.node_id, node_name: 'n-join', fs_url: 'ws://127.0.0.1:9/v2/fs', state: 'online', online: true, platform: { os: 'linux' } });
+    expect(node).toMatchObject({
+      node_id: creds.node_id,
+      node_name: 'n-join',
+      fs_url: 'ws://127.0.0.1:9/v2/fs',
+      state: 'online',
+      online: true,
+      platform: { os: 'linux' },
+    });
     expect(JSON.stringify(node)).not.toContain(creds.node_secret);
     expect(JSON.stringify(node)).not.toContain(creds.fs_auth_token);
   });
@@ -78,7 +90,9 @@ describe('nodes: invites, joins, leases', () => {
     const creds = await joinNode(admin, 'n-lease', 5000);
     const user = await session(svc.url, 'user');
     const before = await admin.request('node_get', { node_id: creds.node_id });
-    expect((await failure(user.request('node_lease_refresh', { node_id: creds.node_id, node_secret: 'wrong', lease_ttl_ms: 600_000, fs_url: 'ws://evil:1/' }))).code).toBe('node_auth_failed');
+    expect(
+      (await failure(user.request('node_lease_refresh', { node_id: creds.node_id, node_secret: 'wrong', lease_ttl_ms: 600_000, fs_url: 'ws://evil:1/' }))).code,
+    ).toBe('node_auth_failed');
     expect((await failure(user.request('node_lease_refresh', { node_id: 'node-nope', node_secret: creds.node_secret }))).code).toBe('node_not_found');
     // a refused refresh moves neither the lease nor the fs_url
     expect(await admin.request('node_get', { node_id: creds.node_id })).toEqual(before);
@@ -97,7 +111,10 @@ describe('nodes: invites, joins, leases', () => {
 
   it('pairs by request: pending list, approve, credentials once; deny', async () => {
     const node = await session(svc.url, 'user');
-    const req = await node.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: 'n-req', fs_url: 'ws://127.0.0.1:5/v2/fs' });
+    const req = await node.request<{ request_id: string; request_secret: string }>('node_join_request', {
+      node_name: 'n-req',
+      fs_url: 'ws://127.0.0.1:5/v2/fs',
+    });
     expect(await node.request('node_join_status', req)).toMatchObject({ state: 'pending' });
     expect((await failure(node.request('node_join_status', { ...req, request_secret: 'wrong' }))).code).toBe('pending_join_not_found');
     expect((await failure(node.request('node_join_pending_list'))).code).toBe('forbidden');
@@ -207,10 +224,14 @@ describe('projects: life cycle, mounts, tokens, bindings', () => {
     expect((await user.request<{ projects: unknown[] }>('project_list')).projects).toEqual([]);
     expect((await failure(user.request('project_get', { project_id: p.project_id }))).code).toBe('project_auth_failed');
     expect((await failure(user.request('project_get', { project_id: p.project_id, project_token: 'wrong' }))).code).toBe('project_auth_failed');
-    await expect(user.request('project_get', { project_id: p.project_id, project_token: p.project_token })).resolves.toMatchObject({ project_id: p.project_id });
+    await expect(user.request('project_get', { project_id: p.project_id, project_token: p.project_token })).resolves.toMatchObject({
+      project_id: p.project_id,
+    });
     expect((await failure(user.request('project_create', { name: 'x' }))).code).toBe('forbidden');
     expect((await failure(user.request('project_update', { project_id: p.project_id, name: 'x' }))).code).toBe('forbidden');
-    expect((await failure(user.request('project_mount_set', { project_id: p.project_id, node_id: nodeA.node_id, export_name: 'w', mount_path: '/w' }))).code).toBe('forbidden');
+    expect(
+      (await failure(user.request('project_mount_set', { project_id: p.project_id, node_id: nodeA.node_id, export_name: 'w', mount_path: '/w' }))).code,
+    ).toBe('forbidden');
     // forbidden calls changed nothing
     expect(await admin.request('project_get', { project_id: p.project_id })).toMatchObject({ name: 'gated', mount_count: 0 });
     expect((await admin.request<{ projects: Array<{ name: string }> }>('project_list')).projects.filter((x) => x.name === 'x')).toEqual([]);
@@ -264,7 +285,8 @@ describe('workspace status', () => {
     const a = await joinNode(admin, 'sel-a', 60_000);
     const b = await joinNode(admin, 'sel-b', 120_000);
     const c = await joinNode(admin, 'sel-c', 60_000);
-    for (const n of [a, b]) await admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/shared' });
+    for (const n of [a, b])
+      await admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/shared' });
     await admin.request('project_mount_set', { project_id: p.project_id, node_id: c.node_id, export_name: 'docs', mount_path: '/docs' });
     const pin = { project_id: p.project_id, project_token: p.project_token };
     const selected = async (path: string) => (await admin.request<Status>('workspace_status', pin)).mounts.find((m) => m.mount_path === path)!;
@@ -272,7 +294,11 @@ describe('workspace status', () => {
     // both online: the later lease (b) wins
     expect((await selected('/shared')).node_id).toBe(b.node_id);
     let s = await admin.request<Status>('workspace_status', pin);
-    expect(s).toMatchObject({ project_id: p.project_id, workspace_root: `/projects/${p.project_id}/fs`, availability: { mounts_total: 2, online: 2, degraded: 0, missing: 0 } });
+    expect(s).toMatchObject({
+      project_id: p.project_id,
+      workspace_root: `/projects/${p.project_id}/fs`,
+      availability: { mounts_total: 2, online: 2, degraded: 0, missing: 0 },
+    });
     expect(s.desired_mounts).toHaveLength(3);
     expect(s.actual_mounts).toEqual(s.mounts);
     expect(s.drift.count).toBe(0);
@@ -288,7 +314,9 @@ describe('workspace status', () => {
     s = await admin.request<Status>('workspace_status', pin);
     expect(s.mounts.find((m) => m.mount_path === '/shared')).toMatchObject({ node_id: b.node_id, state: 'online' });
     expect(s.desired_mounts.find((m) => m.node_id === a.node_id)).toMatchObject({ state: 'degraded', online: false });
-    expect(s.drift.items).toEqual([expect.objectContaining({ mount_path: '/shared', kind: 'failover_active', selected_node_id: b.node_id, desired_node_id: a.node_id })]);
+    expect(s.drift.items).toEqual([
+      expect.objectContaining({ mount_path: '/shared', kind: 'failover_active', selected_node_id: b.node_id, desired_node_id: a.node_id }),
+    ]);
 
     // b deleted: degraded a beats missing b
     await admin.request('node_delete', { node_id: b.node_id });
@@ -335,10 +363,21 @@ describe('workspace status', () => {
     expect(await watcher.request('debug_subscribe')).toEqual({ subscribed: true });
     const user = await session(svc.url, 'user');
     expect((await failure(user.request('debug_subscribe'))).code).toBe('forbidden');
-    const r = await admin.request<{ lease_expires_at_ms: number }>('node_lease_refresh', { node_id: n.node_id, node_secret: n.node_secret, lease_ttl_ms: 1000 });
+    const r = await admin.request<{ lease_expires_at_ms: number }>('node_lease_refresh', {
+      node_id: n.node_id,
+      node_secret: n.node_secret,
+      lease_ttl_ms: 1000,
+    });
     const ev = await waitFor(() => events.find((e) => e.state === 'degraded'), 4000);
     expect(Date.now() - r.lease_expires_at_ms).toBeLessThan(2000);
-    expect(ev).toMatchObject({ project_id: p.project_id, mount_path: '/w', node_id: n.node_id, previous_state: 'online', state: 'degraded', availability: { mounts_total: 1, online: 0, degraded: 1, missing: 0 } });
+    expect(ev).toMatchObject({
+      project_id: p.project_id,
+      mount_path: '/w',
+      node_id: n.node_id,
+      previous_state: 'online',
+      state: 'degraded',
+      availability: { mounts_total: 1, online: 0, degraded: 1, missing: 0 },
+    });
     expect(typeof ev.ts_ms).toBe('number');
     await admin.request('node_lease_refresh', { node_id: n.node_id, node_secret: n.node_secret, lease_ttl_ms: 60_000 });
     await waitFor(() => events.find((e) => e.state === 'online' && e.previous_state === 'degraded'), 3000);

@@ -30,14 +30,20 @@ type StartedNode = Running & { dir: string; stateFile: string };
 function startNode(controlUrl: string, extra: string[], dir = tmpDir('node-')): Promise<StartedNode> {
   const stateFile = join(dir, 'state.json');
   mkdirSync(join(dir, 'work'), { recursive: true });
-  return startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${join(dir, 'work')}`, '--control-url', controlUrl, '--state-file', stateFile, ...FAST, ...extra], {
-    SVC_AUTH_TOKEN: ADMIN_TOKEN,
-  }).then((r) => ({ ...r, dir, stateFile }));
+  return startProcess(
+    BIN.fsNode,
+    ['--port', '0', '--export', `work=${join(dir, 'work')}`, '--control-url', controlUrl, '--state-file', stateFile, ...FAST, ...extra],
+    {
+      SVC_AUTH_TOKEN: ADMIN_TOKEN,
+    },
+  ).then((r) => ({ ...r, dir, stateFile }));
 }
 
 async function nodeNamed(admin: Client, name: string): Promise<{ node_id: string; fs_url: string; state: string; last_seen_ms: number }> {
   return waitFor(async () => {
-    const { nodes } = await admin.request<{ nodes: Array<{ node_id: string; node_name: string; fs_url: string; state: string; last_seen_ms: number }> }>('node_list');
+    const { nodes } = await admin.request<{ nodes: Array<{ node_id: string; node_name: string; fs_url: string; state: string; last_seen_ms: number }> }>(
+      'node_list',
+    );
     return nodes.find((n) => n.node_name === name);
   }, 10_000);
 }
@@ -54,7 +60,18 @@ describe('pairing and the published record', () => {
     const svc = await startSvc();
     const admin = await session(svc.url);
     const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
-    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'inv-node', '--terminal-id', 't1', '--label', 'zone=eu', '--label', 'tier=gold']);
+    const node = await startNode(svc.url, [
+      '--invite-token',
+      invite_token,
+      '--node-name',
+      'inv-node',
+      '--terminal-id',
+      't1',
+      '--label',
+      'zone=eu',
+      '--label',
+      'tier=gold',
+    ]);
     const info = await nodeNamed(admin, 'inv-node');
     expect(info.fs_url).toBe(node.url);
     const services = await servicesOf(admin, info.node_id, 2);
@@ -95,7 +112,23 @@ describe('pairing and the published record', () => {
     const saved = JSON.parse(readFileSync(node.stateFile, 'utf8'));
     expect(saved.credentials.node_id).toBe(id);
     await node.stop();
-    const again = await startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${join(node.dir, 'work')}`, '--control-url', svc.url, '--state-file', node.stateFile, '--node-name', 'inv-node', ...FAST], { SVC_AUTH_TOKEN: ADMIN_TOKEN });
+    const again = await startProcess(
+      BIN.fsNode,
+      [
+        '--port',
+        '0',
+        '--export',
+        `work=${join(node.dir, 'work')}`,
+        '--control-url',
+        svc.url,
+        '--state-file',
+        node.stateFile,
+        '--node-name',
+        'inv-node',
+        ...FAST,
+      ],
+      { SVC_AUTH_TOKEN: ADMIN_TOKEN },
+    );
     await waitFor(async () => (await admin.request<{ node: { fs_url: string } }>('node_get', { node_id: id })).node.fs_url === again.url, 10_000);
     expect((await admin.request<{ nodes: unknown[] }>('node_list')).nodes).toHaveLength(1);
   });
@@ -108,11 +141,39 @@ describe('pairing and the published record', () => {
     writeFileSync(manifest, JSON.stringify({ service_id: 'search', kind: 'index', state: 'online', endpoints: ['/search'] }));
     const servicesDir = join(dir, 'services.d');
     mkdirSync(servicesDir);
-    writeFileSync(join(servicesDir, 'a.json'), JSON.stringify({ services: [{ service_id: 'gpu', kind: 'compute', state: 'online', endpoints: ['/gpu'], capabilities: { cuda: true } }] }));
-    const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'req-node', '--no-fs-service', '--terminal-id', 'x', '--terminal-allow-user', '--service-manifest', manifest, '--services-dir', servicesDir], dir);
-    const pending = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((p) => p.node_name === 'req-node'), 10_000);
+    writeFileSync(
+      join(servicesDir, 'a.json'),
+      JSON.stringify({ services: [{ service_id: 'gpu', kind: 'compute', state: 'online', endpoints: ['/gpu'], capabilities: { cuda: true } }] }),
+    );
+    const node = await startNode(
+      svc.url,
+      [
+        '--pair-mode',
+        'request',
+        '--node-name',
+        'req-node',
+        '--no-fs-service',
+        '--terminal-id',
+        'x',
+        '--terminal-allow-user',
+        '--service-manifest',
+        manifest,
+        '--services-dir',
+        servicesDir,
+      ],
+      dir,
+    );
+    const pending = await waitFor(
+      async () =>
+        (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find(
+          (p) => p.node_name === 'req-node',
+        ),
+      10_000,
+    );
     // an operator approves with svc-control
-    const approved = await runCli(BIN.control, ['--url', svc.url, 'node_join_approve', JSON.stringify({ request_id: pending.request_id })], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN } });
+    const approved = await runCli(BIN.control, ['--url', svc.url, 'node_join_approve', JSON.stringify({ request_id: pending.request_id })], {
+      env: { SVC_AUTH_TOKEN: ADMIN_TOKEN },
+    });
     expect(approved.code).toBe(0);
     expect(JSON.parse(approved.stdout)).toMatchObject({ node_name: 'req-node', node_id: expect.stringMatching(/^node-/), node_secret: expect.any(String) });
     const info = await nodeNamed(admin, 'req-node');
@@ -151,7 +212,13 @@ describe('pairing and the published record', () => {
     const svc = await startSvc();
     const admin = await session(svc.url);
     const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'denied-node']);
-    const pending = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((p) => p.node_name === 'denied-node'), 10_000);
+    const pending = await waitFor(
+      async () =>
+        (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find(
+          (p) => p.node_name === 'denied-node',
+        ),
+      10_000,
+    );
     await admin.request('node_join_deny', { request_id: pending.request_id });
     const exit = await node.exited;
     expect(exit.code).toBe(3);
@@ -195,7 +262,13 @@ describe('resilience', () => {
     const admin = await session(svc.url);
     const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'again-node']);
     const approve = async () => {
-      const p = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((x) => x.node_name === 'again-node'), 10_000);
+      const p = await waitFor(
+        async () =>
+          (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find(
+            (x) => x.node_name === 'again-node',
+          ),
+        10_000,
+      );
       return admin.request<{ fs_auth_token: string }>('node_join_approve', { request_id: p.request_id });
     };
     const oldToken = (await approve()).fs_auth_token;
@@ -239,7 +312,13 @@ describe('resilience', () => {
     const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'auth-node']);
     const { FsClient } = await import('../libs/client/src');
     await expect(FsClient.connect({ url: node.url, authToken: 'anything' })).rejects.toMatchObject({ errno: 13 });
-    const p = await waitFor(async () => (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find((x) => x.node_name === 'auth-node'), 10_000);
+    const p = await waitFor(
+      async () =>
+        (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find(
+          (x) => x.node_name === 'auth-node',
+        ),
+      10_000,
+    );
     const creds = await admin.request<{ node_id: string; fs_auth_token: string }>('node_join_approve', { request_id: p.request_id });
     await nodeNamed(admin, 'auth-node');
     const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'auth' });
@@ -281,7 +360,8 @@ describe('the lease when a daemon stops', () => {
     }
     const ids = Object.keys(nodes);
     const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'release' });
-    for (const node_id of ids) await admin.request('project_mount_set', { project_id: project.project_id, node_id, export_name: 'work', mount_path: '/shared' });
+    for (const node_id of ids)
+      await admin.request('project_mount_set', { project_id: project.project_id, node_id, export_name: 'work', mount_path: '/shared' });
     const before = await admin.request<Status>('workspace_status', project);
     expect(before.desired_mounts.map((m) => m.state)).toEqual(['online', 'online']);
     const selected = before.mounts[0].node_id;
@@ -290,10 +370,13 @@ describe('the lease when a daemon stops', () => {
 
     const t0 = Date.now();
     const exited = stopping.stop();
-    await waitFor(async () => {
-      const status = await admin.request<Status>('workspace_status', project);
-      return stateOf(status, selected) === 'degraded' && status.mounts[0].node_id === other && status.mounts[0].state === 'online';
-    }, 2000 - (Date.now() - t0)).catch((e: Error) => {
+    await waitFor(
+      async () => {
+        const status = await admin.request<Status>('workspace_status', project);
+        return stateOf(status, selected) === 'degraded' && status.mounts[0].node_id === other && status.mounts[0].state === 'online';
+      },
+      2000 - (Date.now() - t0),
+    ).catch((e: Error) => {
       throw new Error(`${e.message}; the stopped node's last log lines:\n${lastLines(stopping)}`);
     });
     expect(Date.now() - t0).toBeLessThanOrEqual(2000);
@@ -313,7 +396,16 @@ describe('the lease when a daemon stops', () => {
     const admin = await session(svc.url);
     const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
     // a 60 s lease: only the closed session can make the mount degraded in time
-    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'killed', '--lease-ttl-ms', '60000', '--refresh-interval-ms', '20000']);
+    const node = await startNode(svc.url, [
+      '--invite-token',
+      invite_token,
+      '--node-name',
+      'killed',
+      '--lease-ttl-ms',
+      '60000',
+      '--refresh-interval-ms',
+      '20000',
+    ]);
     const info = await nodeNamed(admin, 'killed');
     await servicesOf(admin, info.node_id, 1);
     const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'killed' });

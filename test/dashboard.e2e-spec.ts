@@ -44,7 +44,16 @@ declare const document: {
 declare const window: object;
 
 const CHROMIUM = '/usr/bin/chromium';
-const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
 const haveChromium = existsSync(CHROMIUM);
 if (!haveChromium) {
   console.warn(`dashboard e2e skipped: ${CHROMIUM} not found (Debian: apt-get install chromium; .ci/run installs it)`);
@@ -117,7 +126,8 @@ suite('web dashboard in headless Chromium', () => {
     expect(res?.headers()['content-security-policy']).toContain("script-src 'self'");
     await p.waitForSelector('#token');
     const html = await p.content();
-    for (const secretOrData of ['node-a', 'node-b', ws.nodeIds.a, ws.nodeIds.b, ws.project.project_id, '/shared', ADMIN_TOKEN]) expect(html).not.toContain(secretOrData);
+    for (const secretOrData of ['node-a', 'node-b', ws.nodeIds.a, ws.nodeIds.b, ws.project.project_id, '/shared', ADMIN_TOKEN])
+      expect(html).not.toContain(secretOrData);
     await screenshot(p, 'sign-in');
     // the dashboard's scripts and its WebSocket need the session too
     expect((await anon.request.get(`${base}/ui/app.js`)).status()).toBe(401);
@@ -182,18 +192,20 @@ suite('web dashboard in headless Chromium', () => {
     await screenshot(page, 'signed-in');
   });
 
-  it('shows a stopped node\'s mounts as degraded and the event within 3 s, without reloading', async () => {
+  it("shows a stopped node's mounts as degraded and the event within 3 s, without reloading", async () => {
     await page.evaluate(() => ((window as unknown as { __marker: number }).__marker = 42));
     const project = `div.project[data-project-id="${ws.project.project_id}"]`;
     const t0 = Date.now();
     const exited = ws.nodeA.stop();
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent === 'degraded', `${project} tr[data-mount-path="/a"] .mount-state`, {
+      timeout: 3000,
+      polling: 50,
+    });
     await page.waitForFunction(
-      (sel) => document.querySelector(sel)?.textContent === 'degraded',
-      `${project} tr[data-mount-path="/a"] .mount-state`,
-      { timeout: 3000, polling: 50 },
-    );
-    await page.waitForFunction(
-      () => [...document.querySelectorAll('#events li[data-kind="availability"]')].some((li) => li.textContent!.includes('/a') && li.textContent!.includes('degraded')),
+      () =>
+        [...document.querySelectorAll('#events li[data-kind="availability"]')].some(
+          (li) => li.textContent!.includes('/a') && li.textContent!.includes('degraded'),
+        ),
       undefined,
       { timeout: Math.max(1, 3000 - (Date.now() - t0)), polling: 50 },
     );
@@ -204,7 +216,9 @@ suite('web dashboard in headless Chromium', () => {
     // the same page: not reloaded
     expect(await page.evaluate(() => (window as unknown as { __marker?: number }).__marker)).toBe(42);
     // /shared failed over to node-b; node-a's state word in the nodes table and the topology
-    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent?.includes('failover active'), `${project} tr[data-mount-path="/shared"]`, { timeout: 3000 });
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent?.includes('failover active'), `${project} tr[data-mount-path="/shared"]`, {
+      timeout: 3000,
+    });
     await expect(page.textContent(`${project} tr[data-mount-path="/shared"] td:nth-child(2)`)).resolves.toBe('node-b:shared');
     await page.waitForFunction(() => document.querySelector('tr[data-node-name="node-a"] .state')?.textContent === 'degraded', undefined, { timeout: 5000 });
     await expect(page.textContent(`svg.topology g.t-node[data-id="${ws.nodeIds.a}"]`)).resolves.toContain('degraded');
@@ -216,7 +230,24 @@ suite('web dashboard in headless Chromium', () => {
     const dir = tmpDir('node-c-');
     nodeC = await startProcess(
       BIN.fsNode,
-      ['--port', '0', '--export', `work=${dir}`, '--control-url', ws.svc.url, '--pair-mode', 'request', '--node-name', 'node-c', '--state-file', join(dir, '.state.json'), '--refresh-interval-ms', '1000', '--reconnect-backoff-ms', '200'],
+      [
+        '--port',
+        '0',
+        '--export',
+        `work=${dir}`,
+        '--control-url',
+        ws.svc.url,
+        '--pair-mode',
+        'request',
+        '--node-name',
+        'node-c',
+        '--state-file',
+        join(dir, '.state.json'),
+        '--refresh-interval-ms',
+        '1000',
+        '--reconnect-backoff-ms',
+        '200',
+      ],
       { SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_LOG_LEVEL: 'warn' },
     );
     const button = page.locator('tr[data-node-name="node-c"] button.approve');

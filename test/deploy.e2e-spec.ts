@@ -207,7 +207,9 @@ describe('deploy/Dockerfile', () => {
   it('builds on node:20-slim in stages, compiling the native addons from source', () => {
     expect(stages.map((s) => s.name)).toEqual(expect.arrayContaining(['build', 'runtime', 'svc', 'fs-node', 'mount']));
     for (const s of stages) expect(s.from === 'node:20-slim' || stages.some((p) => p.name === s.from)).toBe(true);
-    const build = byName('build')!.lines.map((l) => `${l.op} ${l.rest}`).join('\n');
+    const build = byName('build')!
+      .lines.map((l) => `${l.op} ${l.rest}`)
+      .join('\n');
     for (const tool of ['python3', 'make', 'g++']) expect(build).toMatch(new RegExp(`apt-get install[^\\n]*\\s${tool.replace('+', '\\+')}(\\s|$)`));
     expect(build).toMatch(/npm_config_build_from_source=true/);
     expect(build).toMatch(/RUN npm ci\b/);
@@ -215,7 +217,9 @@ describe('deploy/Dockerfile', () => {
     expect(build).toMatch(/npm prune --omit=dev/);
     // the runtime images carry no compiler
     expect(chain(stages, 'svc').some((l) => /g\+\+|make|python3/.test(l.rest) && l.op === 'RUN')).toBe(false);
-    const mount = chain(stages, 'mount').map((l) => l.rest).join('\n');
+    const mount = chain(stages, 'mount')
+      .map((l) => l.rest)
+      .join('\n');
     expect(mount).toMatch(/apt-get install[^\n]*\blibfuse2\b/);
     expect(mount).toMatch(/apt-get install[^\n]*\bfuse3\b/);
   });
@@ -295,7 +299,9 @@ describe('deploy/compose.yaml', () => {
       const port = flag(args, '--port')!;
       ports.set(name, port);
       // without TLS the ports are published on the host's loopback only
-      if (!tlsOf.get(name)) for (const p of (s.ports as string[] | undefined) ?? []) expect({ name, published: p }).toEqual({ name, published: expect.stringMatching(/^127\.0\.0\.1:/) });
+      if (!tlsOf.get(name))
+        for (const p of (s.ports as string[] | undefined) ?? [])
+          expect({ name, published: p }).toEqual({ name, published: expect.stringMatching(/^127\.0\.0\.1:/) });
       for (const p of (s.ports as string[] | undefined) ?? []) expect(p.split(':').pop()).toBe(port);
       const probe = (s.healthcheck.test as string[]).join(' ');
       const m = /http:\/\/127\.0\.0\.1:(\d+)(\/\w+)/.exec(probe)!;
@@ -305,7 +311,11 @@ describe('deploy/compose.yaml', () => {
       if (target === 'svc') expect(mounts).toContain(flag(args, '--state-dir'));
       else {
         expect(mounts).toContain(flag(args, '--state-file')!.replace(/\/[^/]+$/, ''));
-        expect(mounts).toContain(flag(args, '--export')!.split('=')[1].replace(/:(ro|rw)$/, ''));
+        expect(mounts).toContain(
+          flag(args, '--export')!
+            .split('=')[1]
+            .replace(/:(ro|rw)$/, ''),
+        );
       }
       for (const v of (s.volumes as string[] | undefined) ?? []) expect(Object.keys(c.volumes)).toContain(v.split(':')[0]);
     }
@@ -343,7 +353,12 @@ describe('deploy/k8s', () => {
       const ref = e.valueFrom?.secretKeyRef;
       if (!ref) continue;
       const secret = secrets.find((s) => s.metadata.name === ref.name);
-      expect({ where, secret: ref.name, key: ref.key, found: Boolean(secret?.stringData?.[ref.key] ?? secret?.data?.[ref.key]) }).toEqual({ where, secret: ref.name, key: ref.key, found: true });
+      expect({ where, secret: ref.name, key: ref.key, found: Boolean(secret?.stringData?.[ref.key] ?? secret?.data?.[ref.key]) }).toEqual({
+        where,
+        secret: ref.name,
+        key: ref.key,
+        found: true,
+      });
     }
     const ports = new Map((container.ports as Obj[]).map((p) => [p.name as string, String(p.containerPort)]));
     const metricsPort = (container.env as Obj[]).find((e) => e.name === 'SVC_METRICS_PORT')!.value;
@@ -382,7 +397,8 @@ describe('deploy/k8s', () => {
     expect(tlsVolume).toBeDefined();
     const tlsSecret = docs.find((x) => x.kind === 'Secret' && x.metadata.name === tlsVolume!.secret.secretName)!;
     expect(tlsSecret.type).toBe('kubernetes.io/tls');
-    for (const f of ['--tls-cert', '--tls-key', '--tls-ca']) expect(Object.keys(tlsSecret.stringData ?? tlsSecret.data)).toContain(flag(c.args, f)!.split('/').pop());
+    for (const f of ['--tls-cert', '--tls-key', '--tls-ca'])
+      expect(Object.keys(tlsSecret.stringData ?? tlsSecret.data)).toContain(flag(c.args, f)!.split('/').pop());
     expect(flag(c.args, '--database-url')).toBe('$(SVC_DATABASE_URL)');
     expect(c.mounts).toContain(flag(c.args, '--state-dir'));
     for (const name of ['SVC_ADMIN_TOKEN', 'SVC_USER_TOKEN', 'SVC_CONTROL_STATE_KEY_HEX', 'SVC_DATABASE_URL']) {
@@ -390,7 +406,7 @@ describe('deploy/k8s', () => {
     }
   });
 
-  it('has a Service on the Deployment\'s named ports', () => {
+  it("has a Service on the Deployment's named ports", () => {
     const d = kind('Deployment', 'svc');
     const s = kind('Service', 'svc');
     for (const [k, v] of Object.entries(s.spec.selector)) expect(d.spec.template.metadata.labels[k]).toBe(v);
@@ -410,7 +426,8 @@ describe('deploy/k8s', () => {
     expect((service.spec.ports as Obj[]).some((p) => String(p.port) === control.port)).toBe(true);
     const fsUrl = new URL(flag(c.args, '--fs-url')!.replace(/\$\(\w+\)/, '10.0.0.1'));
     // advertised on the host's address: the FS port is a host port
-    if (/\$\(HOST_IP\)/.test(flag(c.args, '--fs-url')!)) expect((c.ports as Obj[]).find((p) => String(p.containerPort) === fsUrl.port)?.hostPort).toBe(Number(fsUrl.port));
+    if (/\$\(HOST_IP\)/.test(flag(c.args, '--fs-url')!))
+      expect((c.ports as Obj[]).find((p) => String(p.containerPort) === fsUrl.port)?.hostPort).toBe(Number(fsUrl.port));
     expect(fsUrl.port).toBe(flag(c.args, '--port'));
     expect(fsUrl.pathname).toBe('/v2/fs');
     expect(c.mounts).toContain(flag(c.args, '--state-file')!.replace(/\/[^/]+$/, ''));
@@ -452,7 +469,7 @@ describe('the deployment running for real', () => {
     return adapt(args, { '--tls-cert': c.cert, '--tls-key': c.key, '--tls-ca': ca.cert });
   };
 
-  it('starts both svc replicas and both nodes with the files\' arguments; they pair; every probe path answers', async () => {
+  it("starts both svc replicas and both nodes with the files' arguments; they pair; every probe path answers", async () => {
     const docs = k8s();
     const deployment = docs.find((d) => d.kind === 'Deployment' && d.metadata.name === 'svc')!.spec.template.spec.containers[0];
     const daemonset = docs.find((d) => d.kind === 'DaemonSet')!.spec.template.spec.containers[0];
@@ -461,7 +478,14 @@ describe('the deployment running for real', () => {
     const env = { SVC_ADMIN_TOKEN: ADMIN_TOKEN, SVC_USER_TOKEN: USER_TOKEN, SVC_METRICS_PORT: '0', SVC_LOG_LEVEL: 'info' };
     // loopback instead of 0.0.0.0 (tests listen on this machine only), port 0, a temp state dir
     const svcArgs = (args: string[], name: string) => {
-      const a = tlsFiles(adapt(args, { '--bind': '127.0.0.1', '--port': '0', '--state-dir': tmpDir('deploy-svc-'), '--database-url': dbUrl ?? '' }, { SVC_DATABASE_URL: dbUrl ?? '' }), name);
+      const a = tlsFiles(
+        adapt(
+          args,
+          { '--bind': '127.0.0.1', '--port': '0', '--state-dir': tmpDir('deploy-svc-'), '--database-url': dbUrl ?? '' },
+          { SVC_DATABASE_URL: dbUrl ?? '' },
+        ),
+        name,
+      );
       // no PostgreSQL here: the embedded store, and the replica-only checks below are skipped
       return dbUrl ? a : without(a, ['--database-url']);
     };
@@ -476,7 +500,14 @@ describe('the deployment running for real', () => {
       return tlsFiles(
         adapt(
           args,
-          { '--bind': '127.0.0.1', '--port': '0', '--control-url': svc.url, '--fs-url': `${tls ? 'wss' : 'ws'}://127.0.0.1:1/v2/fs`, '--state-file': join(dir, 'state.json'), '--export': `work=${join(dir, 'work')}` },
+          {
+            '--bind': '127.0.0.1',
+            '--port': '0',
+            '--control-url': svc.url,
+            '--fs-url': `${tls ? 'wss' : 'ws'}://127.0.0.1:1/v2/fs`,
+            '--state-file': join(dir, 'state.json'),
+            '--export': `work=${join(dir, 'work')}`,
+          },
           { NODE_NAME: name, HOST_IP: '127.0.0.1', POD_IP: '127.0.0.1' },
         ),
         name,
@@ -506,7 +537,8 @@ describe('the deployment running for real', () => {
         admin.close();
       }
     }
-    for (const [name, r] of Object.entries(running)) expect({ name, ops: r.opsUrl }).toEqual({ name, ops: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/) });
+    for (const [name, r] of Object.entries(running))
+      expect({ name, ops: r.opsUrl }).toEqual({ name, ops: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/) });
     // every probe path of the files (collected by the checks above), each on every program
     for (const path of new Set(['/livez', '/readyz', ...probePaths.keys()])) {
       for (const [name, r] of Object.entries(running)) {
@@ -538,19 +570,26 @@ describe('the deployment running for real', () => {
       }
     };
     walk(g.panels);
-    for (const v of g.templating.list as Obj[]) if (v.type === 'query') queries.push({ where: `variable ${v.name}`, expr: typeof v.query === 'string' ? v.query : v.query.query });
+    for (const v of g.templating.list as Obj[])
+      if (v.type === 'query') queries.push({ where: `variable ${v.name}`, expr: typeof v.query === 'string' ? v.query : v.query.query });
     const variables = new Set((g.templating.list as Obj[]).map((v) => v.name as string));
     let checked = 0;
     for (const { where, expr } of queries) {
       const names = expr.match(/\b(?:svc|process|nodejs)_[a-z0-9_]+\b/g) ?? [];
       expect({ where, metrics: names.length > 0 }).toEqual({ where, metrics: true });
-      for (const v of expr.match(/\$(\w+)/g) ?? []) expect({ where, variable: v, defined: variables.has(v.slice(1)) }).toEqual({ where, variable: v, defined: true });
+      for (const v of expr.match(/\$(\w+)/g) ?? [])
+        expect({ where, variable: v, defined: variables.has(v.slice(1)) }).toEqual({ where, variable: v, defined: true });
       for (const raw of names) {
         const isFs = raw.startsWith('svc_fs_') || /\$fs_job/.test(expr);
         const exported = isFs ? nodeMetrics : svcMetrics;
         const base = exported.has(raw) ? raw : raw.replace(/_(bucket|sum|count)$/, '');
         const ok = exported.has(base) && (base === raw || exported.get(base) === 'HISTOGRAM' || exported.get(base) === 'SUMMARY');
-        expect({ where, metric: raw, exportedBy: isFs ? 'svc-fs-node' : 'svc', ok }).toEqual({ where, metric: raw, exportedBy: isFs ? 'svc-fs-node' : 'svc', ok: true });
+        expect({ where, metric: raw, exportedBy: isFs ? 'svc-fs-node' : 'svc', ok }).toEqual({
+          where,
+          metric: raw,
+          exportedBy: isFs ? 'svc-fs-node' : 'svc',
+          ok: true,
+        });
         checked++;
       }
     }

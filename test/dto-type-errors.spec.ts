@@ -161,7 +161,8 @@ for (const [dto, cls] of DTOS) {
     if (member.nested) {
       // a list of nested DTOs (project_up `mounts`) is checked through its first element
       const at = Array.isArray(VALID[member.property]) ? `${member.path}[0]` : member.path;
-      for (const inner of membersOf(member.nested).values()) CASES.push({ dto, cls, member: { ...inner, path: `${at}.${inner.path}` }, parent: member.property });
+      for (const inner of membersOf(member.nested).values())
+        CASES.push({ dto, cls, member: { ...inner, path: `${at}.${inner.path}` }, parent: member.property });
     }
   }
 }
@@ -169,7 +170,18 @@ for (const [dto, cls] of DTOS) {
 describe('payload DTOs: a value of the wrong type is reported as a type error', () => {
   it('covers the DTOs of both endpoints', () => {
     const names = DTOS.map(([n]) => n);
-    expect(names).toEqual(expect.arrayContaining(['ProjectCreateDto', 'NodeJoinDto', 'NodeServiceWatchDto', 'PlatformDto', 'AccessPolicyDto', 'RenameDto', 'SetattrDto', 'WriteDto']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'ProjectCreateDto',
+        'NodeJoinDto',
+        'NodeServiceWatchDto',
+        'PlatformDto',
+        'AccessPolicyDto',
+        'RenameDto',
+        'SetattrDto',
+        'WriteDto',
+      ]),
+    );
     expect(CASES.length).toBeGreaterThan(60);
   });
 

@@ -150,22 +150,38 @@ pgMaybe('the state database fails under load (two replicas, eight mutating sessi
     expect([a.proc.exitCode, b.proc.exitCode]).toEqual([null, null]);
 
     // LISTEN on both replicas again, the sweeper lock on exactly one
-    const sessions = await waitFor(async () => {
-      const s = await sessionsOfStore();
-      return s.listening === 2 && s.sweeperLocks === 1 ? s : undefined;
-    }, 6000, 100);
+    const sessions = await waitFor(
+      async () => {
+        const s = await sessionsOfStore();
+        return s.listening === 2 && s.sweeperLocks === 1 ? s : undefined;
+      },
+      6000,
+      100,
+    );
     expect(sessions).toEqual({ listening: 2, sweeperLocks: 1 });
-    const gauges = await waitFor(async () => {
-      const g = await sweeperGauges();
-      return g[0] + g[1] === 1 ? g : undefined;
-    }, 6000, 100);
+    const gauges = await waitFor(
+      async () => {
+        const g = await sweeperGauges();
+        return g[0] + g[1] === 1 ? g : undefined;
+      },
+      6000,
+      100,
+    );
     expect(gauges.sort()).toEqual([0, 1]);
 
     // pushes resumed: a catalog upsert on A reaches a watcher on B once, within 1 s
     const ca = await session(a.url);
     const cb = await session(b.url);
     const node = await joinNode(ca, `${label}-node`);
-    await waitFor(() => cb.request('node_get', { node_id: node.node_id }).then(() => true, () => undefined), 1000, 20);
+    await waitFor(
+      () =>
+        cb.request('node_get', { node_id: node.node_id }).then(
+          () => true,
+          () => undefined,
+        ),
+      1000,
+      20,
+    );
     const events: string[] = [];
     cb.on('event', (type: string, payload: { node_id?: string }) => {
       if (type === 'control.node_service_event' && payload.node_id === node.node_id) events.push(type);
@@ -180,11 +196,21 @@ pgMaybe('the state database fails under load (two replicas, eight mutating sessi
   }
 
   it('pg_ctl stop -m fast: /readyz 503 within 2 s, mutations unavailable, reads served, ready within 5 s of the restart, no exit', async () => {
-    await faultCycle('fast', () => pg!.stopServer('fast'), () => pg!.startServer(), true);
+    await faultCycle(
+      'fast',
+      () => pg!.stopServer('fast'),
+      () => pg!.startServer(),
+      true,
+    );
   }, 60_000);
 
   it('pg_ctl stop -m immediate: the same', async () => {
-    await faultCycle('immediate', () => pg!.stopServer('immediate'), () => pg!.startServer(), true);
+    await faultCycle(
+      'immediate',
+      () => pg!.stopServer('immediate'),
+      () => pg!.startServer(),
+      true,
+    );
   }, 60_000);
 
   it('pg_terminate_backend of every svc connection: the same, without a restart of anything', async () => {
@@ -254,7 +280,9 @@ pgMaybe('a network partition of the database (a proxy that stops forwarding, con
     const ackedAtRecovery = mutators.acked.size;
     await waitFor(() => mutators.acked.size >= ackedAtRecovery + 20, 10_000, 20);
     await mutators.stop();
-    figures.push(`blocked: /readyz 503 after ${to503} ms; a mutation refused (unavailable) after ${refusedMs} ms; forwarding again: /readyz 200 after ${to200} ms`);
+    figures.push(
+      `blocked: /readyz 503 after ${to503} ms; a mutation refused (unavailable) after ${refusedMs} ms; forwarding again: /readyz 200 after ${to200} ms`,
+    );
     expect([...mutators.refusals.keys()].filter((code) => code !== 'unavailable')).toEqual([]);
     expect(svc.proc.exitCode).toBeNull();
     // every acknowledged mutation is read back
@@ -358,9 +386,25 @@ describe('node daemon sessions (PROTOCOL.md 10a)', () => {
 
   /** Starts the daemon of node `liveness` on `dir` (state file kept), against replica 0; default lease (30 s) and backoff. */
   const startDaemon = (args: string[] = []): Promise<Running> =>
-    startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${join(dir, 'work')}`, '--control-url', replicas[0].url, '--state-file', join(dir, 'state.json'), '--node-name', 'liveness', ...args], {
-      SVC_AUTH_TOKEN: ADMIN_TOKEN,
-    });
+    startProcess(
+      BIN.fsNode,
+      [
+        '--port',
+        '0',
+        '--export',
+        `work=${join(dir, 'work')}`,
+        '--control-url',
+        replicas[0].url,
+        '--state-file',
+        join(dir, 'state.json'),
+        '--node-name',
+        'liveness',
+        ...args,
+      ],
+      {
+        SVC_AUTH_TOKEN: ADMIN_TOKEN,
+      },
+    );
 
   const stateOn = async (r: Running): Promise<string> => {
     const c = await session(r.url);
@@ -385,9 +429,19 @@ describe('node daemon sessions (PROTOCOL.md 10a)', () => {
   async function pushesTo(state: string, t0: number, limitMs: number): Promise<number[]> {
     const out: number[] = [];
     for (const got of events) {
-      const avail = await waitFor(() => got.find((e) => e.at >= t0 && e.type === 'control.workspace_availability' && e.payload.node_id === nodeId && e.payload.state === state), limitMs + 2000, 25);
+      const avail = await waitFor(
+        () => got.find((e) => e.at >= t0 && e.type === 'control.workspace_availability' && e.payload.node_id === nodeId && e.payload.state === state),
+        limitMs + 2000,
+        25,
+      );
       const delta = await waitFor(
-        () => got.find((e) => e.at >= t0 && e.type === 'control.workspace_topology_delta' && (e.payload.changed as Array<{ node_id: string; state: string }>).some((m) => m.node_id === nodeId && m.state === state)),
+        () =>
+          got.find(
+            (e) =>
+              e.at >= t0 &&
+              e.type === 'control.workspace_topology_delta' &&
+              (e.payload.changed as Array<{ node_id: string; state: string }>).some((m) => m.node_id === nodeId && m.state === state),
+          ),
         limitMs + 2000,
         25,
       );
@@ -405,7 +459,11 @@ describe('node daemon sessions (PROTOCOL.md 10a)', () => {
     dir = tmpDir('liveness-');
     mkdirSync(join(dir, 'work'));
     daemon = await startDaemon(['--invite-token', invite_token]);
-    nodeId = await waitFor(async () => (await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list')).nodes.find((n) => n.node_name === 'liveness')?.node_id, 10_000);
+    nodeId = await waitFor(
+      async () =>
+        (await admin.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list')).nodes.find((n) => n.node_name === 'liveness')?.node_id,
+      10_000,
+    );
     project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'liveness' });
     await admin.request('project_mount_set', { project_id: project.project_id, node_id: nodeId, export_name: 'work', mount_path: '/w' });
     await everywhere('online', Date.now(), 5000);
@@ -424,7 +482,8 @@ describe('node daemon sessions (PROTOCOL.md 10a)', () => {
   }, 60_000);
 
   it('pings write nothing: over 4 s (two pings or more) at most the one lease refresh a 30 s lease makes', async () => {
-    const commits = async (r: Running) => Number(/^svc_store_commit_duration_seconds_count (\d+)$/m.exec(await (await fetch(`${r.opsUrl}/metrics`)).text())![1]);
+    const commits = async (r: Running) =>
+      Number(/^svc_store_commit_duration_seconds_count (\d+)$/m.exec(await (await fetch(`${r.opsUrl}/metrics`)).text())![1]);
     const before = await Promise.all(replicas.map(commits));
     await sleep(4000);
     const after = await Promise.all(replicas.map(commits));

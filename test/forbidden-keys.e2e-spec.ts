@@ -77,7 +77,14 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
   let nextId = 1;
   let nextTag = 100;
 
-  const SERVICE = { service_id: 'fs', kind: 'fs', state: 'ready', endpoints: ['/fs'], ops: { invoke: 'control/invoke.json' }, mounts: [{ mount_id: 'work', mount_path: '/work' }] };
+  const SERVICE = {
+    service_id: 'fs',
+    kind: 'fs',
+    state: 'ready',
+    endpoints: ['/fs'],
+    ops: { invoke: 'control/invoke.json' },
+    mounts: [{ mount_id: 'work', mount_path: '/work' }],
+  };
 
   beforeAll(async () => {
     svc = await startSvc({ env: { SVC_LOG_LEVEL: 'warn' } });
@@ -85,7 +92,13 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
     project = await admin.request('project_create', { name: 'keys', vision: 'v', access_policy: { invoke: 'deny' } });
     node = await joinNode(admin, 'keys-node', 3_600_000);
     await admin.request('project_mount_set', { project_id: project.project_id, node_id: node.node_id, export_name: 'work', mount_path: '/work' });
-    await admin.request('node_service_upsert', { node_id: node.node_id, node_secret: node.node_secret, platform: { os: 'linux' }, labels: { zone: 'a' }, services: [SERVICE] });
+    await admin.request('node_service_upsert', {
+      node_id: node.node_id,
+      node_secret: node.node_secret,
+      platform: { os: 'linux' },
+      labels: { zone: 'a' },
+      services: [SERVICE],
+    });
     inviteToken = (await admin.request<{ invite_token: string }>('node_invite_create', { ttl_ms: 3_600_000 })).invite_token;
     joinRequest = await admin.request('node_join_request', { node_name: 'pending-node', fs_url: 'ws://127.0.0.1:2/v2/fs', platform: { os: 'linux' } });
     peer = await RawPeer.open(svc.url, ADMIN_TOKEN);
@@ -155,7 +168,17 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
       ['project_mount_remove', { project_id, mount_path: '/work', node_id, export_name: 'work' }],
       ['project_mount_list', { project_id }],
       ['project_activate', { project_id, project_token }],
-      ['project_up', { name: 'declared', access_policy: { invoke: 'allow' }, mounts: [{ mount_path: '/w', node_id, export_name: 'work' }], prune: true, activate: true, dry_run: false }],
+      [
+        'project_up',
+        {
+          name: 'declared',
+          access_policy: { invoke: 'allow' },
+          mounts: [{ mount_path: '/w', node_id, export_name: 'work' }],
+          prune: true,
+          activate: true,
+          dry_run: false,
+        },
+      ],
       ['project_token_rotate', { project_id, project_token }],
       ['project_token_revoke', { project_id, project_token }],
       ['workspace_status', { project_id, project_token }],
@@ -171,7 +194,10 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
       ['node_list', {}],
       ['node_get', { node_id }],
       ['node_delete', { node_id }],
-      ['node_service_upsert', { node_id, node_secret, platform: { os: 'linux', arch: 'arm64' }, labels: { zone: 'b' }, services: [{ ...SERVICE, help_md: 'changed' }] }],
+      [
+        'node_service_upsert',
+        { node_id, node_secret, platform: { os: 'linux', arch: 'arm64' }, labels: { zone: 'b' }, services: [{ ...SERVICE, help_md: 'changed' }] },
+      ],
       ['node_service_get', { node_id }],
       ['node_service_watch', { node_id }],
       ['node_service_unwatch', {}],
@@ -185,30 +211,37 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
     expect(controlCases()).toHaveLength(38);
   });
 
-  it.each(KEYS)('control: %s at the top level and one level down -> invalid_payload naming the path, nothing stored', async (key) => {
-    const before = await snapshot();
-    let refused = 0;
-    for (const [op, base] of controlCases()) {
-      for (const v of payloadVariants(base, key)) {
-        const id = `${op}-${nextId++}`;
-        const r = await reply({ channel: 'control', type: `control.${op}`, id, payload: v.payload });
-        const what = `${op} ${v.label}`;
-        expect({ what, type: r.type, ok: r.ok, code: r.error?.code }).toEqual({ what, type: 'control.error', ok: false, code: 'invalid_payload' });
-        expect({ what, message: r.error!.message }).toEqual({ what, message: expect.stringMatching(new RegExp(`^${v.path.replace(/[[\].]/g, '\\$&')}: `)) });
-        refused++;
+  it.each(KEYS)(
+    'control: %s at the top level and one level down -> invalid_payload naming the path, nothing stored',
+    async (key) => {
+      const before = await snapshot();
+      let refused = 0;
+      for (const [op, base] of controlCases()) {
+        for (const v of payloadVariants(base, key)) {
+          const id = `${op}-${nextId++}`;
+          const r = await reply({ channel: 'control', type: `control.${op}`, id, payload: v.payload });
+          const what = `${op} ${v.label}`;
+          expect({ what, type: r.type, ok: r.ok, code: r.error?.code }).toEqual({ what, type: 'control.error', ok: false, code: 'invalid_payload' });
+          expect({ what, message: r.error!.message }).toEqual({ what, message: expect.stringMatching(new RegExp(`^${v.path.replace(/[[\].]/g, '\\$&')}: `)) });
+          refused++;
+        }
       }
-    }
-    expect(refused).toBeGreaterThanOrEqual(2 * controlCases().length);
-    expect(peer.closeCode).toBeNull();
-    // no push either: no watch or debug subscription was set up
-    expect(peer.messages.filter((m) => !('ok' in m))).toEqual([]);
-    expect(await snapshot()).toEqual(before);
-  }, 60_000);
+      expect(refused).toBeGreaterThanOrEqual(2 * controlCases().length);
+      expect(peer.closeCode).toBeNull();
+      // no push either: no watch or debug subscription was set up
+      expect(peer.messages.filter((m) => !('ok' in m))).toEqual([]);
+      expect(await snapshot()).toEqual(before);
+    },
+    60_000,
+  );
 
   it('the same payloads without the key are valid (so nothing was stored only because of the key)', async () => {
     const cases = new Map(controlCases());
     expect(await admin.request('project_create', cases.get('project_create'))).toMatchObject({ name: 'created' });
-    expect(await admin.request('node_service_upsert', cases.get('node_service_upsert'))).toMatchObject({ platform: { os: 'linux', arch: 'arm64' }, labels: { zone: 'b' } });
+    expect(await admin.request('node_service_upsert', cases.get('node_service_upsert'))).toMatchObject({
+      platform: { os: 'linux', arch: 'arm64' },
+      labels: { zone: 'b' },
+    });
     expect(await admin.request('node_join', cases.get('node_join'))).toMatchObject({ node_name: 'joiner' });
     expect(await admin.request('node_join_status', cases.get('node_join_status'))).toMatchObject({ state: 'pending' });
   });
@@ -228,34 +261,42 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
     ];
   }
 
-  it.each(KEYS)('runtime: %s in the payload, one level down, or among the root fields -> invalid_payload, fids unchanged', async (key) => {
-    for (const [op, fields] of runtimeCases()) {
-      const variants: Variant[] = [
-        ...payloadVariants({}, key).map((v) => ({ ...v, root: fields })),
-        { label: 'root', payload: {}, root: withKey(fields, key, POISON()), path: key },
-        { label: 'root, in x', payload: {}, root: { ...fields, x: withKey({}, key, 1) }, path: `x.${key}` },
-      ];
-      if (op === 't_walk') variants.push({ label: 'root, in path[1]', payload: {}, root: { ...fields, path: ['nodes', withKey({}, key, 1)] }, path: `path[1].${key}` });
-      for (const v of variants) {
-        const tag = nextTag++;
-        const r = await reply({ channel: 'acheron', type: `acheron.${op}`, tag, ...v.root, payload: v.payload });
-        const what = `${op} ${v.label}`;
-        expect({ what, type: r.type, code: r.error?.code }).toEqual({ what, type: 'acheron.error', code: 'invalid_payload' });
-        expect({ what, message: r.error!.message }).toEqual({ what, message: expect.stringMatching(new RegExp(`^${v.path.replace(/[[\].]/g, '\\$&')}: `)) });
+  it.each(KEYS)(
+    'runtime: %s in the payload, one level down, or among the root fields -> invalid_payload, fids unchanged',
+    async (key) => {
+      for (const [op, fields] of runtimeCases()) {
+        const variants: Variant[] = [
+          ...payloadVariants({}, key).map((v) => ({ ...v, root: fields })),
+          { label: 'root', payload: {}, root: withKey(fields, key, POISON()), path: key },
+          { label: 'root, in x', payload: {}, root: { ...fields, x: withKey({}, key, 1) }, path: `x.${key}` },
+        ];
+        if (op === 't_walk')
+          variants.push({ label: 'root, in path[1]', payload: {}, root: { ...fields, path: ['nodes', withKey({}, key, 1)] }, path: `path[1].${key}` });
+        for (const v of variants) {
+          const tag = nextTag++;
+          const r = await reply({ channel: 'acheron', type: `acheron.${op}`, tag, ...v.root, payload: v.payload });
+          const what = `${op} ${v.label}`;
+          expect({ what, type: r.type, code: r.error?.code }).toEqual({ what, type: 'acheron.error', code: 'invalid_payload' });
+          expect({ what, message: r.error!.message }).toEqual({ what, message: expect.stringMatching(new RegExp(`^${v.path.replace(/[[\].]/g, '\\$&')}: `)) });
+        }
       }
-    }
-    expect(peer.closeCode).toBeNull();
-    // fid 1 is still open on /nodes (not clunked, not reset by t_version); fids 5 and 7 were never made
-    const stat = await reply({ channel: 'acheron', type: 'acheron.t_stat', tag: nextTag++, fid: 1 });
-    expect(stat).toMatchObject({ ok: true, payload: { kind: 'dir' } });
-    const read = await reply({ channel: 'acheron', type: 'acheron.t_read', tag: nextTag++, fid: 1, offset: 0, count: 4096 });
-    expect(read).toMatchObject({ ok: true });
-    for (const fid of [5, 7]) expect(await reply({ channel: 'acheron', type: 'acheron.t_stat', tag: nextTag++, fid })).toMatchObject({ ok: false, error: { code: 'invalid' } });
-  }, 60_000);
+      expect(peer.closeCode).toBeNull();
+      // fid 1 is still open on /nodes (not clunked, not reset by t_version); fids 5 and 7 were never made
+      const stat = await reply({ channel: 'acheron', type: 'acheron.t_stat', tag: nextTag++, fid: 1 });
+      expect(stat).toMatchObject({ ok: true, payload: { kind: 'dir' } });
+      const read = await reply({ channel: 'acheron', type: 'acheron.t_read', tag: nextTag++, fid: 1, offset: 0, count: 4096 });
+      expect(read).toMatchObject({ ok: true });
+      for (const fid of [5, 7])
+        expect(await reply({ channel: 'acheron', type: 'acheron.t_stat', tag: nextTag++, fid })).toMatchObject({ ok: false, error: { code: 'invalid' } });
+    },
+    60_000,
+  );
 
   it('refuses a prototype key during negotiation like any envelope error: invalid_payload, then close 1008', async () => {
     const fresh = await RawPeer.open(svc.url, ADMIN_TOKEN);
-    const r = await fresh.roundTrip(JSON.stringify({ channel: 'control', type: 'control.version', id: 'v', payload: withKey({ protocol: 'unified-v2' }, '__proto__', { x: 1 }) }));
+    const r = await fresh.roundTrip(
+      JSON.stringify({ channel: 'control', type: 'control.version', id: 'v', payload: withKey({ protocol: 'unified-v2' }, '__proto__', { x: 1 }) }),
+    );
     expect(r).toMatchObject({ type: 'control.error', id: 'v', ok: false, error: { code: 'invalid_payload', message: expect.stringMatching(/^__proto__: /) } });
     expect(await fresh.waitClose()).toBe(1008);
   });
@@ -265,11 +306,25 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
       expect(await failure(admin.request('project_create', { name }))).toEqual({ code: 'invalid_payload', message: 'name must be a string' });
     }
     expect(await failure(admin.request('node_get', { node_id: 5 }))).toEqual({ code: 'invalid_payload', message: 'node_id must be a string' });
-    expect(await failure(admin.request('project_update', { project_id: project.project_id, access_policy: 'allow' }))).toEqual({ code: 'invalid_payload', message: 'access_policy must be an object' });
-    expect(await failure(admin.request('node_join', { invite_token: inviteToken, node_name: 'n', fs_url: 'ws://h:1/', platform: { os: 1 } }))).toEqual({ code: 'invalid_payload', message: 'platform.os must be a string' });
-    expect(await failure(admin.request('node_invite_create', { ttl_ms: '60000' }))).toEqual({ code: 'invalid_payload', message: 'ttl_ms must be an integer (ms)' });
-    expect(await failure(admin.request('node_service_upsert', { node_id: 5, node_secret: node.node_secret }))).toEqual({ code: 'invalid_payload', message: 'node_id must be a string' });
-    expect(await failure(admin.request('node_service_upsert', { node_id: node.node_id, node_secret: node.node_secret, services: [{ ...SERVICE, service_id: 5 }] }))).toEqual({ code: 'invalid_payload', message: 'services[0].service_id must be a string' });
+    expect(await failure(admin.request('project_update', { project_id: project.project_id, access_policy: 'allow' }))).toEqual({
+      code: 'invalid_payload',
+      message: 'access_policy must be an object',
+    });
+    expect(await failure(admin.request('node_join', { invite_token: inviteToken, node_name: 'n', fs_url: 'ws://h:1/', platform: { os: 1 } }))).toEqual({
+      code: 'invalid_payload',
+      message: 'platform.os must be a string',
+    });
+    expect(await failure(admin.request('node_invite_create', { ttl_ms: '60000' }))).toEqual({
+      code: 'invalid_payload',
+      message: 'ttl_ms must be an integer (ms)',
+    });
+    expect(await failure(admin.request('node_service_upsert', { node_id: 5, node_secret: node.node_secret }))).toEqual({
+      code: 'invalid_payload',
+      message: 'node_id must be a string',
+    });
+    expect(
+      await failure(admin.request('node_service_upsert', { node_id: node.node_id, node_secret: node.node_secret, services: [{ ...SERVICE, service_id: 5 }] })),
+    ).toEqual({ code: 'invalid_payload', message: 'services[0].service_id must be a string' });
   });
 });
 
@@ -354,38 +409,55 @@ describe('svc-fs-node: every FS operation refuses prototype keys', () => {
     expect(fsCases()).toHaveLength(20);
   });
 
-  it.each(KEYS)('%s in the payload, one level down, or among the root fields -> errno 22 naming the path, nothing changed on disk', async (key) => {
-    const before = treeDigest(base);
-    for (const [op, target, payload] of fsCases()) {
-      const variants: Variant[] = [
-        ...payloadVariants(payload, key).map((v) => ({ ...v, root: target })),
-        { label: 'root', payload, root: withKey(target, key, POISON()), path: key },
-        { label: 'root, in x', payload, root: { ...target, x: withKey({}, key, 1) }, path: `x.${key}` },
-      ];
-      for (const v of variants) {
-        const r = await fs.send(op, v.root, v.payload);
-        const what = `${op} ${v.label}`;
-        expect({ what, type: r.type, ok: r.ok, errno: r.error?.errno, code: r.error?.code }).toEqual({ what, type: 'acheron.err_fs', ok: false, errno: 22, code: 'invalid_payload' });
-        expect({ what, message: r.error!.message }).toEqual({ what, message: expect.stringMatching(new RegExp(`^${v.path.replace(/[[\].]/g, '\\$&')}: `)) });
+  it.each(KEYS)(
+    '%s in the payload, one level down, or among the root fields -> errno 22 naming the path, nothing changed on disk',
+    async (key) => {
+      const before = treeDigest(base);
+      for (const [op, target, payload] of fsCases()) {
+        const variants: Variant[] = [
+          ...payloadVariants(payload, key).map((v) => ({ ...v, root: target })),
+          { label: 'root', payload, root: withKey(target, key, POISON()), path: key },
+          { label: 'root, in x', payload, root: { ...target, x: withKey({}, key, 1) }, path: `x.${key}` },
+        ];
+        for (const v of variants) {
+          const r = await fs.send(op, v.root, v.payload);
+          const what = `${op} ${v.label}`;
+          expect({ what, type: r.type, ok: r.ok, errno: r.error?.errno, code: r.error?.code }).toEqual({
+            what,
+            type: 'acheron.err_fs',
+            ok: false,
+            errno: 22,
+            code: 'invalid_payload',
+          });
+          expect({ what, message: r.error!.message }).toEqual({ what, message: expect.stringMatching(new RegExp(`^${v.path.replace(/[[\].]/g, '\\$&')}: `)) });
+        }
       }
-    }
-    expect(fs.closeCode).toBeNull();
-    expect(treeDigest(base)).toBe(before);
-    // the handle is still open (close and fsync were refused) and reads the unchanged file
-    expect((await fs.call('read', { h }, { off: 0, len: 5 })).data_b64).toBe(Buffer.from('hello').toString('base64'));
-    expect(fs.strays).toEqual([]);
-  }, 60_000);
+      expect(fs.closeCode).toBeNull();
+      expect(treeDigest(base)).toBe(before);
+      // the handle is still open (close and fsync were refused) and reads the unchanged file
+      expect((await fs.call('read', { h }, { off: 0, len: 5 })).data_b64).toBe(Buffer.from('hello').toString('base64'));
+      expect(fs.strays).toEqual([]);
+    },
+    60_000,
+  );
 
   it('refuses a prototype key in the hello of a new session: errno 22, then close 1008', async () => {
     const fresh = await FsPeer.open(fsNode.url);
     const r = await fresh.send('hello', {}, withKey({ protocol: 'unified-v2-fs', proto: 2 }, 'constructor', { prototype: {} }));
-    expect(r).toMatchObject({ type: 'acheron.err_fs', ok: false, error: { errno: 22, code: 'invalid_payload', message: expect.stringMatching(/^constructor: /) } });
+    expect(r).toMatchObject({
+      type: 'acheron.err_fs',
+      ok: false,
+      error: { errno: 22, code: 'invalid_payload', message: expect.stringMatching(/^constructor: /) },
+    });
     expect(await fresh.waitClose()).toBe(1008);
   });
 
   it('says the type of a member of the wrong type (errno 22)', async () => {
     expect(await fs.send('lookup', { node: root }, { name: 5 })).toMatchObject({ ok: false, error: { errno: 22, message: 'name must be a string' } });
     expect(await fs.send('read', { h }, { off: '0', len: 5 })).toMatchObject({ ok: false, error: { errno: 22, message: 'off must be an integer' } });
-    expect(await fs.send('rename', {}, { old_parent: root, old_name: 'f.txt', new_parent: dir, new_name: true })).toMatchObject({ ok: false, error: { errno: 22, message: 'new_name must be a string' } });
+    expect(await fs.send('rename', {}, { old_parent: root, old_name: 'f.txt', new_parent: dir, new_name: true })).toMatchObject({
+      ok: false,
+      error: { errno: 22, message: 'new_name must be a string' },
+    });
   });
 });

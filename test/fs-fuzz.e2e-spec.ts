@@ -41,7 +41,10 @@ beforeAll(async () => {
   writeFileSync(join(base, 'outside', 'sentinel.txt'), 'outside the roots');
   writeFileSync(join(base, 'ro', 'keep.txt'), 'read-only');
   writeFileSync(join(base, 'rw', 'f.txt'), 'hello');
-  node = await startFsNode([`rw=${join(base, 'rw')}`, `ro=${join(base, 'ro')}:ro`], { args: ['--terminal-id', 'fz', '--auth-token', FS_TOKEN], env: { SVC_LOG_LEVEL: 'warn' } });
+  node = await startFsNode([`rw=${join(base, 'rw')}`, `ro=${join(base, 'ro')}:ro`], {
+    args: ['--terminal-id', 'fz', '--auth-token', FS_TOKEN],
+    env: { SVC_LOG_LEVEL: 'warn' },
+  });
 });
 
 afterAll(async () => {
@@ -50,7 +53,28 @@ afterAll(async () => {
 });
 
 const NAMES = ['f.txt', 'new.txt', 'd', '..', '.', '', '/', 'a/b', 'x\u0000y', '../outside/sentinel.txt', 'n'.repeat(300), 'ü', 'control', 'invoke.json'];
-const NASTY: unknown[] = [null, true, -1, 0, 1, 2, 3, 2 ** 53, 1e308, NaN, '', 'x'.repeat(70_000), [], {}, { __proto__: { polluted: true } }, JSON.parse('{"__proto__":{"polluted":true}}'), { x: { constructor: 1 } }, '!!!not base64', '\ud800', 1.5];
+const NASTY: unknown[] = [
+  null,
+  true,
+  -1,
+  0,
+  1,
+  2,
+  3,
+  2 ** 53,
+  1e308,
+  NaN,
+  '',
+  'x'.repeat(70_000),
+  [],
+  {},
+  { __proto__: { polluted: true } },
+  JSON.parse('{"__proto__":{"polluted":true}}'),
+  { x: { constructor: 1 } },
+  '!!!not base64',
+  '\ud800',
+  1.5,
+];
 
 function fsFrame(rand: () => number, ids: number[]): string | Buffer {
   // structuredClone: mutations must never reach the shared lists (or make them circular)
@@ -61,10 +85,34 @@ function fsFrame(rand: () => number, ids: number[]): string | Buffer {
     const body = Buffer.from(Array.from({ length: Math.floor(rand() * 64) }, () => Math.floor(rand() * 256)));
     const head = Buffer.alloc(4);
     head.writeUInt32BE(pick([0, 1, 5, 40, 0xffffffff, body.length + 10]));
-    return rand() < 0.5 ? body : Buffer.concat([head, Buffer.from('{"channel":"acheron","type":"acheron.t_fs_write","tag":1,"h":1,"payload":{"off":0}}'), body]);
+    return rand() < 0.5
+      ? body
+      : Buffer.concat([head, Buffer.from('{"channel":"acheron","type":"acheron.t_fs_write","tag":1,"h":1,"payload":{"off":0}}'), body]);
   }
   if (r < 0.07) return Array.from({ length: 1 + Math.floor(rand() * 40) }, () => String.fromCharCode(32 + Math.floor(rand() * 95))).join('');
-  const op = pick(['lookup', 'getattr', 'setattr', 'readdirp', 'open', 'create', 'read', 'write', 'fsync', 'close', 'truncate', 'unlink', 'mkdir', 'rmdir', 'rename', 'symlink', 'readlink', 'statfs', 'exports', 'hello', 'nope']);
+  const op = pick([
+    'lookup',
+    'getattr',
+    'setattr',
+    'readdirp',
+    'open',
+    'create',
+    'read',
+    'write',
+    'fsync',
+    'close',
+    'truncate',
+    'unlink',
+    'mkdir',
+    'rmdir',
+    'rename',
+    'symlink',
+    'readlink',
+    'statfs',
+    'exports',
+    'hello',
+    'nope',
+  ]);
   const node = pick([...ids, ...ids, 0, 999_999, -5]);
   const payloads: Record<string, Record<string, unknown>> = {
     lookup: { name: pick(NAMES) },
@@ -82,13 +130,21 @@ function fsFrame(rand: () => number, ids: number[]): string | Buffer {
     symlink: { name: pick(NAMES), target: pick(['f.txt', '../outside/sentinel.txt', '/etc/passwd', '..', 'd/../../x']) },
     hello: { protocol: 'unified-v2-fs', proto: 2, auth_token: FS_TOKEN },
   };
-  const frame: Record<string, unknown> = { channel: 'acheron', type: `acheron.t_fs_${op}`, tag: 1 + Math.floor(rand() * 1000), node, h: Math.floor(rand() * 8), payload: { ...(payloads[op] ?? {}) } };
+  const frame: Record<string, unknown> = {
+    channel: 'acheron',
+    type: `acheron.t_fs_${op}`,
+    tag: 1 + Math.floor(rand() * 1000),
+    node,
+    h: Math.floor(rand() * 8),
+    payload: { ...(payloads[op] ?? {}) },
+  };
   for (let i = Math.floor(rand() * 3); i > 0; i--) {
     const m = rand();
     const key = pick(['channel', 'type', 'tag', 'node', 'h', 'payload']);
     if (m < 0.25) delete frame[key];
     else if (m < 0.55) frame[key] = pick(NASTY);
-    else if (typeof frame.payload === 'object' && frame.payload) (frame.payload as Record<string, unknown>)[pick(['name', 'off', 'len', 'data_b64', 'flags', 'mode', 'target', 'new_name', 'x'])] = pick(NASTY);
+    else if (typeof frame.payload === 'object' && frame.payload)
+      (frame.payload as Record<string, unknown>)[pick(['name', 'off', 'len', 'data_b64', 'flags', 'mode', 'target', 'new_name', 'x'])] = pick(NASTY);
   }
   const text = JSON.stringify(frame);
   return rand() < 0.04 ? text.slice(0, Math.floor(rand() * text.length)) : text;
@@ -126,12 +182,14 @@ it(`survives ${FRAMES} fuzzed FS frames: a reply or a close for each, nothing ou
       for (;;) {
         const m = await s.p.nth(next++, 5000);
         // errno 5 (EIO) here can only be an internal error: no disk fails during this test
-        if (m.error?.code === 'internal_error' || m.error?.errno === 5) internal.push(`frame ${i}: ${String(frame).slice(0, 200)} -> ${JSON.stringify(m.error)}`);
+        if (m.error?.code === 'internal_error' || m.error?.errno === 5)
+          internal.push(`frame ${i}: ${String(frame).slice(0, 200)} -> ${JSON.stringify(m.error)}`);
         if ('ok' in m || 'binary' in m) break;
       }
       answered++;
     } catch (e) {
-      if (s.p.closeCode === null) throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${String(frame).slice(0, 200)}: ${(e as Error).message}`);
+      if (s.p.closeCode === null)
+        throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${String(frame).slice(0, 200)}: ${(e as Error).message}`);
       closes++;
     }
     if (s.p.closeCode !== null) s = await peer(rand() < 0.5);

@@ -21,7 +21,6 @@ import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './helpers/pr
 /** The bound the issue states for a whole user operation, ms. */
 const BOUND_MS = 5000;
 
-
 const fuseReason = fuseUnavailable();
 if (fuseReason) process.stdout.write(`FUSE cases of fs-hang skipped: ${fuseReason}\n`);
 const describeFuse = fuseReason ? describe.skip : describe;

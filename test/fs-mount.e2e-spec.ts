@@ -33,7 +33,10 @@ beforeAll(async () => {
   for (let i = 0; i < 25; i++) writeFileSync(join(work, 'dir', `f${String(i).padStart(2, '0')}`), `file ${i}`);
   writeFileSync(join(ro, 'readme.md'), '# read only\n');
   writeFileSync(join(secret, 'token.txt'), 'behind auth\n');
-  [nodeA, nodeAuth] = await Promise.all([startFsNode([`work=${work}`, `ro=${ro}:ro`], { name: 'node-a' }), startFsNode([`work=${secret}`], { authToken: TOKEN, name: 'node-auth' })]);
+  [nodeA, nodeAuth] = await Promise.all([
+    startFsNode([`work=${work}`, `ro=${ro}:ro`], { name: 'node-a' }),
+    startFsNode([`work=${secret}`], { authToken: TOKEN, name: 'node-auth' }),
+  ]);
   ep = ['--endpoint', `w=${nodeA.url}`, '--endpoint', `ro=${nodeA.url}#ro`];
 }, 30_000);
 
@@ -164,7 +167,11 @@ describe('cat streams in bounded memory', () => {
     it(`cats a 512 MiB file on the ${mode} data path with a peak RSS far below its size`, async () => {
       writeFileSync(join(work, `sparse-${mode}.bin`), '');
       truncateSync(join(work, `sparse-${mode}.bin`), SIZE);
-      const c = await runMount([...ep, ...(mode === 'json' ? ['--no-binary'] : []), 'cat', `/w/sparse-${mode}.bin`], { hashOnly: true, peakRss: true, timeoutMs: 90_000 });
+      const c = await runMount([...ep, ...(mode === 'json' ? ['--no-binary'] : []), 'cat', `/w/sparse-${mode}.bin`], {
+        hashOnly: true,
+        peakRss: true,
+        timeoutMs: 90_000,
+      });
       expect(c.stderr).toBe('');
       expect(c.code).toBe(0);
       expect(c.bytes).toBe(SIZE);

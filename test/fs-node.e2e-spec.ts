@@ -9,7 +9,9 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
-const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
+const parsePrometheus = require('parse-prometheus-text-format') as (
+  text: string,
+) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 import { FsPeer, Payload, runFsNode, sha256, startFsNode } from './helpers/fs-peer';
 import { cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
 
@@ -79,10 +81,40 @@ describe('start-up and configuration', () => {
     ['a malformed --label', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--label', 'novalue'], /--label must be KEY=VALUE/],
     ['a --label without daemon mode', ['--label', 'a=b'], /needs --control-url/],
     ['a bad --pair-mode', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--pair-mode', 'magic'], /--pair-mode must be invite or request/],
-    ['an invalid service manifest', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--service-manifest', __filename], /invalid service manifest: .*fs-node\.e2e-spec\.ts/],
-    ['a manifest with a bad field', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--service-manifest', manifestFile('bad-field.json', { services: [{ service_id: 'ok', kind: 'k', state: 'online', endpoints: ['relative'] }] })], /bad-field\.json: services\[0\]\.endpoints/],
-    ['a manifest repeating a built-in service', ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--service-manifest', manifestFile('dup.json', { service_id: 'fs', kind: 'fs', state: 'online', endpoints: ['/x'] })], /dup\.json: .*service_id.*fs/],
-    ['a terminal without FS session auth', ['--export', `w=${__dirname}`, '--terminal-id', 't1'], /--terminal-id runs programs for every FS session: it needs FS session auth/],
+    [
+      'an invalid service manifest',
+      ['--control-url', 'ws://127.0.0.1:1/', '--control-auth-token', 't', '--service-manifest', __filename],
+      /invalid service manifest: .*fs-node\.e2e-spec\.ts/,
+    ],
+    [
+      'a manifest with a bad field',
+      [
+        '--control-url',
+        'ws://127.0.0.1:1/',
+        '--control-auth-token',
+        't',
+        '--service-manifest',
+        manifestFile('bad-field.json', { services: [{ service_id: 'ok', kind: 'k', state: 'online', endpoints: ['relative'] }] }),
+      ],
+      /bad-field\.json: services\[0\]\.endpoints/,
+    ],
+    [
+      'a manifest repeating a built-in service',
+      [
+        '--control-url',
+        'ws://127.0.0.1:1/',
+        '--control-auth-token',
+        't',
+        '--service-manifest',
+        manifestFile('dup.json', { service_id: 'fs', kind: 'fs', state: 'online', endpoints: ['/x'] }),
+      ],
+      /dup\.json: .*service_id.*fs/,
+    ],
+    [
+      'a terminal without FS session auth',
+      ['--export', `w=${__dirname}`, '--terminal-id', 't1'],
+      /--terminal-id runs programs for every FS session: it needs FS session auth/,
+    ],
   ])('exits 2 with a clear message for %s', (_name, args, message) => {
     const r = runFsNode(['--port', '0', ...args]);
     expect(r.code).toBe(2);
@@ -94,7 +126,13 @@ describe('start-up and configuration', () => {
   it('warns when it listens beyond this host without FS session auth', async () => {
     // Beyond loopback without TLS needs --insecure-transport (PROTOCOL.md 1; test/tls.e2e-spec.ts).
     const open = await startFsNode([`work=${work}`], { args: ['--bind', '0.0.0.0', '--insecure-transport'] });
-    await waitFor(() => /svc-fs-node: warning: FS session auth is off and ws:\/\/0\.0\.0\.0:\d+\/v2\/fs is reachable from other hosts: anyone who reaches it can read and write the exports/.test(open.stderr()), 5000);
+    await waitFor(
+      () =>
+        /svc-fs-node: warning: FS session auth is off and ws:\/\/0\.0\.0\.0:\d+\/v2\/fs is reachable from other hosts: anyone who reaches it can read and write the exports/.test(
+          open.stderr(),
+        ),
+      5000,
+    );
     await open.stop();
     const closed = await startFsNode([`work=${work}`], { args: ['--bind', '0.0.0.0', '--insecure-transport', '--auth-token', 'tok'] });
     await waitFor(() => closed.stderr().includes('svc-fs-node ready'), 5000);
@@ -164,7 +202,12 @@ describe('hello (PROTOCOL.md 4)', () => {
   });
 
   it('with auth on: a wrong auth_token is errno 13 AuthFailed and a close 1008', async () => {
-    const r = await refused(authNode.url, { channel: 'acheron', type: 'acheron.t_fs_hello', tag: 1, payload: { protocol: 'unified-v2-fs', proto: 2, auth_token: `${TOKEN}x` } });
+    const r = await refused(authNode.url, {
+      channel: 'acheron',
+      type: 'acheron.t_fs_hello',
+      tag: 1,
+      payload: { protocol: 'unified-v2-fs', proto: 2, auth_token: `${TOKEN}x` },
+    });
     expect(r).toMatchObject({ errno: E.EACCES, close: 1008 });
     expect(r.message).toMatch(/^AuthFailed/);
   });
@@ -218,7 +261,17 @@ describe('hello (PROTOCOL.md 4)', () => {
       proto: 2,
       node: { os: 'linux' },
       // No extension unless asked for (PROTOCOL.md 8 "Extensions").
-      caps: { readdirp: true, symlink: true, statfs: true, events: true, case_sensitive: true, max_read: MiB, max_write: MiB, binary_data: false, features: [] },
+      caps: {
+        readdirp: true,
+        symlink: true,
+        statfs: true,
+        events: true,
+        case_sensitive: true,
+        max_read: MiB,
+        max_write: MiB,
+        binary_data: false,
+        features: [],
+      },
     });
     expect(typeof r.payload.node.name).toBe('string');
     // after negotiation: errors keep the session open
@@ -661,7 +714,7 @@ describe('byte-exact round trips (write then read, SHA-256)', () => {
       expect(back.length).toBe(size);
       expect(sha256(back)).toBe(sha256(data));
       if (size >= 64 * MiB) {
-        const rate = (ms: number) => `${((size / MiB) / (ms / 1000)).toFixed(0)} MiB/s`;
+        const rate = (ms: number) => `${(size / MiB / (ms / 1000)).toFixed(0)} MiB/s`;
         figures.push(`  ${path.padEnd(6)} ${label}: write ${rate(t1 - t0)}, read ${rate(t3 - t2)}`);
       }
       p.close();

@@ -19,7 +19,9 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
-const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
+const parsePrometheus = require('parse-prometheus-text-format') as (
+  text: string,
+) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 import { FsPeer, startFsNode } from './helpers/fs-peer';
 import { fuseUnavailable, killMount, runMount } from './helpers/fs-mount';
 import { parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
@@ -63,7 +65,6 @@ function opsDelta(after: Record<string, number>, before: Record<string, number>)
   for (const [op, n] of Object.entries(after)) if (n !== (before[op] ?? 0)) d[op] = n - (before[op] ?? 0);
   return d;
 }
-
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
@@ -189,7 +190,7 @@ describe('the extensions on the wire (svc-fs-node)', () => {
     expect(r).toMatchObject({ n: 1024 * 1024, eof: false });
     expect(r.h).toBeGreaterThan(0);
     const parts: Buffer[] = [r.data];
-    for (let off = r.n as number, eof = false; !eof; ) {
+    for (let off = r.n as number, eof = false; !eof;) {
       const more = await p.call('read', { h: r.h }, { off, len: 1024 * 1024 });
       parts.push(more.data);
       off += more.data.length;
@@ -510,7 +511,10 @@ describeFuse('small files through the FUSE mount and svc-fs-mount cat', () => {
     fs.mkdirSync(dir);
     for (let i = 0; i < 20; i++) fs.writeFileSync(join(dir, `f${i}`), text(`off ${i}`));
     const bare = await startFsNode([`work=${work}`], { args: ['--fs-features', 'none'], env: ALL_FEATURES });
-    const [clientOff, nodeOff] = await Promise.all([startMount(node.url, ['--fs-features', 'none']), startMount(bare.url, [], { SVC_FS_CLIENT_FEATURES: 'all' })]);
+    const [clientOff, nodeOff] = await Promise.all([
+      startMount(node.url, ['--fs-features', 'none']),
+      startMount(bare.url, [], { SVC_FS_CLIENT_FEATURES: 'all' }),
+    ]);
     for (const m of [clientOff, nodeOff]) {
       const out = execFileSync('grep', ['-R', '-h', 'off', join(m.dir, 'off')], { encoding: 'utf8' });
       expect(out.split('\n').filter(Boolean).sort()).toEqual(Array.from({ length: 20 }, (_, i) => text(`off ${i}`)).sort());

@@ -122,94 +122,98 @@ interface Outcome {
 
 const THROUGH_LINK = [E.ENOENT, E.ENOTDIR, E.ELOOP, E.EACCES];
 
-it('a link unlinked and recreated on disk while 4 sessions use it: success or the filesystem errno, never EIO', async () => {
-  const outcomes: Outcome[] = [];
-  const rootIds = await Promise.all(peers.map((p) => p.root('work')));
-  const before = outsideSnapshot();
+it(
+  'a link unlinked and recreated on disk while 4 sessions use it: success or the filesystem errno, never EIO',
+  async () => {
+    const outcomes: Outcome[] = [];
+    const rootIds = await Promise.all(peers.map((p) => p.root('work')));
+    const before = outsideSnapshot();
 
-  churn = spawn(process.execPath, ['-e', CHURN, root, String(RACE_MS)], { stdio: ['ignore', 'pipe', 'inherit'] });
-  let rounds = '';
-  churn.stdout!.setEncoding('utf8').on('data', (d: string) => (rounds += d));
-  const churnDone = new Promise<void>((r) => churn!.once('exit', () => r()));
-  let stop = false;
-  void churnDone.then(() => (stop = true));
+    churn = spawn(process.execPath, ['-e', CHURN, root, String(RACE_MS)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let rounds = '';
+    churn.stdout!.setEncoding('utf8').on('data', (d: string) => (rounds += d));
+    const churnDone = new Promise<void>((r) => churn!.once('exit', () => r()));
+    let stop = false;
+    void churnDone.then(() => (stop = true));
 
-  const names = ['in_dir', 'in_file', 'in_abs', 'out_dir', 'out_abs', 'swap', 'plain'];
-  const outward = (name: string) => name.startsWith('out_');
+    const names = ['in_dir', 'in_file', 'in_abs', 'out_dir', 'out_abs', 'swap', 'plain'];
+    const outward = (name: string) => name.startsWith('out_');
 
-  const loop = async (p: FsPeer, r: number, s: number, l: number) => {
-    let i = 0;
-    const record = (what: string, reply: FsReply, allowed: number[], neverOk = false) => outcomes.push({ what, reply, allowed, neverOk });
-    while (!stop) {
-      const name = names[(i + s + l) % names.length];
-      const tag = `s${s}l${l}i${i}`;
-      i++;
-      // The entry itself. `plain` (a file, nothing, or a link to a file, in turn) is also
-      // created without O_EXCL: opened or created, never through the link (ELOOP); ENOENT when
-      // the churn unlinked it before the node checked what it had opened (a descriptor of a
-      // deleted file is never handed out: its place cannot be checked).
-      if (name === 'plain') {
-        const made = await p.send('create', { node: r }, { name, mode: 0o644, flags: O.RDWR | O.CREAT });
-        record('create plain', made, [E.ELOOP, E.ENOENT]);
-        if (made.ok) await p.call('close', { h: made.payload.h });
+    const loop = async (p: FsPeer, r: number, s: number, l: number) => {
+      let i = 0;
+      const record = (what: string, reply: FsReply, allowed: number[], neverOk = false) => outcomes.push({ what, reply, allowed, neverOk });
+      while (!stop) {
+        const name = names[(i + s + l) % names.length];
+        const tag = `s${s}l${l}i${i}`;
+        i++;
+        // The entry itself. `plain` (a file, nothing, or a link to a file, in turn) is also
+        // created without O_EXCL: opened or created, never through the link (ELOOP); ENOENT when
+        // the churn unlinked it before the node checked what it had opened (a descriptor of a
+        // deleted file is never handed out: its place cannot be checked).
+        if (name === 'plain') {
+          const made = await p.send('create', { node: r }, { name, mode: 0o644, flags: O.RDWR | O.CREAT });
+          record('create plain', made, [E.ELOOP, E.ENOENT]);
+          if (made.ok) await p.call('close', { h: made.payload.h });
+        }
+        const look = await p.send('lookup', { node: r }, { name });
+        record(`lookup ${name}`, look, [E.ENOENT]);
+        if (!look.ok) continue;
+        const id = look.payload.attr.id as number;
+        const out = outward(name);
+        const open = await p.send('open', { node: id }, { flags: O.RDONLY });
+        record(`open ${name}`, open, [...THROUGH_LINK, E.EISDIR], out);
+        if (open.ok) await p.call('close', { h: open.payload.h });
+        const rd = await p.send('readdirp', { node: id }, { cookie: 0, max: 64 });
+        record(`readdirp ${name}`, rd, THROUGH_LINK, out);
+        const inner = await p.send('lookup', { node: id }, { name: 'f.txt' });
+        record(`lookup ${name}/f.txt`, inner, THROUGH_LINK, out);
+        const sf = await p.send('statfs', { node: id });
+        // statfs of a link to a file answers for the directory holding it; an outside link never.
+        record(`statfs ${name}`, sf, THROUGH_LINK, out);
+        // Mutations through the link: create, rename, unlink of a private name.
+        const a = `t-${tag}-a`;
+        const b = `t-${tag}-b`;
+        const cr = await p.send('create', { node: id }, { name: a, mode: 0o644, flags: O.RDWR | O.CREAT | O.EXCL });
+        record(`create ${name}/x`, cr, [...THROUGH_LINK, E.EEXIST], out);
+        if (cr.ok) await p.call('close', { h: cr.payload.h });
+        const rn = await p.send('rename', {}, { old_parent: id, old_name: a, new_parent: id, new_name: b });
+        record(`rename ${name}/x`, rn, THROUGH_LINK, out);
+        const un = await p.send('unlink', { node: id }, { name: rn.ok ? b : a });
+        record(`unlink ${name}/x`, un, THROUGH_LINK, out);
       }
-      const look = await p.send('lookup', { node: r }, { name });
-      record(`lookup ${name}`, look, [E.ENOENT]);
-      if (!look.ok) continue;
-      const id = look.payload.attr.id as number;
-      const out = outward(name);
-      const open = await p.send('open', { node: id }, { flags: O.RDONLY });
-      record(`open ${name}`, open, [...THROUGH_LINK, E.EISDIR], out);
-      if (open.ok) await p.call('close', { h: open.payload.h });
-      const rd = await p.send('readdirp', { node: id }, { cookie: 0, max: 64 });
-      record(`readdirp ${name}`, rd, THROUGH_LINK, out);
-      const inner = await p.send('lookup', { node: id }, { name: 'f.txt' });
-      record(`lookup ${name}/f.txt`, inner, THROUGH_LINK, out);
-      const sf = await p.send('statfs', { node: id });
-      // statfs of a link to a file answers for the directory holding it; an outside link never.
-      record(`statfs ${name}`, sf, THROUGH_LINK, out);
-      // Mutations through the link: create, rename, unlink of a private name.
-      const a = `t-${tag}-a`;
-      const b = `t-${tag}-b`;
-      const cr = await p.send('create', { node: id }, { name: a, mode: 0o644, flags: O.RDWR | O.CREAT | O.EXCL });
-      record(`create ${name}/x`, cr, [...THROUGH_LINK, E.EEXIST], out);
-      if (cr.ok) await p.call('close', { h: cr.payload.h });
-      const rn = await p.send('rename', {}, { old_parent: id, old_name: a, new_parent: id, new_name: b });
-      record(`rename ${name}/x`, rn, THROUGH_LINK, out);
-      const un = await p.send('unlink', { node: id }, { name: rn.ok ? b : a });
-      record(`unlink ${name}/x`, un, THROUGH_LINK, out);
+    };
+    await Promise.all(peers.flatMap((p, s) => Array.from({ length: LOOPS }, (_, l) => loop(p, rootIds[s], s, l))));
+    await churnDone;
+
+    const byOp = new Map<string, { ok: number; errnos: Map<number, number> }>();
+    for (const o of outcomes) {
+      const op = o.what.split(' ')[0];
+      const row = byOp.get(op) ?? { ok: 0, errnos: new Map() };
+      byOp.set(op, row);
+      if (o.reply.ok) row.ok++;
+      else row.errnos.set(o.reply.error!.errno, (row.errnos.get(o.reply.error!.errno) ?? 0) + 1);
     }
-  };
-  await Promise.all(peers.flatMap((p, s) => Array.from({ length: LOOPS }, (_, l) => loop(p, rootIds[s], s, l))));
-  await churnDone;
+    const table = [...byOp].map(([op, r]) => `${op}: ok ${r.ok}, ${[...r.errnos].map(([e, n]) => `errno ${e} x${n}`).join(', ')}`);
+    process.stderr.write(`\nsymlink race: ${rounds} churn rounds, ${outcomes.length} replies\n${table.join('\n')}\n`);
 
-  const byOp = new Map<string, { ok: number; errnos: Map<number, number> }>();
-  for (const o of outcomes) {
-    const op = o.what.split(' ')[0];
-    const row = byOp.get(op) ?? { ok: 0, errnos: new Map() };
-    byOp.set(op, row);
-    if (o.reply.ok) row.ok++;
-    else row.errnos.set(o.reply.error!.errno, (row.errnos.get(o.reply.error!.errno) ?? 0) + 1);
-  }
-  const table = [...byOp].map(([op, r]) => `${op}: ok ${r.ok}, ${[...r.errnos].map(([e, n]) => `errno ${e} x${n}`).join(', ')}`);
-  process.stderr.write(`\nsymlink race: ${rounds} churn rounds, ${outcomes.length} replies\n${table.join('\n')}\n`);
+    const internal = outcomes.filter((o) => !o.reply.ok && o.reply.error!.errno === E.EIO);
+    expect(internal.map((o) => `${o.what}: ${o.reply.error!.message}`)).toEqual([]);
+    const unexpected = outcomes.filter((o) => !o.reply.ok && !o.allowed.includes(o.reply.error!.errno));
+    expect(unexpected.map((o) => `${o.what}: errno ${o.reply.error!.errno} ${o.reply.error!.message}`)).toEqual([]);
+    const escaped = outcomes.filter((o) => o.neverOk && o.reply.ok);
+    expect(escaped.map((o) => `${o.what}: ${JSON.stringify(o.reply.payload).slice(0, 200)}`)).toEqual([]);
+    expect(node.stderr()).not.toContain('unhandled error');
+    expect(node.stderr()).not.toMatch(/"level":"(error|fatal)"/);
 
-  const internal = outcomes.filter((o) => !o.reply.ok && o.reply.error!.errno === E.EIO);
-  expect(internal.map((o) => `${o.what}: ${o.reply.error!.message}`)).toEqual([]);
-  const unexpected = outcomes.filter((o) => !o.reply.ok && !o.allowed.includes(o.reply.error!.errno));
-  expect(unexpected.map((o) => `${o.what}: errno ${o.reply.error!.errno} ${o.reply.error!.message}`)).toEqual([]);
-  const escaped = outcomes.filter((o) => o.neverOk && o.reply.ok);
-  expect(escaped.map((o) => `${o.what}: ${JSON.stringify(o.reply.payload).slice(0, 200)}`)).toEqual([]);
-  expect(node.stderr()).not.toContain('unhandled error');
-  expect(node.stderr()).not.toMatch(/"level":"(error|fatal)"/);
+    // The race was real: many rounds, successes and vanished links both seen.
+    expect(Number(rounds)).toBeGreaterThan(100);
+    expect(outcomes.filter((o) => o.reply.ok).length).toBeGreaterThan(100);
+    expect(outcomes.some((o) => !o.reply.ok && o.reply.error!.errno === E.ENOENT)).toBe(true);
+    for (const op of ['lookup', 'open', 'readdirp', 'statfs', 'create', 'rename', 'unlink']) expect(byOp.get(op)?.ok ?? 0).toBeGreaterThan(0);
 
-  // The race was real: many rounds, successes and vanished links both seen.
-  expect(Number(rounds)).toBeGreaterThan(100);
-  expect(outcomes.filter((o) => o.reply.ok).length).toBeGreaterThan(100);
-  expect(outcomes.some((o) => !o.reply.ok && o.reply.error!.errno === E.ENOENT)).toBe(true);
-  for (const op of ['lookup', 'open', 'readdirp', 'statfs', 'create', 'rename', 'unlink']) expect(byOp.get(op)?.ok ?? 0).toBeGreaterThan(0);
-
-  expect(outsideSnapshot()).toBe(before);
-  expect(node.proc.exitCode).toBeNull();
-  expect((await peers[0].call('getattr', { node: rootIds[0] })).attr.k).toBe(2);
-}, RACE_MS + 60_000);
+    expect(outsideSnapshot()).toBe(before);
+    expect(node.proc.exitCode).toBeNull();
+    expect((await peers[0].call('getattr', { node: rootIds[0] })).attr.k).toBe(2);
+  },
+  RACE_MS + 60_000,
+);

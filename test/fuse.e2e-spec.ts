@@ -13,14 +13,16 @@ import { startWorkspace, Workspace } from './helpers/workspace';
 import { fuseUnavailable, killMount } from './helpers/fs-mount';
 import { mountSlots } from '../libs/fs/src/fuse/fuse-inodes';
 
-
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
 const describeFuse = reason ? describe.skip : describe;
 
 const sha = (file: string) => createHash('sha256').update(readFileSync(file)).digest('hex');
 const sh = (cmd: string, args: string[], cwd?: string) => execFileSync(cmd, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
-const mounted = (dir: string) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === dir);
+const mounted = (dir: string) =>
+  readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .some((l) => l.split(' ')[4] === dir);
 
 describeFuse('FUSE mount', () => {
   let ws: Workspace;
@@ -82,7 +84,10 @@ describeFuse('FUSE mount', () => {
     sh('cp', ['-r', join(ROOT, 'src'), join(mnt, 'a', 'src')]);
     const count = (dir: string) => sh('find', [dir]).trim().split('\n').length;
     expect(count(join(mnt, 'a', 'src'))).toBe(count(join(ROOT, 'src')));
-    const grep = (dir: string) => sh('grep', ['-R', '-c', 'WorkspaceService', dir]).split('\n').filter((l) => !l.endsWith(':0') && l).length;
+    const grep = (dir: string) =>
+      sh('grep', ['-R', '-c', 'WorkspaceService', dir])
+        .split('\n')
+        .filter((l) => !l.endsWith(':0') && l).length;
     expect(grep(join(mnt, 'a', 'src'))).toBe(grep(join(ROOT, 'src')));
     expect(grep(join(mnt, 'a', 'src'))).toBeGreaterThan(0);
   });
@@ -139,7 +144,8 @@ describeFuse('FUSE mount', () => {
   });
 
   it('follows a mount path moved with project_mount_remove/project_mount_set while mounted', async () => {
-    const set = (mount_path: string) => ws.admin.request('project_mount_set', { project_id: ws.project.project_id, node_id: ws.nodeIds.a, export_name: 'work', mount_path });
+    const set = (mount_path: string) =>
+      ws.admin.request('project_mount_set', { project_id: ws.project.project_id, node_id: ws.nodeIds.a, export_name: 'work', mount_path });
     const remove = (mount_path: string) => ws.admin.request('project_mount_remove', { project_id: ws.project.project_id, mount_path });
     const top = () => sh('ls', ['-1', mnt]).trim().split('\n');
     writeFileSync(join(ws.dirs.a, 'moved.txt'), 'node a work\n');
@@ -168,7 +174,11 @@ describeFuse('FUSE mount', () => {
     expect(sh('cat', [join(mnt, 'shared', 'after-kill.txt')])).toBe('written after the kill\n');
     await sleep(1100); // let the attribute cache expire so the kernel asks again
     expect(sh('cat', [join(mnt, 'shared', 'both.txt')])).toBe('on both nodes\n');
-    expect(sh('ls', ['-1', join(mnt, 'shared')]).trim().split('\n')).toEqual(expect.arrayContaining(['after-kill.txt', 'both.txt']));
+    expect(
+      sh('ls', ['-1', join(mnt, 'shared')])
+        .trim()
+        .split('\n'),
+    ).toEqual(expect.arrayContaining(['after-kill.txt', 'both.txt']));
   });
 
   it('unmounts cleanly on SIGTERM, leaving no stale mount', async () => {

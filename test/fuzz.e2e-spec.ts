@@ -68,7 +68,8 @@ function makeFrame(rand: () => number): string | Buffer {
   if (r < 0.1) return Array.from({ length: 1 + Math.floor(rand() * 40) }, () => String.fromCharCode(32 + Math.floor(rand() * 95))).join('');
   if (r < 0.13) return nested(10 + Math.floor(rand() * 5000));
   if (r < 0.15) return `{"channel":"control","type":"control.ping","id":1,"payload":${'['.repeat(3000)}${']'.repeat(3000)}}`;
-  if (r < 0.16) return `{"channel":"control","type":"control.project_create","id":1,"payload":{"name":"x","access_policy":{"invoke":${nested(2000 + Math.floor(rand() * 20000))}}}}`;
+  if (r < 0.16)
+    return `{"channel":"control","type":"control.project_create","id":1,"payload":{"name":"x","access_policy":{"invoke":${nested(2000 + Math.floor(rand() * 20000))}}}}`;
   if (r < 0.18) return JSON.stringify(pick(NASTY));
   const frame: Record<string, unknown> = JSON.parse(JSON.stringify(pick(CORPUS)));
   const mutations = 1 + Math.floor(rand() * 3);
@@ -78,8 +79,10 @@ function makeFrame(rand: () => number): string | Buffer {
     const m = rand();
     if (m < 0.3) delete frame[key];
     else if (m < 0.6) frame[key] = pick(NASTY);
-    else if (m < 0.75 && typeof frame.payload === 'object' && frame.payload) (frame.payload as Record<string, unknown>)[pick(['project_id', 'node_id', 'mount_path', 'x', 'lease_ttl_ms'])] = pick(NASTY);
-    else if (m < 0.85) frame.type = pick(['acheron.fs_t_open', 'acheron.fs_error', 'ping', 'control.pong', 'control.error', 'acheron.r_walk', 'control.project_delete']);
+    else if (m < 0.75 && typeof frame.payload === 'object' && frame.payload)
+      (frame.payload as Record<string, unknown>)[pick(['project_id', 'node_id', 'mount_path', 'x', 'lease_ttl_ms'])] = pick(NASTY);
+    else if (m < 0.85)
+      frame.type = pick(['acheron.fs_t_open', 'acheron.fs_error', 'ping', 'control.pong', 'control.error', 'acheron.r_walk', 'control.project_delete']);
     else frame.channel = pick(['control', 'acheron', 'CONTROL', '', 'fs']);
   }
   const text = JSON.stringify(frame);
@@ -115,7 +118,8 @@ it(`survives ${FRAMES} fuzzed frames, answering each with a reply or a close`, a
       if (reply.error?.code === 'internal_error') internal.push(`frame ${i}: ${String(frame).slice(0, 200)} -> ${reply.error?.message}`);
       answered++;
     } catch (e) {
-      if (target.closeCode === null) throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${String(frame).slice(0, 200)}: ${(e as Error).message}`);
+      if (target.closeCode === null)
+        throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${String(frame).slice(0, 200)}: ${(e as Error).message}`);
       closes++;
     }
     if (fresh) target.close();

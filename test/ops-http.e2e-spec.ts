@@ -5,7 +5,9 @@
  */
 import { spawn } from 'node:child_process';
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
-const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; type: string; metrics: Array<{ value?: string; labels?: Record<string, string>; buckets?: unknown }> }>;
+const parsePrometheus = require('parse-prometheus-text-format') as (
+  text: string,
+) => Array<{ name: string; type: string; metrics: Array<{ value?: string; labels?: Record<string, string>; buckets?: unknown }> }>;
 import { closeSessions, joinNode, ProjectDetail, session } from './helpers/control';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, startSvc, USER_TOKEN, waitFor } from './helpers/processes';
 
@@ -41,7 +43,17 @@ describe('ops endpoints', () => {
     expect(text.type).toContain('text/plain');
     const families = parsePrometheus(text.body);
     const byName = new Map(families.map((f) => [f.name, f]));
-    for (const name of ['svc_sessions', 'svc_requests_total', 'svc_request_duration_seconds', 'svc_nodes', 'svc_nodes_online', 'svc_projects', 'svc_mounts', 'process_cpu_user_seconds_total', 'nodejs_heap_size_used_bytes']) {
+    for (const name of [
+      'svc_sessions',
+      'svc_requests_total',
+      'svc_request_duration_seconds',
+      'svc_nodes',
+      'svc_nodes_online',
+      'svc_projects',
+      'svc_mounts',
+      'process_cpu_user_seconds_total',
+      'nodejs_heap_size_used_bytes',
+    ]) {
       expect(byName.has(name)).toBe(true);
     }
     expect(byName.get('svc_request_duration_seconds')!.type).toBe('HISTOGRAM');
@@ -69,7 +81,9 @@ describe('ops endpoints', () => {
       expect(svc.stderr()).not.toContain(secret);
     }
 
-    const json = JSON.parse((await get(`${svc.opsUrl}/metrics.json`)).body) as { metrics: Array<{ name: string; values: Array<{ value: number; labels: Record<string, string> }> }> };
+    const json = JSON.parse((await get(`${svc.opsUrl}/metrics.json`)).body) as {
+      metrics: Array<{ name: string; values: Array<{ value: number; labels: Record<string, string> }> }>;
+    };
     const viaControl = await admin.request<typeof json>('metrics');
     const names = (m: typeof json) => m.metrics.map((x) => x.name).sort();
     expect(names(viaControl)).toEqual(names(json));

@@ -30,7 +30,9 @@ const digest = (dir: string) => {
   const h = createHash('sha256');
   for (const f of readdirSync(dir).sort()) {
     const path = join(dir, f);
-    h.update(f).update('\0').update(statSync(path).isDirectory() ? `dir:${readdirSync(path).join('/')}` : readFileSync(path));
+    h.update(f)
+      .update('\0')
+      .update(statSync(path).isDirectory() ? `dir:${readdirSync(path).join('/')}` : readFileSync(path));
   }
   return h.digest('hex');
 };
@@ -74,7 +76,11 @@ async function populate(url: string): Promise<World> {
   await admin.request('project_update', { project_id: project.project_id, vision: 'survive twice' });
   await admin.request('project_mount_set', { project_id: project.project_id, node_id: node.node_id, export_name: 'work', mount_path: '/gone' });
   await admin.request('project_mount_remove', { project_id: project.project_id, mount_path: '/gone' });
-  const { lease_expires_at_ms: leaseExpiresAtMs } = await admin.request<{ lease_expires_at_ms: number }>('node_lease_refresh', { node_id: node.node_id, node_secret: node.node_secret, lease_ttl_ms: 3_600_000 });
+  const { lease_expires_at_ms: leaseExpiresAtMs } = await admin.request<{ lease_expires_at_ms: number }>('node_lease_refresh', {
+    node_id: node.node_id,
+    node_secret: node.node_secret,
+    lease_ttl_ms: 3_600_000,
+  });
   const r = await admin.request<ProjectDetail>('project_create', { name: 'rotated' });
   const other = await session(url, 'user', 'agent-r');
   await other.request('project_activate', { project_id: r.project_id, project_token: r.project_token });
@@ -87,7 +93,10 @@ async function populate(url: string): Promise<World> {
   await admin.request('node_delete', { node_id: deletedNode.node_id });
   const { invite_token: usedInvite } = await admin.request<{ invite_token: string }>('node_invite_create', { ttl_ms: 600_000 });
   await user.request('node_join', { invite_token: usedInvite, node_name: 'used-invite', fs_url: 'ws://h:1/' });
-  const toApprove = await user.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: 'approved-node', fs_url: 'ws://h:1/' });
+  const toApprove = await user.request<{ request_id: string; request_secret: string }>('node_join_request', {
+    node_name: 'approved-node',
+    fs_url: 'ws://h:1/',
+  });
   const { node_id: approvedId } = await admin.request<{ node_id: string }>('node_join_approve', { request_id: toApprove.request_id });
   const denied = await user.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: 'denied-node', fs_url: 'ws://h:1/' });
   await admin.request('node_join_deny', { request_id: denied.request_id });
@@ -143,9 +152,13 @@ async function verify(url: string, w: World): Promise<void> {
   expect((await failure(admin.request('node_get', { node_id: w.deletedNode.node_id }))).code).toBe('node_not_found');
   // a redeemed invite stays redeemed; decisions on join requests stay made
   expect((await failure(user.request('node_join', { invite_token: w.usedInvite, node_name: 'again', fs_url: 'ws://h:1/' }))).code).toBe('invite_redeemed');
-  expect(await user.request('node_join_status', { request_id: w.approved.request_id, request_secret: w.approved.request_secret })).toMatchObject({ state: 'approved' });
+  expect(await user.request('node_join_status', { request_id: w.approved.request_id, request_secret: w.approved.request_secret })).toMatchObject({
+    state: 'approved',
+  });
   await expect(admin.request('node_get', { node_id: w.approved.node_id })).resolves.toMatchObject({ node: { node_name: 'approved-node' } });
-  expect(await user.request('node_join_status', { request_id: w.denied.request_id, request_secret: w.denied.request_secret })).toMatchObject({ state: 'denied' });
+  expect(await user.request('node_join_status', { request_id: w.denied.request_id, request_secret: w.denied.request_secret })).toMatchObject({
+    state: 'denied',
+  });
 }
 
 describe('a state database that cannot be used at start', () => {
@@ -176,7 +189,7 @@ describe('a state database that cannot be used at start', () => {
     refusedWithRemedy(dir, /is a directory/);
   });
 
-  it("a real store whose pages are damaged: exit 2 naming it and the remedy, untouched, never an empty store", async () => {
+  it('a real store whose pages are damaged: exit 2 naming it and the remedy, untouched, never an empty store', async () => {
     const dir = tmpDir();
     const svc = await startSvc({ stateDir: dir });
     const c = await session(svc.url);
@@ -277,7 +290,10 @@ describe('encryption keys', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/state\.db/);
     expect(digest(dir)).toBe(before);
-    writeFileSync(join(dir, 'state.db'), 'not a database at all, just text that is long enough to have a header.............................................................');
+    writeFileSync(
+      join(dir, 'state.db'),
+      'not a database at all, just text that is long enough to have a header.............................................................',
+    );
     before = digest(dir);
     r = refuses(dir, {});
     expect(r.code).toBe(2);

@@ -31,7 +31,8 @@ interface UpResult {
 
 const up = (c: Client, payload: Record<string, unknown>) => c.request<UpResult>('project_up', { operator_token: OP, ...payload });
 /** Mounts as `path node:export`, sorted. */
-const shape = (mounts: Array<{ mount_path: string; node_name: string | null; export_name: string }>) => mounts.map((m) => `${m.mount_path} ${m.node_name}:${m.export_name}`).sort();
+const shape = (mounts: Array<{ mount_path: string; node_name: string | null; export_name: string }>) =>
+  mounts.map((m) => `${m.mount_path} ${m.node_name}:${m.export_name}`).sort();
 
 beforeAll(async () => {
   svc = await startSvc({ env: { SVC_CONTROL_OPERATOR_TOKEN: OP } });
@@ -74,7 +75,10 @@ describe('control.project_up', () => {
     expect(first.changes).toMatchObject({ removed: [], unchanged: 0 });
     expect(shape(first.mounts)).toEqual(['/shared up-a:shared', '/shared up-b:shared', '/src up-a:work']);
     expect(first.mounts.every((m) => m.state === 'online' && !('auth_token' in m))).toBe(true);
-    const detail = await admin.request<{ name: string; vision: string; access_policy: { invoke: string }; mounts: unknown[]; updated_at_ms: number }>('project_get', { project_id: first.project_id });
+    const detail = await admin.request<{ name: string; vision: string; access_policy: { invoke: string }; mounts: unknown[]; updated_at_ms: number }>(
+      'project_get',
+      { project_id: first.project_id },
+    );
     expect(detail).toMatchObject({ name: 'up-main', vision: 'declared', access_policy: { invoke: 'allow' } });
     expect(detail.mounts).toHaveLength(3);
     // activate (default): the caller's agent is bound, so its workspace is this project
@@ -96,7 +100,9 @@ describe('control.project_up', () => {
     expect(deltas).toEqual([]);
     const after = await admin.request<{ updated_at_ms: number }>('project_get', { project_id: first.project_id });
     expect(after.updated_at_ms).toBe(detail.updated_at_ms);
-    expect((await pinned.request<{ revision: number }>('workspace_status', { project_id: first.project_id, project_token: first.project_token })).revision).toBe(before.revision);
+    expect(
+      (await pinned.request<{ revision: number }>('workspace_status', { project_id: first.project_id, project_token: first.project_token })).revision,
+    ).toBe(before.revision);
 
     // a real change does send one
     await up(admin, { ...payload, mounts: [...payload.mounts, { mount_path: '/extra', node_name: 'up-b', export_name: 'work' }] });
@@ -106,9 +112,21 @@ describe('control.project_up', () => {
   });
 
   it('adds and removes mounts; with prune off only adds', async () => {
-    const base = { name: 'up-diff', mounts: [{ mount_path: '/a', node_name: 'up-a', export_name: 'work' }, { mount_path: '/b', node_name: 'up-b', export_name: 'work' }] };
+    const base = {
+      name: 'up-diff',
+      mounts: [
+        { mount_path: '/a', node_name: 'up-a', export_name: 'work' },
+        { mount_path: '/b', node_name: 'up-b', export_name: 'work' },
+      ],
+    };
     const created = await up(admin, base);
-    const next = await up(admin, { name: 'up-diff', mounts: [{ mount_path: '/a', node_id: a.node_id, export_name: 'work' }, { mount_path: '/c', node_name: 'up-b', export_name: 'other' }] });
+    const next = await up(admin, {
+      name: 'up-diff',
+      mounts: [
+        { mount_path: '/a', node_id: a.node_id, export_name: 'work' },
+        { mount_path: '/c', node_name: 'up-b', export_name: 'other' },
+      ],
+    });
     expect(next.project_id).toBe(created.project_id);
     expect(next.changes).toEqual({
       added: [{ mount_path: '/c', node_id: b.node_id, node_name: 'up-b', export_name: 'other' }],
@@ -133,16 +151,26 @@ describe('control.project_up', () => {
   it('dry_run answers what would change and changes nothing', async () => {
     const projectsBefore = await admin.request<{ projects: unknown[] }>('project_list');
     const fresh = await up(admin, { name: 'up-dry', dry_run: true, mounts: [{ mount_path: '/x', node_name: 'up-a', export_name: 'work' }] });
-    expect(fresh).toMatchObject({ project_id: null, created: true, changes: { added: [expect.objectContaining({ mount_path: '/x', node_id: a.node_id })], removed: [], unchanged: 0 } });
+    expect(fresh).toMatchObject({
+      project_id: null,
+      created: true,
+      changes: { added: [expect.objectContaining({ mount_path: '/x', node_id: a.node_id })], removed: [], unchanged: 0 },
+    });
     expect(fresh.project_token).toBeUndefined();
     expect(fresh.workspace_root).toBeUndefined();
     expect(await admin.request('project_list')).toEqual(projectsBefore);
 
     const real = await up(admin, { name: 'up-dry2', mounts: [{ mount_path: '/x', node_name: 'up-a', export_name: 'work' }] });
     const plan = await up(admin, { name: 'up-dry2', dry_run: true, mounts: [{ mount_path: '/y', node_name: 'up-b', export_name: 'work' }] });
-    expect(plan).toMatchObject({ project_id: real.project_id, created: false, changes: { added: [expect.objectContaining({ mount_path: '/y' })], removed: [expect.objectContaining({ mount_path: '/x' })], unchanged: 0 } });
+    expect(plan).toMatchObject({
+      project_id: real.project_id,
+      created: false,
+      changes: { added: [expect.objectContaining({ mount_path: '/y' })], removed: [expect.objectContaining({ mount_path: '/x' })], unchanged: 0 },
+    });
     expect(shape(plan.mounts)).toEqual(['/y up-b:work']);
-    const unchanged = await admin.request<{ mounts: Array<{ mount_path: string; node_name: string; export_name: string }> }>('project_get', { project_id: real.project_id });
+    const unchanged = await admin.request<{ mounts: Array<{ mount_path: string; node_name: string; export_name: string }> }>('project_get', {
+      project_id: real.project_id,
+    });
     expect(shape(unchanged.mounts)).toEqual(['/x up-a:work']);
   });
 
@@ -156,7 +184,11 @@ describe('control.project_up', () => {
     const good = { mount_path: '/new', node_id: b.node_id, export_name: 'work' };
     const cases: Array<[Record<string, unknown>, string, RegExp]> = [
       [{ mount_path: '/z', node_name: 'nobody', export_name: 'w' }, 'node_not_found', /^mounts\[1\]\.node_name: no node is named "nobody"/],
-      [{ mount_path: '/z', node_id: 'node-0000000000000000', export_name: 'w' }, 'node_not_found', /^mounts\[1\]\.node_id: node node-0000000000000000 not found/],
+      [
+        { mount_path: '/z', node_id: 'node-0000000000000000', export_name: 'w' },
+        'node_not_found',
+        /^mounts\[1\]\.node_id: node node-0000000000000000 not found/,
+      ],
       [{ mount_path: '/z', node_name: 'up-a', export_name: 'w' }, 'invalid_payload', /^mounts\[1\]\.node_name: 2 nodes are named "up-a"/],
       [{ mount_path: 'relative', node_id: b.node_id, export_name: 'w' }, 'invalid_payload', /^mounts\[1\]\.mount_path must be absolute/],
       [{ mount_path: '/new/', node_id: b.node_id, export_name: 'other' }, 'invalid_payload', /^mounts\[1\]\.mount_path: \/new is given twice for node up-b/],
@@ -176,7 +208,10 @@ describe('control.project_up', () => {
     // two projects with the name: refused, naming them
     await admin.request('project_create', { name: 'up-twice', operator_token: OP });
     await admin.request('project_create', { name: 'up-twice', operator_token: OP });
-    expect(await failure(up(admin, { name: 'up-twice', mounts: [] }))).toMatchObject({ code: 'invalid_payload', message: expect.stringMatching(/^name: 2 projects are named "up-twice" \(proj-/) });
+    expect(await failure(up(admin, { name: 'up-twice', mounts: [] }))).toMatchObject({
+      code: 'invalid_payload',
+      message: expect.stringMatching(/^name: 2 projects are named "up-twice" \(proj-/),
+    });
   });
 
   it('is a protected admin mutation: operator token required, user role refused', async () => {

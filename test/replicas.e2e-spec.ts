@@ -44,14 +44,18 @@ function record(c: ControlClient): Event[] {
 }
 
 async function sweeperOf(replicas: Running[]): Promise<number> {
-  const found = await waitFor(async () => {
-    for (let i = 0; i < replicas.length; i++) {
-      const c = await session(replicas[i].url);
-      const m = await c.request<{ metrics: Array<{ name: string; values: Array<{ value: number }> }> }>('metrics');
-      if (m.metrics.find((x) => x.name === 'svc_sweeper_leader')?.values[0]?.value === 1) return { index: i };
-    }
-    return undefined;
-  }, 8000, 250);
+  const found = await waitFor(
+    async () => {
+      for (let i = 0; i < replicas.length; i++) {
+        const c = await session(replicas[i].url);
+        const m = await c.request<{ metrics: Array<{ name: string; values: Array<{ value: number }> }> }>('metrics');
+        if (m.metrics.find((x) => x.name === 'svc_sweeper_leader')?.values[0]?.value === 1) return { index: i };
+      }
+      return undefined;
+    },
+    8000,
+    250,
+  );
   return found.index;
 }
 
@@ -63,11 +67,24 @@ maybe('replicas on one PostgreSQL', () => {
     for (let i = 0; i < 5; i++) {
       const p = await ca.request<ProjectDetail>('project_create', { name: `seen-${i}` });
       const t0 = Date.now();
-      await waitFor(() => cb.request('project_get', { project_id: p.project_id }).then(() => true, () => undefined), 1000, 20);
+      await waitFor(
+        () =>
+          cb.request('project_get', { project_id: p.project_id }).then(
+            () => true,
+            () => undefined,
+          ),
+        1000,
+        20,
+      );
       expect(Date.now() - t0).toBeLessThan(1000);
       // and back: a change on B, read on A
       await cb.request('project_update', { project_id: p.project_id, vision: `v${i}` });
-      await waitFor(async () => ((await ca.request<ProjectDetail>('project_get', { project_id: p.project_id })) as unknown as { vision: string }).vision === `v${i}` || undefined, 1000, 20);
+      await waitFor(
+        async () =>
+          ((await ca.request<ProjectDetail>('project_get', { project_id: p.project_id })) as unknown as { vision: string }).vision === `v${i}` || undefined,
+        1000,
+        20,
+      );
     }
     // read your writes behind a load balancer: a node paired on A refreshes its lease on B at
     // once, a project created on A is opened with its token on B at once, a request filed on A
@@ -79,12 +96,19 @@ maybe('replicas on one PostgreSQL', () => {
       const user = await session(b.url, 'user', `lb-${i}`);
       await user.request('project_get', { project_id: q.project_id, project_token: q.project_token });
       await user.request('workspace_status', { project_id: q.project_id, project_token: q.project_token });
-      const r = await ca.request<{ request_id: string; request_secret: string }>('node_join_request', { node_name: `lb-req-${i}`, fs_url: 'ws://127.0.0.1:1/v2/fs' });
+      const r = await ca.request<{ request_id: string; request_secret: string }>('node_join_request', {
+        node_name: `lb-req-${i}`,
+        fs_url: 'ws://127.0.0.1:1/v2/fs',
+      });
       await expect(cb.request('node_join_status', r)).resolves.toMatchObject({ state: 'pending' });
     }
     const n = await joinNode(cb, 'on-b');
     const t1 = Date.now();
-    await waitFor(async () => (await ca.request<{ nodes: Array<{ node_id: string }> }>('node_list')).nodes.some((x) => x.node_id === n.node_id) || undefined, 1000, 20);
+    await waitFor(
+      async () => (await ca.request<{ nodes: Array<{ node_id: string }> }>('node_list')).nodes.some((x) => x.node_id === n.node_id) || undefined,
+      1000,
+      20,
+    );
     expect(Date.now() - t1).toBeLessThan(1000);
   }, 60_000);
 
@@ -93,7 +117,15 @@ maybe('replicas on one PostgreSQL', () => {
     const ca = await session(a.url);
     const cb = await session(b.url);
     const node = await joinNode(ca, 'watched', 4000);
-    await waitFor(() => cb.request('node_service_watch', { node_id: node.node_id }).then(() => true, () => undefined), 1000, 20);
+    await waitFor(
+      () =>
+        cb.request('node_service_watch', { node_id: node.node_id }).then(
+          () => true,
+          () => undefined,
+        ),
+      1000,
+      20,
+    );
     const onB = record(cb);
     await ca.request('node_service_upsert', {
       node_id: node.node_id,
@@ -107,7 +139,15 @@ maybe('replicas on one PostgreSQL', () => {
     expect(catalog[0][1]).toMatchObject({ event: 'upsert', node_id: node.node_id, added: ['svc1'] });
 
     const p = await cb.request<ProjectDetail>('project_create', { name: 'avail' });
-    await waitFor(() => ca.request('project_get', { project_id: p.project_id }).then(() => true, () => undefined), 1000, 20);
+    await waitFor(
+      () =>
+        ca.request('project_get', { project_id: p.project_id }).then(
+          () => true,
+          () => undefined,
+        ),
+      1000,
+      20,
+    );
     const da = await session(a.url);
     const db = await session(b.url);
     await da.request('debug_subscribe');
@@ -140,7 +180,11 @@ maybe('replicas on one PostgreSQL', () => {
     const ev = record(debug);
     await replicas[leader].kill();
     // the lease ends 1 s after the sweeper died
-    const { lease_expires_at_ms } = await admin.request<{ lease_expires_at_ms: number }>('node_lease_refresh', { node_id: node.node_id, node_secret: node.node_secret, lease_ttl_ms: 1000 });
+    const { lease_expires_at_ms } = await admin.request<{ lease_expires_at_ms: number }>('node_lease_refresh', {
+      node_id: node.node_id,
+      node_secret: node.node_secret,
+      lease_ttl_ms: 1000,
+    });
     const transitions = () => ev.filter(([t, e]) => t === 'control.workspace_availability' && e.mount_path === '/t' && e.state === 'degraded');
     await waitFor(() => transitions().length > 0, 7000, 50);
     expect(Date.now() - lease_expires_at_ms).toBeLessThan(6000);
@@ -162,18 +206,42 @@ maybe('replicas on one PostgreSQL', () => {
     cbUser.close();
     const { token: newUser } = await ca.request<{ token: string }>('auth_rotate', { role: 'user' });
     const t0 = Date.now();
-    await waitFor(() => connect(b.url, tokens.user_token).then((c) => (c.close(), undefined), () => true), 1000, 25);
+    await waitFor(
+      () =>
+        connect(b.url, tokens.user_token).then(
+          (c) => (c.close(), undefined),
+          () => true,
+        ),
+      1000,
+      25,
+    );
     expect(Date.now() - t0).toBeLessThan(1000);
     (await connect(b.url, newUser)).close();
 
     const p = await ca.request<ProjectDetail>('project_create', { name: 'rotated' });
     const cb = await connect(b.url, tokens.admin_token);
-    await waitFor(() => cb.request('project_get', { project_id: p.project_id }).then(() => true, () => undefined), 1000, 20);
+    await waitFor(
+      () =>
+        cb.request('project_get', { project_id: p.project_id }).then(
+          () => true,
+          () => undefined,
+        ),
+      1000,
+      20,
+    );
     const user = await connect(b.url, newUser);
     await user.request('workspace_status', { project_id: p.project_id, project_token: p.project_token });
     await ca.request('project_token_rotate', { project_id: p.project_id });
     const t1 = Date.now();
-    await waitFor(() => user.request('project_get', { project_id: p.project_id, project_token: p.project_token }).then(() => undefined, () => true), 1000, 20);
+    await waitFor(
+      () =>
+        user.request('project_get', { project_id: p.project_id, project_token: p.project_token }).then(
+          () => undefined,
+          () => true,
+        ),
+      1000,
+      20,
+    );
     expect(Date.now() - t1).toBeLessThan(1000);
     expect((await failure(user.request('project_get', { project_id: p.project_id, project_token: p.project_token }))).code).toBe('project_auth_failed');
     for (const c of [ca, cb, user]) c.close();
@@ -199,7 +267,15 @@ maybe('replicas on one PostgreSQL', () => {
     // the same mount set on both at once: one mount, not two
     const p = await ca.request<ProjectDetail>('project_create', { name: 'race' });
     const n = await joinNode(ca, 'race-target');
-    await waitFor(() => cb.request('node_get', { node_id: n.node_id }).then(() => true, () => undefined), 1000, 20);
+    await waitFor(
+      () =>
+        cb.request('node_get', { node_id: n.node_id }).then(
+          () => true,
+          () => undefined,
+        ),
+      1000,
+      20,
+    );
     const set = { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/same' };
     await Promise.all([ca.request('project_mount_set', set), cb.request('project_mount_set', set)]);
     expect((await cb.request<ProjectDetail>('project_get', { project_id: p.project_id })).mounts).toHaveLength(1);

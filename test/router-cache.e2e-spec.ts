@@ -14,7 +14,9 @@ import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
 import { startFsNode } from './helpers/fs-peer';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
-const parsePrometheus = require('parse-prometheus-text-format') as (text: string) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
+const parsePrometheus = require('parse-prometheus-text-format') as (
+  text: string,
+) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 
 let node: Running;
 let work: string;

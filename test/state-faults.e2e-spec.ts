@@ -114,7 +114,10 @@ describe('deltas at size', () => {
       }),
     );
     const pinned = await session(svc.url, 'user', 'big-user');
-    const status = await pinned.request<{ revision: number; mounts: unknown[] }>('workspace_status', { project_id: p.project_id, project_token: p.project_token });
+    const status = await pinned.request<{ revision: number; mounts: unknown[] }>('workspace_status', {
+      project_id: p.project_id,
+      project_token: p.project_token,
+    });
     expect(status.mounts).toHaveLength(1000);
     const deltas: Array<{ revision: number; changed: Array<{ mount_path: string; node_id: string }>; desired: unknown[]; removed: string[] }> = [];
     let bytes = 0;
@@ -138,7 +141,9 @@ describe('deltas at size', () => {
     await admin.request('node_lease_refresh', { node_id: nodes[3].node_id, node_secret: nodes[3].node_secret, lease_ttl_ms: 600_000 });
     await new Promise((r) => setTimeout(r, 300));
     expect(deltas).toHaveLength(2);
-    expect((await pinned.request<{ revision: number }>('workspace_status', { project_id: p.project_id, project_token: p.project_token })).revision).toBe(status.revision + 2);
+    expect((await pinned.request<{ revision: number }>('workspace_status', { project_id: p.project_id, project_token: p.project_token })).revision).toBe(
+      status.revision + 2,
+    );
     expect(bytes).toBeLessThan(4000);
     closeSessions();
     await svc.stop();
@@ -153,7 +158,11 @@ describe('svc state export / import', () => {
       const p = await admin.request<ProjectDetail>('project_create', { name: 'exported' });
       const a = await joinNode(admin, 'exp-a', 3_600_000);
       const b = await joinNode(admin, 'exp-b', 3_600_000);
-      for (const [n, path] of [[a, '/w'], [b, '/w'], [b, '/x']] as const) {
+      for (const [n, path] of [
+        [a, '/w'],
+        [b, '/w'],
+        [b, '/x'],
+      ] as const) {
         await admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: path });
       }
       await admin.request('project_activate', { project_id: p.project_id });
@@ -161,7 +170,10 @@ describe('svc state export / import', () => {
       const nodes = await admin.request('node_list');
       // export while the server runs
       const file = join(tmpDir(), 'export.json');
-      const ex = spawnSync(process.execPath, [BIN.svc, 'state', 'export', '--out', file, '--state-dir', svc.stateDir], { env: { ...process.env, ...env }, encoding: 'utf8' });
+      const ex = spawnSync(process.execPath, [BIN.svc, 'state', 'export', '--out', file, '--state-dir', svc.stateDir], {
+        env: { ...process.env, ...env },
+        encoding: 'utf8',
+      });
       expect(ex.status).toBe(0);
       if ('SVC_CONTROL_STATE_KEY_HEX' in env) expect(JSON.stringify(JSON.parse(readFileSync(file, 'utf8')))).not.toContain('exported');
       closeSessions();
@@ -171,7 +183,10 @@ describe('svc state export / import', () => {
       expect(im.stderr).toContain('imported');
       expect(im.status).toBe(0);
       // a second import into the now non-empty store: refused, nothing changed
-      const again = spawnSync(process.execPath, [BIN.svc, 'state', 'import', file, '--state-dir', fresh], { env: { ...process.env, ...env }, encoding: 'utf8' });
+      const again = spawnSync(process.execPath, [BIN.svc, 'state', 'import', file, '--state-dir', fresh], {
+        env: { ...process.env, ...env },
+        encoding: 'utf8',
+      });
       expect(again.status).toBe(2);
       expect(again.stderr).toContain('not empty');
       const restored = await startSvc({ stateDir: fresh, env });

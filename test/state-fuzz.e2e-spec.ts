@@ -11,7 +11,31 @@ import { prng } from './helpers/prng';
 import type { ControlClient } from '../libs/client/src';
 
 const OPS = 800;
-const NASTY: unknown[] = [null, null, null, true, false, -1, 0, 1.5, 1e308, '', 'x'.repeat(5000), [], {}, ['a'], { a: 1 }, '../x', '/ok', 'ws://h:1/', 'allow', 'deny', 'user', 'admin', 123456789];
+const NASTY: unknown[] = [
+  null,
+  null,
+  null,
+  true,
+  false,
+  -1,
+  0,
+  1.5,
+  1e308,
+  '',
+  'x'.repeat(5000),
+  [],
+  {},
+  ['a'],
+  { a: 1 },
+  '../x',
+  '/ok',
+  'ws://h:1/',
+  'allow',
+  'deny',
+  'user',
+  'admin',
+  123456789,
+];
 
 afterAll(async () => {
   closeSessions();
@@ -24,9 +48,15 @@ async function invariants(c: ControlClient, nodeId: string): Promise<string[]> {
   const bad: string[] = [];
   const { projects } = await c.request<{ projects: Array<Record<string, unknown>> }>('project_list');
   for (const p of projects) {
-    if (typeof p.name !== 'string' || typeof p.vision !== 'string') bad.push(`project ${String(p.project_id)}: name/vision ${JSON.stringify([p.name, p.vision])}`);
+    if (typeof p.name !== 'string' || typeof p.vision !== 'string')
+      bad.push(`project ${String(p.project_id)}: name/vision ${JSON.stringify([p.name, p.vision])}`);
   }
-  const { mounts, access_policy } = await c.request<{ mounts: Array<{ mount_path: unknown }>; access_policy: { invoke: unknown } }>('project_get', { project_id: projects[0].project_id, project_token: undefined }).catch(() => ({ mounts: [], access_policy: { invoke: 'deny' } }));
+  const { mounts, access_policy } = await c
+    .request<{ mounts: Array<{ mount_path: unknown }>; access_policy: { invoke: unknown } }>('project_get', {
+      project_id: projects[0].project_id,
+      project_token: undefined,
+    })
+    .catch(() => ({ mounts: [], access_policy: { invoke: 'deny' } }));
   if (!['allow', 'deny'].includes(access_policy.invoke as string)) bad.push(`access_policy ${JSON.stringify(access_policy)}`);
   for (const m of mounts) if (typeof m.mount_path !== 'string' || !m.mount_path.startsWith('/')) bad.push(`mount ${JSON.stringify(m)}`);
   const { nodes } = await c.request<{ nodes: Array<Record<string, unknown>> }>('node_list');
@@ -56,8 +86,20 @@ it(`keeps stored records well-typed through ${OPS} mangled mutations and a resta
     project_mount_set: () => ({ project_id: proj.project_id, node_id: node.node_id, export_name: 'work', mount_path: '/m' }),
     project_mount_remove: () => ({ project_id: proj.project_id, mount_path: '/m' }),
     project_activate: () => ({ project_id: proj.project_id, project_token: proj.project_token }),
-    node_lease_refresh: () => ({ node_id: node.node_id, node_secret: node.node_secret, lease_ttl_ms: 60_000, fs_url: 'ws://127.0.0.1:2/v2/fs', fs_auth_token: 'tok' }),
-    node_service_upsert: () => ({ node_id: node.node_id, node_secret: node.node_secret, platform: { os: 'linux', arch: 'x64', runtime_kind: 'native' }, labels: { a: 'b' }, services: [{ service_id: 's', kind: 'k', state: 'online', endpoints: ['/s'] }] }),
+    node_lease_refresh: () => ({
+      node_id: node.node_id,
+      node_secret: node.node_secret,
+      lease_ttl_ms: 60_000,
+      fs_url: 'ws://127.0.0.1:2/v2/fs',
+      fs_auth_token: 'tok',
+    }),
+    node_service_upsert: () => ({
+      node_id: node.node_id,
+      node_secret: node.node_secret,
+      platform: { os: 'linux', arch: 'x64', runtime_kind: 'native' },
+      labels: { a: 'b' },
+      services: [{ service_id: 's', kind: 'k', state: 'online', endpoints: ['/s'] }],
+    }),
     node_invite_create: () => ({ ttl_ms: 60_000 }),
   };
   let accepted = 0;
@@ -67,7 +109,8 @@ it(`keeps stored records well-typed through ${OPS} mangled mutations and a resta
     for (let k = Math.floor(rand() * 3); k > 0; k--) {
       const key = pick(Object.keys(payload));
       const inner = payload[key];
-      if (inner && typeof inner === 'object' && !Array.isArray(inner) && rand() < 0.5) (inner as Record<string, unknown>)[pick([...Object.keys(inner), 'zz'])] = pick(NASTY);
+      if (inner && typeof inner === 'object' && !Array.isArray(inner) && rand() < 0.5)
+        (inner as Record<string, unknown>)[pick([...Object.keys(inner), 'zz'])] = pick(NASTY);
       else if ((key !== 'node_secret' && key !== 'node_id') || rand() < 0.2) payload[key] = pick(NASTY);
     }
     try {

@@ -67,7 +67,10 @@ interface Fixture {
   pending_requests: Array<{ request_id: string; request_secret: string; node_name: string; fs_url: string }>;
   unused_invite: { invite_token: string; expires_at_ms: number };
 }
-const expected = JSON.parse(readFileSync(join(FIXTURES, 'expected.json'), 'utf8')) as { state_key_hex: string; fixtures: Record<'plain' | 'encrypted', Fixture> };
+const expected = JSON.parse(readFileSync(join(FIXTURES, 'expected.json'), 'utf8')) as {
+  state_key_hex: string;
+  fixtures: Record<'plain' | 'encrypted', Fixture>;
+};
 
 /** Sessions opened with a fixture's own role tokens (closed after each test). */
 const fixtureClients: ControlClient[] = [];
@@ -206,7 +209,11 @@ async function verifyImported(url: string, fx: Fixture, first: boolean, leases: 
   // node secrets: accepted by node_lease_refresh, and only they
   const refreshed: Record<string, number> = {};
   for (const n of fx.nodes) {
-    const r = await checker.request<{ lease_expires_at_ms: number }>('node_lease_refresh', { node_id: n.node_id, node_secret: n.node_secret, lease_ttl_ms: DAY });
+    const r = await checker.request<{ lease_expires_at_ms: number }>('node_lease_refresh', {
+      node_id: n.node_id,
+      node_secret: n.node_secret,
+      lease_ttl_ms: DAY,
+    });
     refreshed[n.node_id] = r.lease_expires_at_ms;
     expect((await failure(checker.request('node_lease_refresh', { node_id: n.node_id, node_secret: n.fs_auth_token }))).code).toBe('node_auth_failed');
   }
@@ -216,12 +223,19 @@ async function verifyImported(url: string, fx: Fixture, first: boolean, leases: 
   for (const r of fx.pending_requests) {
     expect(pending).toContainEqual(expect.objectContaining({ request_id: r.request_id, node_name: r.node_name, fs_url: r.fs_url }));
     expect(await checker.request('node_join_status', { request_id: r.request_id, request_secret: r.request_secret })).toMatchObject({ state: 'pending' });
-    expect((await failure(checker.request('node_join_status', { request_id: r.request_id, request_secret: fx.role_tokens.user_token }))).code).toBe('pending_join_not_found');
+    expect((await failure(checker.request('node_join_status', { request_id: r.request_id, request_secret: fx.role_tokens.user_token }))).code).toBe(
+      'pending_join_not_found',
+    );
   }
 
   // the unused invite: redeemable exactly once. node_invite_create allows at most 30 days, so
   // once the fixture is older than that the invite has expired; then it must at least not join.
-  const inviteJoin = () => checker.request<Credentials>('node_join', { invite_token: fx.unused_invite.invite_token, node_name: 'late-node', fs_url: 'ws://late.fixture.test:1/v2/fs' });
+  const inviteJoin = () =>
+    checker.request<Credentials>('node_join', {
+      invite_token: fx.unused_invite.invite_token,
+      node_name: 'late-node',
+      fs_url: 'ws://late.fixture.test:1/v2/fs',
+    });
   if (first && Date.now() < fx.unused_invite.expires_at_ms - 60_000) {
     const late = await inviteJoin();
     expect(late.node_name).toBe('late-node');
@@ -334,12 +348,19 @@ describe('encryption at rest', () => {
     const user = await session(s.url, 'user', 'secret-agent');
     const st = await user.request<{ project_id: string; mounts: Array<Mount & { auth_token?: string }> }>('workspace_status');
     expect(st.project_id).toBe(w.project.project_id);
-    expect(st.mounts).toEqual([expect.objectContaining({ mount_path: '/secret-mount', node_id: w.node.node_id, export_name: 'work', auth_token: w.node.fs_auth_token })]);
-    await expect(user.request('project_get', { project_id: w.project.project_id, project_token: w.token })).resolves.toMatchObject({ name: 'secret-project-name-xyz', vision: 'secret-vision-text-xyz' });
+    expect(st.mounts).toEqual([
+      expect.objectContaining({ mount_path: '/secret-mount', node_id: w.node.node_id, export_name: 'work', auth_token: w.node.fs_auth_token }),
+    ]);
+    await expect(user.request('project_get', { project_id: w.project.project_id, project_token: w.token })).resolves.toMatchObject({
+      name: 'secret-project-name-xyz',
+      vision: 'secret-vision-text-xyz',
+    });
     expect((await failure(user.request('project_get', { project_id: w.project.project_id, project_token: w.oldToken }))).code).toBe('project_auth_failed');
     await expect(admin.request('node_lease_refresh', { node_id: w.node.node_id, node_secret: w.node.node_secret })).resolves.toBeDefined();
     expect(await admin.request('node_get', { node_id: w.node.node_id })).toMatchObject({ node: { node_name: 'secret-node-name-xyz' } });
-    const cat = await admin.request<{ labels: Record<string, string>; services: Array<Record<string, unknown>> }>('node_service_get', { node_id: w.node.node_id });
+    const cat = await admin.request<{ labels: Record<string, string>; services: Array<Record<string, unknown>> }>('node_service_get', {
+      node_id: w.node.node_id,
+    });
     expect(cat.labels).toEqual({ zone: 'secret-label-xyz' });
     expect(cat.services).toEqual([expect.objectContaining({ service_id: 'fs', help_md: 'secret-help-text-xyz' })]);
     closeSessions();

@@ -71,7 +71,8 @@ describe('svc-control', () => {
 
   it('adds the operator token to protected operations only, from the flag or the environment', async () => {
     const gated = await startSvc({ env: { SVC_CONTROL_OPERATOR_TOKEN: 'op-token-xyz' } });
-    const run = (args: string[], env: NodeJS.ProcessEnv = {}) => runCli(BIN.control, ['--url', gated.url, ...args], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN, ...env } });
+    const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+      runCli(BIN.control, ['--url', gated.url, ...args], { env: { SVC_AUTH_TOKEN: ADMIN_TOKEN, ...env } });
     const without = await run(['project_create', '{"name":"g"}'], { SVC_CONTROL_OPERATOR_TOKEN: '' });
     expect(without.code).toBe(1);
     expect(without.stderr).toMatch(/^error: operator_auth_failed: /);
@@ -122,7 +123,10 @@ describe('svc-control', () => {
         () => out.split('\n').find((l) => l.startsWith('{"type":"control.workspace_availability"') && l.includes(project.project_id)),
         5000,
       );
-      expect(JSON.parse(line)).toMatchObject({ type: 'control.workspace_availability', payload: { project_id: project.project_id, mount_path: '/w', state: 'online', previous_state: null } });
+      expect(JSON.parse(line)).toMatchObject({
+        type: 'control.workspace_availability',
+        payload: { project_id: project.project_id, mount_path: '/w', state: 'online', previous_state: null },
+      });
       const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
       child.kill('SIGINT');
       expect(await exited).toBe(0);

@@ -26,7 +26,10 @@ import { startWorkspace, Workspace } from './helpers/workspace';
 const noFuse = fuseUnavailable();
 if (noFuse) process.stdout.write(`TLS FUSE e2e steps skipped: ${noFuse}\n`);
 const itFuse = noFuse ? it.skip : it;
-const mounted = (dir: string) => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some((l) => l.split(' ')[4] === dir);
+const mounted = (dir: string) =>
+  readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .some((l) => l.split(' ')[4] === dir);
 
 // The certificates are made by the test with openssl: without it every test here is skipped, saying why.
 const missingOpenssl = opensslMissing();
@@ -54,7 +57,10 @@ function control(args: string[], env: NodeJS.ProcessEnv = {}) {
 async function fuseMount(args: string[]): Promise<{ dir: string; proc: ChildProcess; stop: () => Promise<number | null> }> {
   const dir = join(tmpDir('tls-mnt-'), 'm');
   mkdirSync(dir);
-  const proc = spawn(process.execPath, [BIN.fsMount, ...args, 'mount', dir], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, SVC_AUTH_TOKEN: '', SVC_TLS_CA: '' } });
+  const proc = spawn(process.execPath, [BIN.fsMount, ...args, 'mount', dir], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, SVC_AUTH_TOKEN: '', SVC_TLS_CA: '' },
+  });
   let out = '';
   let err = '';
   proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -94,7 +100,9 @@ describe('a workspace on TLS: svc and two svc-fs-node daemons', () => {
     // leases refreshed every second over the TLS control session
     await waitFor(async () => {
       const now = await list();
-      return [ws.nodeIds.a, ws.nodeIds.b].every((id) => now.find((n) => n.node_id === id)!.lease_expires_at_ms > before.find((n) => n.node_id === id)!.lease_expires_at_ms);
+      return [ws.nodeIds.a, ws.nodeIds.b].every(
+        (id) => now.find((n) => n.node_id === id)!.lease_expires_at_ms > before.find((n) => n.node_id === id)!.lease_expires_at_ms,
+      );
     }, 10_000);
     // catalog upserts arrived: the fs service of each node
     for (const id of [ws.nodeIds.a, ws.nodeIds.b]) {
@@ -104,7 +112,10 @@ describe('a workspace on TLS: svc and two svc-fs-node daemons', () => {
   });
 
   it('hands the wss:// fs_url to mount clients unchanged; svc-fs-mount reads and writes through it', async () => {
-    const status = await ws.admin.request<{ mounts: Array<{ mount_path: string; fs_url: string }> }>('workspace_status', { project_id: ws.project.project_id, project_token: ws.project.project_token });
+    const status = await ws.admin.request<{ mounts: Array<{ mount_path: string; fs_url: string }> }>('workspace_status', {
+      project_id: ws.project.project_id,
+      project_token: ws.project.project_token,
+    });
     const urls = Object.fromEntries(status.mounts.map((m) => [m.mount_path, m.fs_url]));
     expect(urls['/a']).toBe(ws.nodeA.url);
     expect(urls['/b']).toBe(ws.nodeB.url);
@@ -112,10 +123,11 @@ describe('a workspace on TLS: svc and two svc-fs-node daemons', () => {
     const st = await runMount([...ws.mountArgs, '--json', 'status']);
     expect({ code: st.code, stderr: st.stderr }).toEqual({ code: 0, stderr: '' });
     const report = JSON.parse(st.stdout.toString()) as { mounts: Array<{ mount_path: string; candidates: Array<{ fs_url: string; probe: { ok: boolean } }> }> };
-    for (const m of report.mounts) for (const c of m.candidates) {
-      expect(c.fs_url).toMatch(/^wss:\/\//);
-      expect(c.probe).toMatchObject({ ok: true });
-    }
+    for (const m of report.mounts)
+      for (const c of m.candidates) {
+        expect(c.fs_url).toMatch(/^wss:\/\//);
+        expect(c.probe).toMatchObject({ ok: true });
+      }
 
     const data = randomBytes(3 * 1024 * 1024 + 17);
     const w = await runMount([...ws.mountArgs, 'write', '/b/blob.bin', '-'], { input: data });
@@ -150,7 +162,16 @@ describe('a workspace on TLS: svc and two svc-fs-node daemons', () => {
     expect(viaProject.stderr).toBe('');
     expect(viaProject.stdout).toBe('routed by svc over wss\n');
     writeFileSync(join(ws.dirs.b, 'from-runtime.txt'), 'old content');
-    const write = await control(['--url', ws.svc.url, '--tls-ca', ca.cert, 'acheron', 'write', `/projects/${ws.project.project_id}/fs/b/from-runtime.txt`, 'runtime write over wss']);
+    const write = await control([
+      '--url',
+      ws.svc.url,
+      '--tls-ca',
+      ca.cert,
+      'acheron',
+      'write',
+      `/projects/${ws.project.project_id}/fs/b/from-runtime.txt`,
+      'runtime write over wss',
+    ]);
     expect(write.stderr).toBe('');
     expect(write.code).toBe(0);
     expect(readFileSync(join(ws.dirs.b, 'from-runtime.txt'), 'utf8')).toBe('runtime write over wss');
@@ -164,7 +185,9 @@ describe('a workspace on TLS: svc and two svc-fs-node daemons', () => {
     const after = await runMount([...ws.mountArgs, 'cat', '/shared/failover.txt']);
     expect({ code: after.code, stderr: after.stderr, out: after.stdout.toString() }).toEqual({ code: 0, stderr: '', out: 'shared by both nodes\n' });
     const st = await runMount([...ws.mountArgs, '--json', 'status']);
-    const shared = (JSON.parse(st.stdout.toString()) as { mounts: Array<{ mount_path: string; candidates: Array<{ fs_url: string; probe: { ok: boolean } }> }> }).mounts.find((m) => m.mount_path === '/shared')!;
+    const shared = (
+      JSON.parse(st.stdout.toString()) as { mounts: Array<{ mount_path: string; candidates: Array<{ fs_url: string; probe: { ok: boolean } }> }> }
+    ).mounts.find((m) => m.mount_path === '/shared')!;
     expect(shared.candidates.find((c) => c.fs_url === ws.nodeB.url)?.probe).toMatchObject({ ok: true });
   });
 });
@@ -231,7 +254,10 @@ describe('clients refuse what they cannot verify, before any upgrade reaches the
     const dir = tmpDir('tls-export-');
     writeFileSync(join(dir, 'f.txt'), 'x');
     const cert = ca.issue('standalone');
-    const node = await startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${dir}`, '--tls-cert', cert.cert, '--tls-key', cert.key], { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' });
+    const node = await startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${dir}`, '--tls-cert', cert.cert, '--tls-key', cert.key], {
+      SVC_LOG_LEVEL: 'warn',
+      SVC_FS_NODE_AUTH_TOKEN: '',
+    });
     const ep = ['--endpoint', `w=${node.url}`];
     const st = await runMount([...ep, 'status']);
     expect(st.code).toBe(1);
@@ -253,7 +279,22 @@ describe('clients refuse what they cannot verify, before any upgrade reaches the
     const dir = tmpDir('tls-export-');
     const node = await startProcess(
       BIN.fsNode,
-      ['--port', '0', '--export', `work=${dir}`, '--control-url', good.url, '--invite-token', 'inv', '--state-file', join(tmpDir('tls-node-state-'), 'state.json'), '--reconnect-backoff-ms', '100', '--reconnect-backoff-max-ms', '200'],
+      [
+        '--port',
+        '0',
+        '--export',
+        `work=${dir}`,
+        '--control-url',
+        good.url,
+        '--invite-token',
+        'inv',
+        '--state-file',
+        join(tmpDir('tls-node-state-'), 'state.json'),
+        '--reconnect-backoff-ms',
+        '100',
+        '--reconnect-backoff-max-ms',
+        '200',
+      ],
       { SVC_LOG_LEVEL: 'warn', SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_TLS_CA: '' },
     );
     await waitFor(() => (node.stderr().match(/unknown CA/g) ?? []).length >= 2, 10_000);
@@ -290,7 +331,11 @@ describe('clients refuse what they cannot verify, before any upgrade reaches the
 describe('start-up checks', () => {
   const svcArgs = (extra: string[]) => [BIN.svc, ['--port', '0', '--state-dir', tmpDir('svc-state-'), ...extra]] as const;
   const nodeArgs = (extra: string[]) => [BIN.fsNode, ['--port', '0', '--export', `work=${tmpDir('tls-export-')}`, ...extra]] as const;
-  const run = ([bin, args]: readonly [string, readonly string[]], env: NodeJS.ProcessEnv = {}) => runCli(bin, [...args], { env: { SVC_ADMIN_TOKEN: ADMIN_TOKEN, SVC_USER_TOKEN: 'u-token-0123456789', SVC_TLS_CERT: '', SVC_TLS_KEY: '', ...env }, timeoutMs: 20_000 });
+  const run = ([bin, args]: readonly [string, readonly string[]], env: NodeJS.ProcessEnv = {}) =>
+    runCli(bin, [...args], {
+      env: { SVC_ADMIN_TOKEN: ADMIN_TOKEN, SVC_USER_TOKEN: 'u-token-0123456789', SVC_TLS_CERT: '', SVC_TLS_KEY: '', ...env },
+      timeoutMs: 20_000,
+    });
 
   it('refuses an expired certificate, a key of another certificate, a missing, unreadable or garbage file: exit 2 naming the file', async () => {
     const good = ca.issue('startup');
@@ -315,7 +360,10 @@ describe('start-up checks', () => {
       cases.push([['--tls-cert', good.cert, '--tls-key', unreadable], new RegExp(`TLS key ${unreadable}: permission denied`)]);
     }
     for (const [flags, message] of cases) {
-      for (const [bin, name] of [[svcArgs, 'svc'], [nodeArgs, 'svc-fs-node']] as const) {
+      for (const [bin, name] of [
+        [svcArgs, 'svc'],
+        [nodeArgs, 'svc-fs-node'],
+      ] as const) {
         const r = await run(bin(flags));
         expect({ name, flags, code: r.code }).toEqual({ name, flags, code: 2 });
         expect(r.stderr).toMatch(new RegExp(`^${name}: ${message.source}`));
@@ -328,7 +376,10 @@ describe('start-up checks', () => {
   }, 120_000);
 
   it('--bind 0.0.0.0 without TLS: exit 2 saying what to pass; with --insecure-transport it starts and warns; with TLS it serves wss://', async () => {
-    for (const [bin, name] of [[svcArgs, 'svc'], [nodeArgs, 'svc-fs-node']] as const) {
+    for (const [bin, name] of [
+      [svcArgs, 'svc'],
+      [nodeArgs, 'svc-fs-node'],
+    ] as const) {
       const r = await run(bin(['--bind', '0.0.0.0']));
       expect(r.code).toBe(2);
       expect(r.stderr).toContain(`${name}: --bind 0.0.0.0 is reachable from other hosts`);
@@ -336,9 +387,17 @@ describe('start-up checks', () => {
       expect(r.stderr).toContain('--insecure-transport');
 
       const [script, args] = bin(['--bind', '0.0.0.0', '--insecure-transport']);
-      const insecure = await startProcess(script, [...args], { SVC_ADMIN_TOKEN: ADMIN_TOKEN, SVC_USER_TOKEN: 'u-token-0123456789', SVC_LOG_LEVEL: 'warn', SVC_TLS_CERT: '' });
+      const insecure = await startProcess(script, [...args], {
+        SVC_ADMIN_TOKEN: ADMIN_TOKEN,
+        SVC_USER_TOKEN: 'u-token-0123456789',
+        SVC_LOG_LEVEL: 'warn',
+        SVC_TLS_CERT: '',
+      });
       expect(insecure.url).toMatch(/^ws:\/\/0\.0\.0\.0:/);
-      await waitFor(() => insecure.stderr().includes(`${name}: warning: --insecure-transport: ${insecure.url} is reachable from other hosts without TLS`), 5000);
+      await waitFor(
+        () => insecure.stderr().includes(`${name}: warning: --insecure-transport: ${insecure.url} is reachable from other hosts without TLS`),
+        5000,
+      );
       await insecure.stop();
 
       const cert = ca.issue(`bind-all-${name}`);
@@ -373,7 +432,11 @@ describe('certificate rotation without a restart', () => {
     const exportDir = tmpDir('tls-export-');
     writeFileSync(join(exportDir, 'before.txt'), 'before rotation\n');
     const token = `fs-token-${randomBytes(8).toString('hex')}`;
-    const node = await startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${exportDir}`, '--auth-token', token, '--tls-cert', join(certDir, 'tls.crt'), '--tls-key', join(certDir, 'tls.key')], { SVC_LOG_LEVEL: 'info', SVC_FS_NODE_AUTH_TOKEN: '' });
+    const node = await startProcess(
+      BIN.fsNode,
+      ['--port', '0', '--export', `work=${exportDir}`, '--auth-token', token, '--tls-cert', join(certDir, 'tls.crt'), '--tls-key', join(certDir, 'tls.key')],
+      { SVC_LOG_LEVEL: 'info', SVC_FS_NODE_AUTH_TOKEN: '' },
+    );
     const fp = () => peerFingerprint(node.url, ca.cert);
     const fp1 = await fp();
     const session = await FsClient.connect({ url: node.url, authToken: token, tls });
@@ -415,7 +478,9 @@ describe('certificate rotation without a restart', () => {
       // 3. replaced by garbage: the previous certificate keeps serving, the error is logged
       writeFileSync(join(certDir, 'tls.crt'), 'garbage\n');
       await waitFor(() => node.stderr().includes('TLS certificate reload failed'), 10_000);
-      expect(node.stderr()).toMatch(/TLS certificate reload failed \(.*\); still serving the previous certificate: TLS certificate .*tls\.crt: not a PEM certificate/);
+      expect(node.stderr()).toMatch(
+        /TLS certificate reload failed \(.*\); still serving the previous certificate: TLS certificate .*tls\.crt: not a PEM certificate/,
+      );
       expect(await fp()).toBe(fp3);
       node.proc.kill('SIGHUP');
       await sleep(300);
@@ -455,8 +520,15 @@ describe('capture: the bytes on the wire', () => {
     writeFileSync(join(dir, 'secret.bin'), content);
     const token = `fs-secret-token-${randomBytes(12).toString('hex')}`;
     const cert = ca.issue('capture');
-    const secure = await startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${dir}`, '--auth-token', token, '--tls-cert', cert.cert, '--tls-key', cert.key], { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' });
-    const plain = await startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${dir}`, '--auth-token', token], { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' });
+    const secure = await startProcess(
+      BIN.fsNode,
+      ['--port', '0', '--export', `work=${dir}`, '--auth-token', token, '--tls-cert', cert.cert, '--tls-key', cert.key],
+      { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' },
+    );
+    const plain = await startProcess(BIN.fsNode, ['--port', '0', '--export', `work=${dir}`, '--auth-token', token], {
+      SVC_LOG_LEVEL: 'warn',
+      SVC_FS_NODE_AUTH_TOKEN: '',
+    });
     const random = content.subarray(content.length - 64 * 1024, content.length - 64 * 1024 + 32);
 
     const overTls = await capturedRead(Number(new URL(secure.url).port), (p) => `wss://127.0.0.1:${p}/v2/fs`, ['--auth-token', token, '--tls-ca', ca.cert]);
@@ -470,7 +542,13 @@ describe('capture: the bytes on the wire', () => {
     expect(overTls.wire.includes('HTTP/1.1')).toBe(false);
     expect(overTls.wire.includes('/v2/fs')).toBe(false);
     // the JSON data path too
-    const json = await capturedRead(Number(new URL(secure.url).port), (p) => `wss://127.0.0.1:${p}/v2/fs`, ['--auth-token', token, '--tls-ca', ca.cert, '--no-binary']);
+    const json = await capturedRead(Number(new URL(secure.url).port), (p) => `wss://127.0.0.1:${p}/v2/fs`, [
+      '--auth-token',
+      token,
+      '--tls-ca',
+      ca.cert,
+      '--no-binary',
+    ]);
     expect(json.out.equals(content)).toBe(true);
     expect(json.wire.includes(marker)).toBe(false);
     expect(json.wire.includes(content.subarray(0, 3000).toString('base64'))).toBe(false);
@@ -489,7 +567,10 @@ describe('capture: the bytes on the wire', () => {
     const cert = ca.issue('capture-svc');
     const secure = await startSvc({ args: ['--tls-cert', cert.cert, '--tls-key', cert.key] });
     const plain = await startSvc();
-    for (const [server, scheme, expected] of [[secure, 'wss', false], [plain, 'ws', true]] as const) {
+    for (const [server, scheme, expected] of [
+      [secure, 'wss', false],
+      [plain, 'ws', true],
+    ] as const) {
       const proxy = await recordingProxy(Number(new URL(server.url).port));
       try {
         const r = await control(['--url', `${scheme}://127.0.0.1:${proxy.port}/`, '--tls-ca', ca.cert, 'project_create', '{"name":"captured"}']);

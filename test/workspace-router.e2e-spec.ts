@@ -85,7 +85,14 @@ it('status shows the project, both candidates with their state and a probe, and 
   expect(report).toMatchObject({ mode: 'workspace', project_id: projectId, availability: { mounts_total: 1, online: 1 } });
   expect(report.mounts).toHaveLength(1);
   expect(report.mounts[0].candidates).toEqual([
-    expect.objectContaining({ node_id: credsA.node_id, node_name: 'node-a', state: 'online', selected: true, auth: true, probe: expect.objectContaining({ ok: true }) }),
+    expect.objectContaining({
+      node_id: credsA.node_id,
+      node_name: 'node-a',
+      state: 'online',
+      selected: true,
+      auth: true,
+      probe: expect.objectContaining({ ok: true }),
+    }),
     expect.objectContaining({ node_id: credsB.node_id, state: 'online', selected: false, auth: true, probe: expect.objectContaining({ ok: true }) }),
   ]);
   const table = await runMount([...ws, 'status']);
@@ -94,7 +101,18 @@ it('status shows the project, both candidates with their state and a probe, and 
 });
 
 it('a wrong project token is refused by the control plane (exit 2)', async () => {
-  const r = await runMount(['--workspace-url', svc.url, '--auth-token', ADMIN_TOKEN, '--project-id', projectId, '--project-token', 'not-the-token', 'cat', '/shared/who']);
+  const r = await runMount([
+    '--workspace-url',
+    svc.url,
+    '--auth-token',
+    ADMIN_TOKEN,
+    '--project-id',
+    projectId,
+    '--project-token',
+    'not-the-token',
+    'cat',
+    '/shared/who',
+  ]);
   expect(r.code).toBe(2);
   expect(r.stderr).toMatch(/^svc-fs-mount: control plane: project_auth_failed: /);
   expect(r.stderr).not.toContain('not-the-token');
@@ -166,7 +184,10 @@ it('while svc is down the router keeps the last topology and serves; it reconnec
     await waitFor(() => !source.info().connected, 5000);
     expect([...router.mountPaths]).toEqual(mounts);
     expect((await router.getattr(`${mounts[0]}/who`)).k).toBe(1);
-    const back = await startProcess(BIN.svc, ['--port', String(port), '--state-dir', svc.stateDir], { SVC_ADMIN_TOKEN: ADMIN_TOKEN, SVC_USER_TOKEN: USER_TOKEN });
+    const back = await startProcess(BIN.svc, ['--port', String(port), '--state-dir', svc.stateDir], {
+      SVC_ADMIN_TOKEN: ADMIN_TOKEN,
+      SVC_USER_TOKEN: USER_TOKEN,
+    });
     svc = { ...back, stateDir: svc.stateDir };
     await waitFor(() => source.info().connected, 15_000, 100);
     // a fresh read of the status after the reconnect

@@ -76,7 +76,9 @@ export async function startPostgres(): Promise<Postgres | null> {
   run('initdb', ['-D', data, '-U', 'svc', '--auth=trust', '-E', 'UTF8', '--no-sync']);
   const pgCtl = (args: string[]) =>
     new Promise<void>((resolve, reject) =>
-      execFile(join(bin, 'pg_ctl'), args, { cwd: root, env, ...as }, (err, _out, stderr) => (err ? reject(new Error(`pg_ctl ${args[0]}: ${err.message} ${stderr}`)) : resolve())),
+      execFile(join(bin, 'pg_ctl'), args, { cwd: root, env, ...as }, (err, _out, stderr) =>
+        err ? reject(new Error(`pg_ctl ${args[0]}: ${err.message} ${stderr}`)) : resolve(),
+      ),
     );
   /** The postmaster of data directory `dir` on `port`: started, stopped, and started again. */
   const serve = (dir: string, port: number) => {
@@ -103,7 +105,8 @@ export async function startPostgres(): Promise<Postgres | null> {
       server = null;
       if (!s || s.exitCode !== null) return;
       const exited = new Promise<void>((resolve) => s.once('exit', () => resolve()));
-      if (!mode) s.kill('SIGINT'); // fast shutdown
+      if (!mode)
+        s.kill('SIGINT'); // fast shutdown
       else await pgCtl(['stop', '-D', dir, '-m', mode, '-w']);
       await exited;
     };
@@ -133,7 +136,10 @@ export async function startPostgres(): Promise<Postgres | null> {
       const c = new Client({ host: '127.0.0.1', port, user: 'svc', database: 'postgres' });
       await c.connect();
       try {
-        const r = await c.query<{ ok: boolean }>('SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [database]);
+        const r = await c.query<{ ok: boolean }>(
+          'SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()',
+          [database],
+        );
         return r.rows.filter((x) => x.ok).length;
       } finally {
         await c.end();
@@ -150,7 +156,7 @@ export async function startPostgres(): Promise<Postgres | null> {
       await c.connect();
       try {
         // streaming before anything relies on it
-        for (const deadline = Date.now() + 10_000; ; ) {
+        for (const deadline = Date.now() + 10_000; ;) {
           const r = await c.query("SELECT 1 FROM pg_stat_replication WHERE state = 'streaming'");
           if (r.rowCount) break;
           if (Date.now() > deadline) throw new Error(`the standby on port ${standbyPort} did not stream within 10 s`);
@@ -159,7 +165,7 @@ export async function startPostgres(): Promise<Postgres | null> {
         if (options.synchronous) {
           await c.query("ALTER SYSTEM SET synchronous_standby_names = '*'");
           await c.query('SELECT pg_reload_conf()');
-          for (const deadline = Date.now() + 10_000; ; ) {
+          for (const deadline = Date.now() + 10_000; ;) {
             const r = await c.query("SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync'");
             if (r.rowCount) break;
             if (Date.now() > deadline) throw new Error(`the standby on port ${standbyPort} did not become synchronous within 10 s`);

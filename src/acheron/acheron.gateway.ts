@@ -176,24 +176,29 @@ export class AcheronGateway {
     const mode = frame.root.mode ?? frame.payload.mode ?? 'r';
     if (mode !== 'r' && mode !== 'w' && mode !== 'rw') throw new ProtocolError('invalid', 'mode must be "r", "w" or "rw"');
     const at = `/${state.path.join('/')}`;
-    state.open = await this.cancellable(locals, ctx, async () => {
-      const node = this.namespace.resolve(session, state.path);
-      if (node.kind === 'dir') {
-        if (mode !== 'r') throw new ProtocolError('eisdir', `${at} is a directory`);
-        return { mode, content: this.listing(await node.list()) };
-      }
-      if (node.kind === 'file') {
-        if (mode !== 'r') throw new ProtocolError('eperm', `${at} is a read-only projected file`);
-        return { mode, content: await node.content() };
-      }
-      const { fs, rel } = await this.routedFs(session, node);
-      const attr = await fs.walk(rel);
-      if (attr.k === 2) {
-        if (mode !== 'r') throw new ProtocolError('eisdir', `${at} is a directory`);
-        return { mode, content: this.listing(await fs.list(rel)) };
-      }
-      return { mode, routed: await fs.open(rel, mode) };
-    }, (late) => late.routed?.close());
+    state.open = await this.cancellable(
+      locals,
+      ctx,
+      async () => {
+        const node = this.namespace.resolve(session, state.path);
+        if (node.kind === 'dir') {
+          if (mode !== 'r') throw new ProtocolError('eisdir', `${at} is a directory`);
+          return { mode, content: this.listing(await node.list()) };
+        }
+        if (node.kind === 'file') {
+          if (mode !== 'r') throw new ProtocolError('eperm', `${at} is a read-only projected file`);
+          return { mode, content: await node.content() };
+        }
+        const { fs, rel } = await this.routedFs(session, node);
+        const attr = await fs.walk(rel);
+        if (attr.k === 2) {
+          if (mode !== 'r') throw new ProtocolError('eisdir', `${at} is a directory`);
+          return { mode, content: this.listing(await fs.list(rel)) };
+        }
+        return { mode, routed: await fs.open(rel, mode) };
+      },
+      (late) => late.routed?.close(),
+    );
     return { qid: { path: at, type: state.type }, iounit: iounitOf(locals.msize) };
   }
 
@@ -210,7 +215,8 @@ export class AcheronGateway {
     if (!state.open || state.open.mode === 'w') throw new ProtocolError('invalid', `fid ${fid} is not open for reading`);
     const offset = offsetOf(frame);
     const requested = frame.root.count ?? frame.payload.count ?? iounitOf(locals.msize);
-    if (typeof requested !== 'number' || !Number.isInteger(requested) || requested < 0) throw new ProtocolError('invalid', 'count must be a non-negative integer (bytes)');
+    if (typeof requested !== 'number' || !Number.isInteger(requested) || requested < 0)
+      throw new ProtocolError('invalid', 'count must be a non-negative integer (bytes)');
     const count = Math.min(requested, iounitOf(locals.msize));
     const open = state.open;
     if (open.content) {
@@ -335,9 +341,7 @@ export class AcheronGateway {
     locals.pending.set(tag, cancel);
     const work = Promise.resolve().then(run);
     if (discard) {
-      work
-        .then((late) => (flushed ? discard(late) : undefined))
-        .catch(() => undefined);
+      work.then((late) => (flushed ? discard(late) : undefined)).catch(() => undefined);
     }
     try {
       return await Promise.race([work, cancelled]);

@@ -210,7 +210,9 @@ export class NamespaceService {
     // a directory above deeper mount roots (e.g. /nodes/<id>/terminal)
     const below = mountRoots.filter((m) => m.segments.length > tail.length && tail.every((s, i) => m.segments[i] === s));
     if (below.length > 0) {
-      return this.dir(tail[tail.length - 1], () => [...new Set(below.map((m) => m.segments[tail.length]))].sort().map((name) => ({ name, kind: 'dir', size: 0 })));
+      return this.dir(tail[tail.length - 1], () =>
+        [...new Set(below.map((m) => m.segments[tail.length]))].sort().map((name) => ({ name, kind: 'dir', size: 0 })),
+      );
     }
     return notFound(path);
   }
@@ -291,7 +293,14 @@ export class NamespaceService {
     if (more.length > 0) return notFound(path);
     if (file === 'availability.json') return this.file(file, () => json({ ts_ms: this.clock.now(), mounts: this.availability.snapshot() }));
     if (file === 'events.ndjson') {
-      return this.file(file, () => Buffer.from(this.availability.recentEvents().map((e) => `${JSON.stringify(e)}\n`).join('')));
+      return this.file(file, () =>
+        Buffer.from(
+          this.availability
+            .recentEvents()
+            .map((e) => `${JSON.stringify(e)}\n`)
+            .join(''),
+        ),
+      );
     }
     return notFound(path);
   }

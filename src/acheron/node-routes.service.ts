@@ -99,7 +99,11 @@ class ExportFs implements RoutedFs {
       const out: Array<{ name: string; kind: 'dir' | 'file'; size: number }> = [];
       let cookie = 0;
       for (;;) {
-        const page = await this.client.request<{ ents: Array<{ name: string; attr: FsAttr }>; next: number; eof: boolean }>('readdirp', { node: dir.id }, { cookie, max: 1000 });
+        const page = await this.client.request<{ ents: Array<{ name: string; attr: FsAttr }>; next: number; eof: boolean }>(
+          'readdirp',
+          { node: dir.id },
+          { cookie, max: 1000 },
+        );
         for (const e of page.ents) out.push({ name: e.name, kind: e.attr.k === 2 ? 'dir' : 'file', size: e.attr.sz });
         if (page.eof || page.ents.length === 0) break;
         cookie = page.next;
@@ -245,7 +249,15 @@ export class NodeRoutesService implements OnModuleDestroy {
   private async open(nodeId: string, url: string, token: string, label: string): Promise<Connection> {
     const d = this.config.fsDeadlines;
     // A wss:// node is verified against the system CAs plus --tls-ca (PROTOCOL.md 1).
-    const client = await FsClient.connect({ url, authToken: token, connectTimeoutMs: d.connectTimeoutMs, requestTimeoutMs: d.requestTimeoutMs, keepaliveMs: d.keepaliveMs, keepaliveTimeoutMs: d.keepaliveTimeoutMs, tls: this.config.clientTls });
+    const client = await FsClient.connect({
+      url,
+      authToken: token,
+      connectTimeoutMs: d.connectTimeoutMs,
+      requestTimeoutMs: d.requestTimeoutMs,
+      keepaliveMs: d.keepaliveMs,
+      keepaliveTimeoutMs: d.keepaliveTimeoutMs,
+      tls: this.config.clientTls,
+    });
     client.once('close', () => this.connections.delete(nodeId));
     const { exports } = await client.request<{ exports: Array<{ name: string; root: number }> }>('exports');
     this.logger.debug?.({ msg: 'routed FS session open', node_id: nodeId, exports: exports.length });

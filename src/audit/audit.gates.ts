@@ -73,11 +73,13 @@ export class AuditInterceptor implements NestInterceptor {
     // skip this)
     if (!scope.audited) return next.handle();
     // `handle()` binds the handler to the async context it is called in: this record's.
-    return auditScope.run(scope, () => next.handle()).pipe(
-      tap((result) => {
-        if (scope.audited && !scope.recorded) void this.audit.settle(scope, result, null);
-      }),
-    );
+    return auditScope
+      .run(scope, () => next.handle())
+      .pipe(
+        tap((result) => {
+          if (scope.audited && !scope.recorded) void this.audit.settle(scope, result, null);
+        }),
+      );
   }
 }
 

@@ -77,7 +77,11 @@ export interface AuditListInput {
  * when the store knows it (`known`), so that a secret pasted into an id field is never
  * recorded; values that are not well-formed are left out.
  */
-export function targetOf(payload: Record<string, unknown>, result: unknown, known: ((field: 'project_id' | 'node_id' | 'request_id', id: string) => boolean) | null): AuditTarget {
+export function targetOf(
+  payload: Record<string, unknown>,
+  result: unknown,
+  known: ((field: 'project_id' | 'node_id' | 'request_id', id: string) => boolean) | null,
+): AuditTarget {
   const target: AuditTarget = {};
   const reply = result !== null && typeof result === 'object' ? (result as Record<string, unknown>) : {};
   for (const field of ['project_id', 'node_id', 'request_id'] as const) {
@@ -108,7 +112,12 @@ export class AuditService implements OnModuleInit, OnModuleDestroy {
   private lastDropLog = 0;
   private readonly droppedTotal = getOrCreate(
     'svc_audit_dropped_total',
-    () => new Counter({ name: 'svc_audit_dropped_total', help: 'Audit entries of refusals and failures not written (rate limit, or the store could not be reached)', labelNames: ['reason'] }),
+    () =>
+      new Counter({
+        name: 'svc_audit_dropped_total',
+        help: 'Audit entries of refusals and failures not written (rate limit, or the store could not be reached)',
+        labelNames: ['reason'],
+      }),
   );
 
   constructor(
@@ -140,7 +149,12 @@ export class AuditService implements OnModuleInit, OnModuleDestroy {
    * The audit record of a request about to be handled (see {@link AuditScope}).
    * @param audited whether every outcome is recorded (an audited mutation) or only refused authentications
    */
-  scope(actor: AuditActor, type: string, payload: Record<string, unknown>, audited: boolean): AuditScope & { actor: AuditActor; type: string; payload: Record<string, unknown> } {
+  scope(
+    actor: AuditActor,
+    type: string,
+    payload: Record<string, unknown>,
+    audited: boolean,
+  ): AuditScope & { actor: AuditActor; type: string; payload: Record<string, unknown> } {
     return {
       actor,
       type,
@@ -167,11 +181,15 @@ export class AuditService implements OnModuleInit, OnModuleDestroy {
     }
     // which payload ids exist is decided on the state the entry commits over (on a shared
     // store, current with the other replicas' commits)
-    await this.write((state) => {
-      const known = (field: 'project_id' | 'node_id' | 'request_id', id: string) =>
-        field === 'project_id' ? state.projects.has(id) : field === 'node_id' ? state.nodes.has(id) : state.joinRequests.has(id);
-      return this.entryOf(actor, type, targetOf(payload, null, known), code);
-    }, actor.sessionId, code);
+    await this.write(
+      (state) => {
+        const known = (field: 'project_id' | 'node_id' | 'request_id', id: string) =>
+          field === 'project_id' ? state.projects.has(id) : field === 'node_id' ? state.nodes.has(id) : state.joinRequests.has(id);
+        return this.entryOf(actor, type, targetOf(payload, null, known), code);
+      },
+      actor.sessionId,
+      code,
+    );
   }
 
   /**
@@ -182,7 +200,18 @@ export class AuditService implements OnModuleInit, OnModuleDestroy {
    * @returns whether the entry was written
    */
   async record(input: AuditInput, source: string | null = null): Promise<boolean> {
-    return this.write({ ts_ms: input.ts_ms ?? this.clock.now(), role: input.role, agent_id: input.agent_id, type: input.type, target: { ...input.target }, result: input.result }, source, input.result);
+    return this.write(
+      {
+        ts_ms: input.ts_ms ?? this.clock.now(),
+        role: input.role,
+        agent_id: input.agent_id,
+        type: input.type,
+        target: { ...input.target },
+        result: input.result,
+      },
+      source,
+      input.result,
+    );
   }
 
   /**
@@ -222,7 +251,13 @@ export class AuditService implements OnModuleInit, OnModuleDestroy {
         minTsMs: this.clock.now() - Math.round(this.config.auditRetentionDays * 86_400_000),
         maxEntries: this.config.auditMaxEntries,
       });
-      if (n > 0) this.logger.log({ msg: 'audit retention applied', deleted: n, retention_days: this.config.auditRetentionDays, max_entries: this.config.auditMaxEntries });
+      if (n > 0)
+        this.logger.log({
+          msg: 'audit retention applied',
+          deleted: n,
+          retention_days: this.config.auditRetentionDays,
+          max_entries: this.config.auditMaxEntries,
+        });
       return n;
     } catch (e) {
       this.logger.warn({ msg: 'audit retention could not run; will retry', error: (e as Error).message });

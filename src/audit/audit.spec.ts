@@ -30,7 +30,9 @@ it('AUDITED_OPERATIONS matches the @Audited() handlers, and every protected oper
 
 describe('targetOf', () => {
   it('takes ids from the reply first, then the payload, and the normalised mount path', () => {
-    expect(targetOf({ project_id: 'proj-1', mount_path: '//a//b/', node_id: 'node-1', export_name: 'x' }, { project_id: 'proj-1', node_id: 'node-2' }, null)).toEqual({
+    expect(
+      targetOf({ project_id: 'proj-1', mount_path: '//a//b/', node_id: 'node-1', export_name: 'x' }, { project_id: 'proj-1', node_id: 'node-2' }, null),
+    ).toEqual({
       project_id: 'proj-1',
       node_id: 'node-2',
       mount_path: '/a/b',

@@ -32,7 +32,13 @@ export class RefusalLimiter {
 
   constructor(limits: RefusalLimits, now: number) {
     this.limiter = new KeyedRateLimiter(
-      { perKeyPerSec: limits.sourcePerSec, perKeyBurst: limits.sourceBurst, globalPerSec: limits.globalPerSec, globalBurst: limits.globalBurst, maxKeys: limits.maxSources },
+      {
+        perKeyPerSec: limits.sourcePerSec,
+        perKeyBurst: limits.sourceBurst,
+        globalPerSec: limits.globalPerSec,
+        globalBurst: limits.globalBurst,
+        maxKeys: limits.maxSources,
+      },
       now,
     );
   }

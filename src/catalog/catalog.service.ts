@@ -22,8 +22,7 @@ import { serviceVisible, Viewer } from './permissions';
 
 /** A catalog change, before per-viewer filtering. */
 export type CatalogChange =
-  | { event: 'upsert'; node_id: string; before: ServiceEntry[]; after: ServiceEntry[]; ts_ms: number }
-  | { event: 'delete'; node_id: string; ts_ms: number };
+  { event: 'upsert'; node_id: string; before: ServiceEntry[]; after: ServiceEntry[]; ts_ms: number } | { event: 'delete'; node_id: string; ts_ms: number };
 
 /** `control.node_service_event` payload (PROTOCOL.md 7). */
 export type CatalogEventPayload =
@@ -67,7 +66,13 @@ export class CatalogService implements OnModuleDestroy {
       for (const [id, n] of changes.nodes ?? []) if (!n && prior.nodes?.get(id)) deletedNodes.add(id);
       for (const [id, record] of changes.catalog ?? []) {
         if (deletedNodes.has(id)) continue;
-        this.changes$.next({ event: 'upsert', node_id: id, before: prior.catalog?.get(id)?.services ?? [], after: record?.services ?? [], ts_ms: record?.updated_at_ms ?? ts });
+        this.changes$.next({
+          event: 'upsert',
+          node_id: id,
+          before: prior.catalog?.get(id)?.services ?? [],
+          after: record?.services ?? [],
+          ts_ms: record?.updated_at_ms ?? ts,
+        });
       }
       for (const id of deletedNodes) this.changes$.next({ event: 'delete', node_id: id, ts_ms: ts });
     });

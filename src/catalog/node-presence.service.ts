@@ -118,7 +118,12 @@ export class NodePresenceService implements OnModuleInit, OnModuleDestroy {
     for (const w of this.watched.values()) {
       const silent = now - w.session.lastHeardMs;
       if (silent > this.config.nodeSessionTimeoutMs) {
-        this.logger.warn({ msg: 'a node daemon stopped answering; its session is closed and the node marked degraded', node_id: w.nodeId, session: w.session.id, silent_ms: silent });
+        this.logger.warn({
+          msg: 'a node daemon stopped answering; its session is closed and the node marked degraded',
+          node_id: w.nodeId,
+          session: w.session.id,
+          silent_ms: silent,
+        });
         w.session.terminate();
       } else if (now - w.lastPingMs >= PING_INTERVAL_MS) {
         w.lastPingMs = now;
@@ -146,7 +151,11 @@ export class NodePresenceService implements OnModuleInit, OnModuleDestroy {
     if (this.stopping) return;
     try {
       if (await this.nodes.closeDaemonSession(w.nodeId, w.session.id, closedAtMs)) {
-        this.logger.warn({ msg: 'a node daemon session closed without a lease release; the node is degraded until its daemon reconnects', node_id: w.nodeId, session: w.session.id });
+        this.logger.warn({
+          msg: 'a node daemon session closed without a lease release; the node is degraded until its daemon reconnects',
+          node_id: w.nodeId,
+          session: w.session.id,
+        });
       }
     } catch (e) {
       // The store is away: try again while the node may still hold its lease.

@@ -113,7 +113,14 @@ export class NodesService {
       if (!invite) fail('invite_not_found', 'invite_token is not a known invite');
       if (invite.redeemed_at_ms !== null) fail('invite_redeemed', 'this invite was already used; ask an admin for a new one (control.node_invite_create)');
       if (invite.expires_at_ms <= now) fail('invite_expired', 'this invite has expired; ask an admin for a new one (control.node_invite_create)');
-      const { node, credentials } = this.createNode(s, input.node_name, input.fs_url, platformOf(input.platform), input.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS, now);
+      const { node, credentials } = this.createNode(
+        s,
+        input.node_name,
+        input.fs_url,
+        platformOf(input.platform),
+        input.lease_ttl_ms ?? LEASE_TTL_DEFAULT_MS,
+        now,
+      );
       s.invites.put({ ...invite, redeemed_at_ms: now, node_id: node.node_id });
       return credentials;
     });

@@ -41,7 +41,5 @@ export function invokeCapable(service: Pick<ServiceEntry, 'capabilities' | 'ops'
 
 /** The catalog service a project mount maps to (PROTOCOL.md 6): `export_name` equals its `service_id` or one of its `mounts[].mount_id`. */
 export function serviceOfExport(services: ServiceEntry[], exportName: string): ServiceEntry | undefined {
-  return (
-    services.find((s) => s.service_id === exportName) ?? services.find((s) => s.mounts?.some((m) => m.mount_id === exportName))
-  );
+  return services.find((s) => s.service_id === exportName) ?? services.find((s) => s.mounts?.some((m) => m.mount_id === exportName));
 }

@@ -102,7 +102,8 @@ export class AuthTokensService implements OnModuleInit {
     try {
       legacy = JSON.parse(readFileSync(this.path, 'utf8')) as Partial<TokenFile>;
     } catch (e) {
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') this.logger.warn({ msg: `cannot read ${this.path}; it will be rewritten from the store`, error: (e as Error).message });
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+        this.logger.warn({ msg: `cannot read ${this.path}; it will be rewritten from the store`, error: (e as Error).message });
     }
     const fresh = { admin: newSecret(), user: newSecret() };
     this.tokens = await this.store.mutate((s) => {

@@ -37,7 +37,10 @@ export class ControlEndpointProfile implements EndpointProfile {
   gate(session: WsSession, frame: Frame): ProtocolError | null {
     if (frame.channel === 'control') {
       if (session.control === 'start' && frame.type !== 'control.version') {
-        return new ProtocolError('protocol_mismatch', `the first message of a control session must be control.version {"protocol":"unified-v2"} (got ${frame.type})`);
+        return new ProtocolError(
+          'protocol_mismatch',
+          `the first message of a control session must be control.version {"protocol":"unified-v2"} (got ${frame.type})`,
+        );
       }
       if (session.control === 'versioned' && frame.type !== 'control.connect') {
         return new ProtocolError('protocol_mismatch', `control.connect must follow control.version (got ${frame.type})`);
@@ -45,7 +48,10 @@ export class ControlEndpointProfile implements EndpointProfile {
       return null;
     }
     if (session.control !== 'connected') {
-      return new ProtocolError('protocol_mismatch', `acheron messages need a connected control session: send control.version and control.connect first (got ${frame.type})`);
+      return new ProtocolError(
+        'protocol_mismatch',
+        `acheron messages need a connected control session: send control.version and control.connect first (got ${frame.type})`,
+      );
     }
     if (session.runtime === 'none' && frame.type !== 'acheron.t_version') {
       return new ProtocolError('protocol_mismatch', `the first runtime message must be acheron.t_version {"version":"acheron-1"} (got ${frame.type})`);

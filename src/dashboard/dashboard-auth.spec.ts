@@ -48,7 +48,9 @@ describe('UiSessionsService', () => {
   it('refuses forged, altered, malformed and absent cookies', () => {
     const { value } = sessions.issue();
     const [body, mac] = value.split('.');
-    const longer = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(body, 'base64url').toString()), exp: clock.t + 10 * UI_SESSION_TTL_MS })).toString('base64url');
+    const longer = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(body, 'base64url').toString()), exp: clock.t + 10 * UI_SESSION_TTL_MS })).toString(
+      'base64url',
+    );
     // the MAC with its last character changed (to one it is not: a fixed 'A' left it as it was 1 time in 16)
     const altered = `${mac.slice(0, -1)}${mac.endsWith('A') ? 'E' : 'A'}`;
     expect(altered).not.toBe(mac);

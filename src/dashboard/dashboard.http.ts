@@ -122,7 +122,13 @@ export class DashboardHttp implements HttpExtension {
   checkUpgrade(req: IncomingMessage): UpgradeVerdict | null {
     const origin = checkOrigin(req);
     if (origin === 'cross') {
-      return { refuse: { status: 403, reason: 'Forbidden', log: `cross-origin WebSocket upgrade (Origin ${printable(req.headers.origin)}, Host ${printable(req.headers.host)})` } };
+      return {
+        refuse: {
+          status: 403,
+          reason: 'Forbidden',
+          log: `cross-origin WebSocket upgrade (Origin ${printable(req.headers.origin)}, Host ${printable(req.headers.host)})`,
+        },
+      };
     }
     if (req.headers.authorization !== undefined) return null;
     if (!this.sessions.verify(req)) return null;
@@ -185,9 +191,16 @@ export class DashboardHttp implements HttpExtension {
     const role = token ? this.tokens.roleOf(token) : undefined;
     if (role !== 'admin') {
       // Never the token itself: only why it was refused.
-      const reason = !token ? 'no token given' : role === 'user' ? 'the user token (the dashboard is admin only)' : this.tokens.adminToken() ? 'wrong token' : 'role tokens not loaded yet';
+      const reason = !token
+        ? 'no token given'
+        : role === 'user'
+          ? 'the user token (the dashboard is admin only)'
+          : this.tokens.adminToken()
+            ? 'wrong token'
+            : 'role tokens not loaded yet';
       this.log.warn({ msg: 'dashboard sign-in refused', remote, reason });
-      if (this.tokens.adminToken()) void this.audit.record({ role: 'admin', agent_id: 'dashboard', type: SIGN_IN_AUDIT_TYPE, target: {}, result: SIGN_IN_REFUSED }, `ui:${remote}`);
+      if (this.tokens.adminToken())
+        void this.audit.record({ role: 'admin', agent_id: 'dashboard', type: SIGN_IN_AUDIT_TYPE, target: {}, result: SIGN_IN_REFUSED }, `ui:${remote}`);
       return this.page(req, res, this.tokens.adminToken() ? 401 : 503, signInPage(this.tokens.adminToken() ? 'wrong_token' : 'not_ready'));
     }
     const { value, session } = this.sessions.issue();
@@ -283,7 +296,10 @@ export class DashboardHttp implements HttpExtension {
     try {
       for (const name of readdirSync(dir)) if (/^[a-z0-9-]+\.js$/.test(name)) this.scripts.set(name, readFileSync(join(dir, name)));
     } catch (e) {
-      this.log.warn({ msg: `dashboard scripts not found in ${dir} (npm run build compiles ui/ there); /ui/ serves the sign-in page only`, error: (e as Error).message });
+      this.log.warn({
+        msg: `dashboard scripts not found in ${dir} (npm run build compiles ui/ there); /ui/ serves the sign-in page only`,
+        error: (e as Error).message,
+      });
     }
   }
 }

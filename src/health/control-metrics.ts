@@ -22,7 +22,18 @@ export class ControlMetrics {
 
   constructor(sessions: SessionRegistry, store: StateService, clock: Clock, availability: AvailabilityService, catalog: CatalogService) {
     const gauge = (name: string, help: string, collect: (g: Gauge<string>) => void, labelNames: string[] = []) =>
-      getOrCreate(name, () => new Gauge({ name, help, labelNames, collect() { collect(this); } }));
+      getOrCreate(
+        name,
+        () =>
+          new Gauge({
+            name,
+            help,
+            labelNames,
+            collect() {
+              collect(this);
+            },
+          }),
+      );
     gauge('svc_sessions', 'Open WebSocket sessions', (g) => g.set(sessions.size));
     gauge('svc_nodes', 'Nodes known to the control plane', (g) => g.set(store.state.nodes.size));
     gauge('svc_nodes_online', 'Nodes online: lease not expired and, for a node with a daemon, its session open', (g) => {
@@ -33,7 +44,9 @@ export class ControlMetrics {
     });
     gauge('svc_projects', 'Projects', (g) => g.set(store.state.projects.size));
     gauge('svc_catalog_services', 'Service entries in the node service catalog', (g) => g.set(catalog.servicesTotal()));
-    gauge('svc_catalog_watchers', 'Sessions watching the node service catalog', (g) => g.set(sessions.all().filter((s) => controlLocals(s).watch !== null).length));
+    gauge('svc_catalog_watchers', 'Sessions watching the node service catalog', (g) =>
+      g.set(sessions.all().filter((s) => controlLocals(s).watch !== null).length),
+    );
     gauge(
       'svc_mounts',
       'Configured project mounts by availability state',

@@ -99,7 +99,9 @@ function isConnectionError(e: unknown): boolean {
   const err = e as { code?: string; message?: string };
   if (typeof err?.code === 'string' && /^(08|57P0|53300)/.test(err.code)) return true;
   if (typeof err?.code === 'string' && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH'].includes(err.code)) return true;
-  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable|Client was closed|Query read timeout/i.test(err?.message ?? '');
+  return /Connection terminated|connection timeout|timeout exceeded when trying to connect|Client has encountered a connection error|not queryable|Client was closed|Query read timeout/i.test(
+    err?.message ?? '',
+  );
 }
 
 /**
@@ -253,7 +255,8 @@ export class PostgresStateStore implements StateStore {
       } catch (e) {
         await pool.end().catch(() => undefined);
         const err = e as Error & { code?: string };
-        if ((err.code && FATAL_CODES.has(err.code)) || !onWait) throw new StateLoadError(`cannot use ${where}: ${err.message}${err.code ? ` (${err.code})` : ''}`);
+        if ((err.code && FATAL_CODES.has(err.code)) || !onWait)
+          throw new StateLoadError(`cannot use ${where}: ${err.message}${err.code ? ` (${err.code})` : ''}`);
         onWait(`database ${where} unreachable (attempt ${attempt}: ${err.message}); retrying in ${delay} ms`);
         await new Promise((r) => setTimeout(r, delay));
         delay = Math.min(this.options.retryMaxMs ?? 10_000, delay * 2);
@@ -275,7 +278,9 @@ export class PostgresStateStore implements StateStore {
     pool.on('connect', (client) => {
       client.on('error', (e: Error) => this.connectionLost('a pooled connection', e));
       // pg reads the limit at each statement: the open one while opening, the short one after
-      Object.defineProperty((client as unknown as { connectionParameters: object }).connectionParameters, 'query_timeout', { get: () => (this.loaded ? QUERY_TIMEOUT_MS : OPEN_QUERY_TIMEOUT_MS) });
+      Object.defineProperty((client as unknown as { connectionParameters: object }).connectionParameters, 'query_timeout', {
+        get: () => (this.loaded ? QUERY_TIMEOUT_MS : OPEN_QUERY_TIMEOUT_MS),
+      });
       dropOnTimeout(client);
     });
     pool.on('error', (e: Error) => this.connectionLost('an idle pooled connection', e));
@@ -336,7 +341,10 @@ export class PostgresStateStore implements StateStore {
         .setIsolationLevel('repeatable read')
         .execute(async (trx) => {
           // One snapshot: the records and the last commit they include.
-          const last = await trx.selectFrom('svc_commits').select(sql<string>`coalesce(max(seq), 0)`.as('seq')).executeTakeFirstOrThrow();
+          const last = await trx
+            .selectFrom('svc_commits')
+            .select(sql<string>`coalesce(max(seq), 0)`.as('seq'))
+            .executeTakeFirstOrThrow();
           this.lastSeq = Number(last.seq);
           state = await records.loadIn(trx);
         });
@@ -440,7 +448,10 @@ export class PostgresStateStore implements StateStore {
       const rows = await db.selectFrom('svc_commits').select(['seq', 'ts_ms', 'body']).where('seq', '>', this.lastSeq).orderBy('seq').limit(1000).execute();
       if (rows.length === 0) return;
       if (this.lastSeq > 0 && Number(rows[0].seq) > this.lastSeq + 1) {
-        const oldest = await db.selectFrom('svc_commits').select(sql<string>`min(seq)`.as('seq')).executeTakeFirstOrThrow();
+        const oldest = await db
+          .selectFrom('svc_commits')
+          .select(sql<string>`min(seq)`.as('seq'))
+          .executeTakeFirstOrThrow();
         if (Number(oldest.seq) > this.lastSeq + 1) {
           this.logger.warn({ msg: 'commits this replica did not see were dropped from the log; reloading every record' });
           await this.resync(db);
@@ -460,7 +471,10 @@ export class PostgresStateStore implements StateStore {
     const records = this.open_();
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
     const any = db as Kysely<any>;
-    const last = await any.selectFrom('svc_commits').select(sql<string>`coalesce(max(seq), 0)`.as('seq')).executeTakeFirstOrThrow();
+    const last = await any
+      .selectFrom('svc_commits')
+      .select(sql<string>`coalesce(max(seq), 0)`.as('seq'))
+      .executeTakeFirstOrThrow();
     const fresh = await records.loadIn(db as never);
     const changes: ChangeSet = {};
     for (const t of TABLE_NAMES) {
@@ -514,7 +528,12 @@ export class PostgresStateStore implements StateStore {
    */
   private async listen(onNotify: () => Promise<void>): Promise<void> {
     if (this.listener || this.closed || Date.now() < this.listenAt) return;
-    const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true, query_timeout: QUERY_TIMEOUT_MS });
+    const client = new Client({
+      connectionString: this.options.url,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+      query_timeout: QUERY_TIMEOUT_MS,
+    });
     dropOnTimeout(client);
     this.listener = client;
     let listening = false;
@@ -523,7 +542,8 @@ export class PostgresStateStore implements StateStore {
       this.listener = null;
       this.listenAt = Date.now() + this.listenDelay;
       this.listenDelay = Math.min(RECONNECT_MAX_MS, this.listenDelay * 2);
-      if (listening && !this.closed) this.logger.warn({ msg: 'the LISTEN session to the state database was lost; polling until it is open again', error: e?.message });
+      if (listening && !this.closed)
+        this.logger.warn({ msg: 'the LISTEN session to the state database was lost; polling until it is open again', error: e?.message });
       client.end().catch(() => undefined);
     };
     client.on('error', drop);
@@ -555,7 +575,12 @@ export class PostgresStateStore implements StateStore {
       return;
     }
     if (!this.leader) {
-      const client = new Client({ connectionString: this.options.url, connectionTimeoutMillis: CONNECT_TIMEOUT_MS, keepAlive: true, query_timeout: QUERY_TIMEOUT_MS });
+      const client = new Client({
+        connectionString: this.options.url,
+        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+        keepAlive: true,
+        query_timeout: QUERY_TIMEOUT_MS,
+      });
       dropOnTimeout(client);
       let connected = false;
       const lost = (e?: Error) => {
@@ -600,7 +625,10 @@ export class PostgresStateStore implements StateStore {
   private async prune(): Promise<void> {
     if (!this.sweeper || !this.records) return;
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
-    await (this.records.db as Kysely<any>).deleteFrom('svc_commits').where('ts_ms', '<', Date.now() - COMMIT_RETENTION_MS).execute();
+    await (this.records.db as Kysely<any>)
+      .deleteFrom('svc_commits')
+      .where('ts_ms', '<', Date.now() - COMMIT_RETENTION_MS)
+      .execute();
   }
 
   private setReachable(ok: boolean, why?: string): void {

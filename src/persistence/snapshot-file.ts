@@ -13,17 +13,7 @@ import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { newId } from '@svc/protocol';
 import { writeFileAtomic } from '@svc/ops';
-import {
-  ChangeSet,
-  keyOf,
-  MountRecord,
-  ProjectRecord,
-  RecordOf,
-  StateView,
-  TABLE_NAMES,
-  TableName,
-  VIEW_PROPERTY,
-} from './state.model';
+import { ChangeSet, keyOf, MountRecord, ProjectRecord, RecordOf, StateView, TABLE_NAMES, TableName, VIEW_PROPERTY } from './state.model';
 import { StateLoadError } from './state-store.port';
 
 const FORMAT = 'svc-control-state';
@@ -146,7 +136,8 @@ export function recordsOfSnapshot(raw: unknown): ChangeSet {
     const tables = (s.tables ?? {}) as Record<string, unknown>;
     for (const t of TABLE_NAMES) {
       for (const r of arr(tables[t], t)) {
-        if (typeof keyOf(t, r as never) !== 'string' || keyOf(t, r as never).includes('undefined')) throw new StateLoadError(`snapshot has a malformed ${t} record`);
+        if (typeof keyOf(t, r as never) !== 'string' || keyOf(t, r as never).includes('undefined'))
+          throw new StateLoadError(`snapshot has a malformed ${t} record`);
         put(t, r as never);
       }
     }
@@ -159,7 +150,15 @@ export function recordsOfSnapshot(raw: unknown): ChangeSet {
     const { mounts, ...rest } = p as { mounts: Array<Omit<MountRecord, 'mount_id' | 'project_id' | 'seq'>> } & Record<string, unknown>;
     put('projects', { ...(rest as unknown as ProjectRecord), revision: 0 });
     for (const m of mounts) {
-      put('mounts', { mount_id: newId('mnt'), project_id: p.project_id, mount_path: m.mount_path, node_id: m.node_id, export_name: m.export_name, seq: ++seq, added_at_ms: m.added_at_ms });
+      put('mounts', {
+        mount_id: newId('mnt'),
+        project_id: p.project_id,
+        mount_path: m.mount_path,
+        node_id: m.node_id,
+        export_name: m.export_name,
+        seq: ++seq,
+        added_at_ms: m.added_at_ms,
+      });
     }
   }
   for (const b of arr(s.bindings, 'bindings')) put('bindings', b as never);

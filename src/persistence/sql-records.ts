@@ -12,8 +12,15 @@ import { StateLoadError } from './state-store.port';
 
 /** Clear columns of each table, with their SQL types (times and revisions are bigints). */
 const CLEAR_COLUMNS: { [T in TableName]: Array<[string, 'text' | 'bigint']> } = {
-  projects: [['revision', 'bigint'], ['updated_at_ms', 'bigint']],
-  mounts: [['project_id', 'text'], ['node_id', 'text'], ['seq', 'bigint']],
+  projects: [
+    ['revision', 'bigint'],
+    ['updated_at_ms', 'bigint'],
+  ],
+  mounts: [
+    ['project_id', 'text'],
+    ['node_id', 'text'],
+    ['seq', 'bigint'],
+  ],
   nodes: [['lease_expires_at_ms', 'bigint']],
   invites: [['expires_at_ms', 'bigint']],
   join_requests: [['requested_at_ms', 'bigint']],
@@ -21,7 +28,10 @@ const CLEAR_COLUMNS: { [T in TableName]: Array<[string, 'text' | 'bigint']> } = 
   catalog: [['updated_at_ms', 'bigint']],
   role_tokens: [['updated_at_ms', 'bigint']],
   undelivered: [],
-  mount_states: [['project_id', 'text'], ['ts_ms', 'bigint']],
+  mount_states: [
+    ['project_id', 'text'],
+    ['ts_ms', 'bigint'],
+  ],
 };
 
 /** Secondary indexes: name -> [table, column]. */
@@ -96,7 +106,6 @@ export const MIGRATIONS: Record<string, Migration> = {
   },
 };
 
-
 /** Largest number of audit rows one retention statement deletes. */
 const PRUNE_CHUNK = 2000;
 
@@ -131,7 +140,12 @@ export class SqlRecords {
         throw new StateLoadError(`the state store was written by a newer svc (schema ${unknown.join(', ')}); run that version or restore a backup`);
       }
     } else if (tables.length > 0) {
-      throw new StateLoadError(`the database is not an svc state store (it has tables ${tables.slice(0, 5).map((t) => t.name).join(', ')} and no svc schema); it was left untouched`);
+      throw new StateLoadError(
+        `the database is not an svc state store (it has tables ${tables
+          .slice(0, 5)
+          .map((t) => t.name)
+          .join(', ')} and no svc schema); it was left untouched`,
+      );
     }
     const migrator = new Migrator({
       db: this.db,
@@ -232,7 +246,8 @@ export class SqlRecords {
     const kcv = await this.meta('key_check');
     if (kcv === null) return;
     if (!this.codec.encrypted) throw new StateLoadError(`${where} is encrypted; set SVC_CONTROL_STATE_KEY_HEX to the key it was written with`);
-    if (!this.codec.matchesKeyCheck(kcv)) throw new StateLoadError(`cannot decrypt ${where}: SVC_CONTROL_STATE_KEY_HEX is not the key it was written with; it was left untouched`);
+    if (!this.codec.matchesKeyCheck(kcv))
+      throw new StateLoadError(`cannot decrypt ${where}: SVC_CONTROL_STATE_KEY_HEX is not the key it was written with; it was left untouched`);
   }
 
   /**
@@ -252,8 +267,14 @@ export class SqlRecords {
 
   /** Rewrites every audit body in the codec's mode (plaintext to encrypted). */
   private async reencodeAudit(trx: Tx): Promise<void> {
-    for (let after = 0; ; ) {
-      const rows = await trx.selectFrom(AUDIT_TABLE).select(['seq', 'ts_ms', 'agent_id', 'type', 'body']).where('seq', '>', after).orderBy('seq').limit(1000).execute();
+    for (let after = 0; ;) {
+      const rows = await trx
+        .selectFrom(AUDIT_TABLE)
+        .select(['seq', 'ts_ms', 'agent_id', 'type', 'body'])
+        .where('seq', '>', after)
+        .orderBy('seq')
+        .limit(1000)
+        .execute();
       if (rows.length === 0) return;
       for (const r of rows) {
         const { body } = this.auditRow(this.auditEntryOf(r));
@@ -316,7 +337,10 @@ export class SqlRecords {
           .execute();
       }
       for (let i = 0; i < deletes.length; i += ROWS_PER_INSERT) {
-        await trx.deleteFrom(t).where('id', 'in', deletes.slice(i, i + ROWS_PER_INSERT)).execute();
+        await trx
+          .deleteFrom(t)
+          .where('id', 'in', deletes.slice(i, i + ROWS_PER_INSERT))
+          .execute();
       }
     }
     const audit = changes.audit ?? [];
@@ -360,7 +384,10 @@ export class SqlRecords {
     if (query.agentId !== undefined) q = q.where('agent_id', '=', query.agentId);
     if (query.type !== undefined) q = q.where('type', '=', query.type);
     if (query.beforeSeq !== undefined) q = q.where('seq', '<', query.beforeSeq);
-    const rows = await q.orderBy('seq', 'desc').limit(query.limit + 1).execute();
+    const rows = await q
+      .orderBy('seq', 'desc')
+      .limit(query.limit + 1)
+      .execute();
     const page = rows.slice(0, query.limit);
     return {
       entries: page.map((r) => this.auditEntryOf(r)),

@@ -173,7 +173,11 @@ export class SqliteStateStore implements StateStore {
     const was = this.failing;
     this.failing = why;
     if (why !== null) {
-      this.logger.error({ msg: `${why}; mutations are refused (unavailable) and reads served from memory until room returns`, error: detail, dir: this.options.dir });
+      this.logger.error({
+        msg: `${why}; mutations are refused (unavailable) and reads served from memory until room returns`,
+        error: detail,
+        dir: this.options.dir,
+      });
       this.probeTimer ??= setInterval(() => void this.probeSpace(), SPACE_PROBE_INTERVAL_MS).unref();
     } else {
       if (this.probeTimer) clearInterval(this.probeTimer);
@@ -255,10 +259,12 @@ export class SqliteStateStore implements StateStore {
     if (raw === null) throw new StateLoadError(`${file} does not exist`);
     const changes = recordsOfSnapshot(raw);
     await this.precheck();
-    if (!(await this.lock.acquire(() => undefined, true))) throw new StateLoadError(`a server is running on ${this.options.dir}; stop it first (import needs the store to itself)`);
+    if (!(await this.lock.acquire(() => undefined, true)))
+      throw new StateLoadError(`a server is running on ${this.options.dir}; stop it first (import needs the store to itself)`);
     try {
       await this.openDatabase(false);
-      if (!(await this.records!.isEmpty())) throw new StateLoadError(`the store in ${this.options.dir} is not empty; import only into an empty store (nothing was changed)`);
+      if (!(await this.records!.isEmpty()))
+        throw new StateLoadError(`the store in ${this.options.dir} is not empty; import only into an empty store (nothing was changed)`);
       await this.records!.commit(changes, this.options.key ? { key_check: this.codec.keyCheck() } : {});
       await this.writeKeyCheckFile();
       return Object.fromEntries(TABLE_NAMES.map((t) => [t, changes[t]?.size ?? 0]));
@@ -281,7 +287,8 @@ export class SqliteStateStore implements StateStore {
       dbExists = st.size > 0;
     } catch (e) {
       if (e instanceof StateLoadError) throw e;
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT') throw new StateLoadError(`cannot read ${this.dbFile} (${(e as Error).message}); ${DAMAGED_STORE_REMEDY}`);
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT')
+        throw new StateLoadError(`cannot read ${this.dbFile} (${(e as Error).message}); ${DAMAGED_STORE_REMEDY}`);
       dbExists = false;
     }
     if (dbExists) this.checkHeader();
@@ -292,7 +299,8 @@ export class SqliteStateStore implements StateStore {
       } catch (e) {
         throw new StateLoadError(`${this.keyCheckFile} is not readable (${(e as Error).message}); restore it or move it away`);
       }
-      if (kc.encrypted && !this.options.key) throw new StateLoadError(`${this.dbFile} is encrypted; set SVC_CONTROL_STATE_KEY_HEX to the key it was written with`);
+      if (kc.encrypted && !this.options.key)
+        throw new StateLoadError(`${this.dbFile} is encrypted; set SVC_CONTROL_STATE_KEY_HEX to the key it was written with`);
       if (kc.encrypted && !this.codec.matchesKeyCheck(String(kc.key_check))) {
         throw new StateLoadError(`cannot decrypt ${this.dbFile}: SVC_CONTROL_STATE_KEY_HEX is not the key it was written with; it was left untouched`);
       }
@@ -334,7 +342,12 @@ export class SqliteStateStore implements StateStore {
     // The schema check reads only: a foreign database is refused before anything is written.
     const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>;
     if (tables.length > 0 && !tables.some((t) => t.name === 'svc_migration')) {
-      throw new StateLoadError(`${this.dbFile} is not an svc state store (tables ${tables.slice(0, 5).map((t) => t.name).join(', ')}); it was left untouched`);
+      throw new StateLoadError(
+        `${this.dbFile} is not an svc state store (tables ${tables
+          .slice(0, 5)
+          .map((t) => t.name)
+          .join(', ')}); it was left untouched`,
+      );
     }
     sqlite.pragma('journal_mode = WAL');
     // Deleted and replaced content is overwritten, so no old plaintext lingers in free pages.

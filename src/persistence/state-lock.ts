@@ -59,9 +59,7 @@ export class StateDirLock {
       }
       const holder = await this.holder();
       const stale =
-        holder === null ||
-        typeof holder.pid !== 'number' ||
-        (holder.hostname === mine.hostname && (holder.pid === process.pid || !isAlive(holder.pid)));
+        holder === null || typeof holder.pid !== 'number' || (holder.hostname === mine.hostname && (holder.pid === process.pid || !isAlive(holder.pid)));
       if (stale) {
         await unlink(this.file).catch(() => undefined);
         continue;

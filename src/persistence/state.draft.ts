@@ -176,4 +176,3 @@ export class StateDraft implements StateView {
     return out;
   }
 }
-

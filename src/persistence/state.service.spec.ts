@@ -97,7 +97,10 @@ describe('StateService.mutate', () => {
     expect(store.state.projects.get('keep')?.name).toBe('keep');
 
     disk.failNext = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
-    await expect(store.mutate((s) => s.projects.put(project('lost')))).rejects.toMatchObject({ code: 'internal_error', message: expect.stringContaining('SQLITE_FULL') });
+    await expect(store.mutate((s) => s.projects.put(project('lost')))).rejects.toMatchObject({
+      code: 'internal_error',
+      message: expect.stringContaining('SQLITE_FULL'),
+    });
     expect(store.state.projects.has('lost')).toBe(false);
     // the next mutation works and starts from the committed state
     await store.mutate((s) => s.projects.put(project('next')));

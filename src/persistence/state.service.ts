@@ -129,13 +129,18 @@ export class StateService {
    * @throws StateLoadError when the store exists but cannot be used
    */
   async open(): Promise<void> {
-    this.current = await this.store.open((holder) =>
-      this.logger.warn({ msg: `state directory is in use by ${holder}; waiting for it (not ready meanwhile)` }),
-    );
+    this.current = await this.store.open((holder) => this.logger.warn({ msg: `state directory is in use by ${holder}; waiting for it (not ready meanwhile)` }));
     this.opened = true;
     this.committed++;
     const s = this.current;
-    this.logger.log({ msg: 'state loaded', store: this.store.describe(), projects: s.projects.size, mounts: s.mounts.size, nodes: s.nodes.size, bindings: s.bindings.size });
+    this.logger.log({
+      msg: 'state loaded',
+      store: this.store.describe(),
+      projects: s.projects.size,
+      mounts: s.mounts.size,
+      nodes: s.nodes.size,
+      bindings: s.bindings.size,
+    });
     for (const hook of this.openHooks) await hook();
   }
 

@@ -213,7 +213,15 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
         desired.push(...v.desired);
       } else removed.push(path);
     }
-    return { project_id: change.project_id, revision: change.revision, changed, desired, removed, availability: { ...(pub?.counts[cls] ?? zero()) }, ts_ms: this.clock.now() };
+    return {
+      project_id: change.project_id,
+      revision: change.revision,
+      changed,
+      desired,
+      removed,
+      availability: { ...(pub?.counts[cls] ?? zero()) },
+      ts_ms: this.clock.now(),
+    };
   }
 
   /**
@@ -280,7 +288,14 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
       const before = prior.mount_states?.get(id) ?? null;
       const m = state.mounts.get(id);
       if (!ms || !m || before?.state === ms.state) continue;
-      transitions.push({ project_id: m.project_id, mount_path: m.mount_path, node_id: m.node_id, previous_state: before?.state ?? null, state: ms.state, ts_ms: ms.ts_ms });
+      transitions.push({
+        project_id: m.project_id,
+        mount_path: m.mount_path,
+        node_id: m.node_id,
+        previous_state: before?.state ?? null,
+        state: ms.state,
+        ts_ms: ms.ts_ms,
+      });
     }
     const out = new Map<string, TopologyChange>();
     for (const [projectId, paths] of a.paths) {
@@ -398,10 +413,12 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
       if (storeIn) {
         mounts.forEach((m, i) => {
           const st = views[i].state;
-          if (storeIn.mountStates.get(m.mount_id)?.state !== st) storeIn.mountStates.put({ mount_id: m.mount_id, project_id: m.project_id, state: st, ts_ms: now });
+          if (storeIn.mountStates.get(m.mount_id)?.state !== st)
+            storeIn.mountStates.put({ mount_id: m.mount_id, project_id: m.project_id, state: st, ts_ms: now });
         });
       }
-      const entry: PathEntry | null = views.length === 0 ? null : { admin: pathViewOf(views), other: pathViewOf(views.filter((v) => !gated(state, project, v))) };
+      const entry: PathEntry | null =
+        views.length === 0 ? null : { admin: pathViewOf(views), other: pathViewOf(views.filter((v) => !gated(state, project, v))) };
       const old = pub?.paths.get(path);
       if ((old?.admin?.sig ?? null) !== (entry?.admin?.sig ?? null) || (old?.other?.sig ?? null) !== (entry?.other?.sig ?? null)) changed.push(path);
       entries.set(path, entry);

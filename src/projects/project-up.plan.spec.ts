@@ -23,7 +23,17 @@ function node(id: string, name: string): NodeRecord {
 }
 
 function project(id: string, name: string): ProjectRecord {
-  return { project_id: id, name, vision: '', access_policy: { invoke: 'deny' }, token_sha256: null, token_updated_at_ms: 0, created_at_ms: 0, updated_at_ms: 0, revision: 0 };
+  return {
+    project_id: id,
+    name,
+    vision: '',
+    access_policy: { invoke: 'deny' },
+    token_sha256: null,
+    token_updated_at_ms: 0,
+    created_at_ms: 0,
+    updated_at_ms: 0,
+    revision: 0,
+  };
 }
 
 function mount(id: string, path: string, nodeId: string, exp: string, seq: number): MountRecord {
@@ -68,11 +78,26 @@ describe('resolveMounts', () => {
 
   it.each<[string, MountSpecInput[], string, RegExp]>([
     ['a relative path', [{ mount_path: 'src', node_name: 'alpha', export_name: 'w' }], 'invalid_payload', /^mounts\[0\]\.mount_path must be absolute/],
-    ['a ".." segment', [{ mount_path: '/a/../b', node_name: 'alpha', export_name: 'w' }], 'invalid_payload', /^mounts\[0\]\.mount_path must not contain "\." or "\.\."/],
+    [
+      'a ".." segment',
+      [{ mount_path: '/a/../b', node_name: 'alpha', export_name: 'w' }],
+      'invalid_payload',
+      /^mounts\[0\]\.mount_path must not contain "\." or "\.\."/,
+    ],
     ['an unknown name', [{ mount_path: '/a', node_name: 'gamma', export_name: 'w' }], 'node_not_found', /^mounts\[0\]\.node_name: no node is named "gamma"$/],
     ['an unknown id', [{ mount_path: '/a', node_id: 'node-9', export_name: 'w' }], 'node_not_found', /^mounts\[0\]\.node_id: node node-9 not found$/],
-    ['a shared name', [{ mount_path: '/a', node_name: 'twin', export_name: 'w' }], 'invalid_payload', /^mounts\[0\]\.node_name: 2 nodes are named "twin" \(node-3, node-4\)/],
-    ['both node fields', [{ mount_path: '/a', node_name: 'alpha', node_id: 'node-1', export_name: 'w' }], 'invalid_payload', /^mounts\[0\]\.node_name: give node_id or node_name, not both$/],
+    [
+      'a shared name',
+      [{ mount_path: '/a', node_name: 'twin', export_name: 'w' }],
+      'invalid_payload',
+      /^mounts\[0\]\.node_name: 2 nodes are named "twin" \(node-3, node-4\)/,
+    ],
+    [
+      'both node fields',
+      [{ mount_path: '/a', node_name: 'alpha', node_id: 'node-1', export_name: 'w' }],
+      'invalid_payload',
+      /^mounts\[0\]\.node_name: give node_id or node_name, not both$/,
+    ],
     ['no node field', [{ mount_path: '/a', export_name: 'w' }], 'missing_field', /^missing field: mounts\[0\]\.node_id or mounts\[0\]\.node_name$/],
   ])('refuses %s, naming the entry', (_label, mounts, code, message) => {
     const e = errorOf(() => resolveMounts(state, mounts));
@@ -91,7 +116,12 @@ describe('resolveMounts', () => {
     );
     expect(e).toEqual({ code: 'invalid_payload', message: 'mounts[2].mount_path: /a is given twice for node alpha (mounts[0] and mounts[2])' });
     // one path on two nodes is a failover group, not a duplicate
-    expect(resolveMounts(state, [{ mount_path: '/a', node_name: 'alpha', export_name: 'w' }, { mount_path: '/a', node_name: 'beta', export_name: 'w' }])).toHaveLength(2);
+    expect(
+      resolveMounts(state, [
+        { mount_path: '/a', node_name: 'alpha', export_name: 'w' },
+        { mount_path: '/a', node_name: 'beta', export_name: 'w' },
+      ]),
+    ).toHaveLength(2);
   });
 });
 

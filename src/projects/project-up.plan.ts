@@ -79,7 +79,10 @@ export function resolveMounts(state: StateView, mounts: readonly MountSpecInput[
       if (named.length === 0) fail('node_not_found', `${at}.node_name: no node is named ${JSON.stringify(m.node_name)}`);
       if (named.length > 1) {
         const ids = named.map((n) => n.node_id).sort();
-        fail('invalid_payload', `${at}.node_name: ${named.length} nodes are named ${JSON.stringify(m.node_name)} (${ids.join(', ')}); name the node by node_id`);
+        fail(
+          'invalid_payload',
+          `${at}.node_name: ${named.length} nodes are named ${JSON.stringify(m.node_name)} (${ids.join(', ')}); name the node by node_id`,
+        );
       }
       node = named[0];
     } else {

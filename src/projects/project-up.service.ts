@@ -67,7 +67,15 @@ export class ProjectUpService {
     }
     for (const m of plan.removed) s.mounts.delete(m.mount_id);
     for (const d of plan.added) {
-      s.mounts.put({ mount_id: newId('mnt'), project_id: project.project_id, mount_path: d.mount_path, node_id: d.node.node_id, export_name: d.export_name, seq: s.takeMountSeq(), added_at_ms: now });
+      s.mounts.put({
+        mount_id: newId('mnt'),
+        project_id: project.project_id,
+        mount_path: d.mount_path,
+        node_id: d.node.node_id,
+        export_name: d.export_name,
+        seq: s.takeMountSeq(),
+        added_at_ms: now,
+      });
     }
     if (activate && s.bindings.get(bindingKey(actor.role, actor.agentId))?.project_id !== project.project_id) {
       s.bindings.put({ role: actor.role, agent_id: actor.agentId, project_id: project.project_id, bound_at_ms: now });

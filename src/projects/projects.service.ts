@@ -74,7 +74,11 @@ export function mountView(state: StateView, mount: MountRecord, now: number, wit
  * `""`, `access_policy.invoke` default `"deny"`, the token kept as its SHA-256 digest.
  * @param now creation time, ms since the epoch
  */
-export function newProjectRecord(input: { name: string; vision?: string; access_policy?: { invoke?: AccessPolicy['invoke'] } }, token: string, now: number): ProjectRecord {
+export function newProjectRecord(
+  input: { name: string; vision?: string; access_policy?: { invoke?: AccessPolicy['invoke'] } },
+  token: string,
+  now: number,
+): ProjectRecord {
   return {
     project_id: newId('proj'),
     name: input.name,
@@ -142,7 +146,10 @@ export class ProjectsService {
     const project = this.record(projectId, state);
     if (token !== undefined) {
       if (!matchesDigest(token, project.token_sha256)) {
-        fail('project_auth_failed', project.token_sha256 === null ? `project ${projectId} has no token (it was revoked)` : `project_token does not match project ${projectId}`);
+        fail(
+          'project_auth_failed',
+          project.token_sha256 === null ? `project ${projectId} has no token (it was revoked)` : `project_token does not match project ${projectId}`,
+        );
       }
       return 'token';
     }
@@ -235,7 +242,15 @@ export class ProjectsService {
       if (!exists) {
         if (mounts.length >= MAX_MOUNTS_PER_PROJECT) fail('invalid_payload', `a project holds at most ${MAX_MOUNTS_PER_PROJECT} mounts`);
         const now = this.clock.now();
-        s.mounts.put({ mount_id: newId('mnt'), project_id: p.project_id, mount_path: mountPath, node_id: input.node_id, export_name: input.export_name, seq: s.takeMountSeq(), added_at_ms: now });
+        s.mounts.put({
+          mount_id: newId('mnt'),
+          project_id: p.project_id,
+          mount_path: mountPath,
+          node_id: input.node_id,
+          export_name: input.export_name,
+          seq: s.takeMountSeq(),
+          added_at_ms: now,
+        });
         p = s.projects.put({ ...p, updated_at_ms: now });
       }
       return this.detail(p, s);
@@ -258,7 +273,11 @@ export class ProjectsService {
             (input.node_id === undefined || m.node_id === input.node_id) &&
             (input.export_name === undefined || m.export_name === input.export_name),
         );
-      if (drop.length === 0) fail('mount_not_found', `no mount of project ${p.project_id} matches ${mountPath}${input.node_id ? ` on ${input.node_id}` : ''}${input.export_name ? ` export ${input.export_name}` : ''}`);
+      if (drop.length === 0)
+        fail(
+          'mount_not_found',
+          `no mount of project ${p.project_id} matches ${mountPath}${input.node_id ? ` on ${input.node_id}` : ''}${input.export_name ? ` export ${input.export_name}` : ''}`,
+        );
       for (const m of drop) s.mounts.delete(m.mount_id);
       return this.detail(s.projects.put({ ...p, updated_at_ms: this.clock.now() }), s);
     });

@@ -4,14 +4,7 @@
  * and invoke gating for non-admin callers.
  */
 import { Injectable } from '@nestjs/common';
-import {
-  availabilityOf,
-  DriftItem,
-  groupAndRank,
-  MountView,
-  WorkspaceStatus,
-  WorkspaceStatusDto,
-} from '@svc/protocol';
+import { availabilityOf, DriftItem, groupAndRank, MountView, WorkspaceStatus, WorkspaceStatusDto } from '@svc/protocol';
 import { EncodedJson } from '@svc/transport';
 import { Actor, ControlLocals } from '../common/actor';
 import { Clock } from '../common/clock';
@@ -195,7 +188,12 @@ export class WorkspaceService {
     }
     // Two online nodes may alternate by lease expiry (the selection rule); that is not drift.
     if (primary.state !== 'online' && (chosen.node_id !== primary.node_id || chosen.export_name !== primary.export_name)) {
-      return { ...base, kind: 'failover_active', severity: 'warning', message: `${path} is served by ${chosen.node_id} because primary ${primary.node_id} is ${primary.state}` };
+      return {
+        ...base,
+        kind: 'failover_active',
+        severity: 'warning',
+        message: `${path} is served by ${chosen.node_id} because primary ${primary.node_id} is ${primary.state}`,
+      };
     }
     return null;
   }

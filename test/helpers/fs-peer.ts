@@ -189,7 +189,9 @@ export class FsPeer {
       for (let i = 0; i < inflight && off + i * chunk < data.length; i++) {
         const at = off + i * chunk;
         const part = data.subarray(at, Math.min(at + chunk, data.length));
-        batch.push(binary ? this.call('write', { h }, { off: at, n: part.length }, part) : this.call('write', { h }, { off: at, data_b64: part.toString('base64') }));
+        batch.push(
+          binary ? this.call('write', { h }, { off: at, n: part.length }, part) : this.call('write', { h }, { off: at, data_b64: part.toString('base64') }),
+        );
       }
       for (const r of await Promise.all(batch)) if (typeof r.n !== 'number') throw new Error('write reply without n');
     }
@@ -218,7 +220,10 @@ export class FsPeer {
   async waitClose(timeoutMs = 5000): Promise<number> {
     let timer: NodeJS.Timeout | undefined;
     try {
-      return await Promise.race([this.closed, new Promise<number>((_, rej) => (timer = setTimeout(() => rej(new Error(`not closed within ${timeoutMs} ms`)), timeoutMs)))]);
+      return await Promise.race([
+        this.closed,
+        new Promise<number>((_, rej) => (timer = setTimeout(() => rej(new Error(`not closed within ${timeoutMs} ms`)), timeoutMs))),
+      ]);
     } finally {
       clearTimeout(timer);
     }

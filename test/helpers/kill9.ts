@@ -16,7 +16,6 @@ interface Mount {
   export_name: string;
 }
 
-
 export const SESSIONS = 8;
 
 interface NodeRec {
@@ -76,7 +75,8 @@ export async function checkModel(admin: ControlClient, m: Model, label: string):
   expect({ label, lostProjects }).toEqual({ label, lostProjects: [] });
   for (const [id, v] of m.vision) {
     const got = byId.get(id)!.vision;
-    if (got !== v.acked && !v.unknown.has(got)) throw new Error(`${label}: project ${id} has vision ${got}; acknowledged ${v.acked}, unanswered ${[...v.unknown].join(',')}`);
+    if (got !== v.acked && !v.unknown.has(got))
+      throw new Error(`${label}: project ${id} has vision ${got}; acknowledged ${v.acked}, unanswered ${[...v.unknown].join(',')}`);
     // what was read back is durable from here on
     v.acked = got;
     v.unknown.clear();
@@ -91,7 +91,9 @@ export async function checkModel(admin: ControlClient, m: Model, label: string):
   const nodeById = new Map(nodes.map((n) => [n.node_id, n]));
   const lostNodes = [...m.nodes.keys()].filter((id) => !nodeById.has(id));
   expect({ label, lostNodes }).toEqual({ label, lostNodes: [] });
-  const shortLeases = [...m.nodes].filter(([id, n]) => nodeById.get(id)!.lease_expires_at_ms < n.lease).map(([id, n]) => `${id}: ${nodeById.get(id)!.lease_expires_at_ms} < ${n.lease}`);
+  const shortLeases = [...m.nodes]
+    .filter(([id, n]) => nodeById.get(id)!.lease_expires_at_ms < n.lease)
+    .map(([id, n]) => `${id}: ${nodeById.get(id)!.lease_expires_at_ms} < ${n.lease}`);
   expect({ label, shortLeases }).toEqual({ label, shortLeases: [] });
   // an acknowledged invite is redeemable
   for (let k = 0; k < SESSIONS; k++) {
@@ -104,7 +106,15 @@ export async function checkModel(admin: ControlClient, m: Model, label: string):
 }
 
 /** One session's load: random mutations in sequence until the server dies. */
-export async function load(c: ControlClient, k: number, cycle: number, m: Model, rand: () => number, errors: string[], stopped: () => boolean = () => false): Promise<void> {
+export async function load(
+  c: ControlClient,
+  k: number,
+  cycle: number,
+  m: Model,
+  rand: () => number,
+  errors: string[],
+  stopped: () => boolean = () => false,
+): Promise<void> {
   const pick = <T>(xs: T[]) => xs[Math.floor(rand() * xs.length)];
   const home = m.home[k];
   for (let i = 0; !stopped(); i++) {
@@ -130,7 +140,11 @@ export async function load(c: ControlClient, k: number, cycle: number, m: Model,
       } else if (r < 0.85) {
         const id = pick(m.sessionNodes[k]);
         const node = m.nodes.get(id)!;
-        const { lease_expires_at_ms } = await c.request<{ lease_expires_at_ms: number }>('node_lease_refresh', { node_id: id, node_secret: node.secret, lease_ttl_ms: DAY });
+        const { lease_expires_at_ms } = await c.request<{ lease_expires_at_ms: number }>('node_lease_refresh', {
+          node_id: id,
+          node_secret: node.secret,
+          lease_ttl_ms: DAY,
+        });
         node.lease = Math.max(node.lease, lease_expires_at_ms);
       } else {
         const v = m.vision.get(home)!;
@@ -177,11 +191,12 @@ export async function killCycles(env: NodeJS.ProcessEnv, cycles: number, seed: n
     closeSessions();
     expect({ cycle, errors }).toEqual({ cycle, errors: [] });
   }
-  console.log(`kill -9 cycles (seed ${seed}): ${cycles} cycles, ${m.acked} acknowledged mutations, ${m.projects.size} projects, ${m.nodes.size} nodes, ${[...m.mounts.values()].reduce((a, x) => a + x.length, 0)} mounts`);
+  console.log(
+    `kill -9 cycles (seed ${seed}): ${cycles} cycles, ${m.acked} acknowledged mutations, ${m.projects.size} projects, ${m.nodes.size} nodes, ${[...m.mounts.values()].reduce((a, x) => a + x.length, 0)} mounts`,
+  );
   // the load did something in most cycles
   expect(m.acked).toBeGreaterThan(cycles * 5);
 }
-
 
 /**
  * Kill -9 durability with two replicas on one PostgreSQL database (issue 10): each cycle, 4

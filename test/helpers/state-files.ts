@@ -68,7 +68,9 @@ export function encodedForms(secret: string): Array<{ form: string; bytes: Buffe
     { form: 'HEX', bytes: Buffer.from(utf8.toString('hex').toUpperCase(), 'latin1') },
   ];
   for (let shift = 0; shift < 3; shift++) {
-    const b64 = Buffer.concat([Buffer.alloc(shift), utf8]).toString('base64').replace(/=+$/, '');
+    const b64 = Buffer.concat([Buffer.alloc(shift), utf8])
+      .toString('base64')
+      .replace(/=+$/, '');
     // drop the leading group that holds neighbour bytes and the trailing partial group
     const fullGroups = Math.floor((shift + utf8.length) / 3);
     const core = b64.slice(shift === 0 ? 0 : 4, fullGroups * 4);

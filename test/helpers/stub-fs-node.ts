@@ -82,7 +82,8 @@ export async function startStubNode(mode: StubMode = 'normal'): Promise<StubNode
       if (op === 'exports') return reply('acheron.r_fs_exports', { exports: [{ name: 'work', root: 1, ro: false }] });
       if (node.mode === 'no-reply') return;
       if (op === 'open' && node.mode === 'normal') return reply('acheron.r_fs_open', { h: 1 });
-      if (op === 'read' && node.mode === 'normal') return reply('acheron.r_fs_read', { data_b64: Buffer.from(`size ${node.size}`).toString('base64'), eof: true });
+      if (op === 'read' && node.mode === 'normal')
+        return reply('acheron.r_fs_read', { data_b64: Buffer.from(`size ${node.size}`).toString('base64'), eof: true });
       if ((op === 'lookup' || op === 'getattr') && node.mode === 'normal') {
         return reply(`acheron.r_fs_${op}`, { attr: { id: 2, k: 1, m: 0o100644, n: 1, u: 0, g: 0, sz: node.size, at: 0, mt: 0, ct: 0, gen: 1 } });
       }
@@ -93,7 +94,9 @@ export async function startStubNode(mode: StubMode = 'normal'): Promise<StubNode
       if (node.mode === 'trickle') {
         // one large reply frame written by hand in 20 pieces over 2 s (no pong meanwhile:
         // nothing may be sent inside a frame), as over a slow link
-        const body = Buffer.from(JSON.stringify({ channel: 'acheron', type: `acheron.r_fs_${op}`, tag: msg.tag, ok: true, payload: { pad: 'x'.repeat(200_000) } }));
+        const body = Buffer.from(
+          JSON.stringify({ channel: 'acheron', type: `acheron.r_fs_${op}`, tag: msg.tag, ok: true, payload: { pad: 'x'.repeat(200_000) } }),
+        );
         const header = Buffer.alloc(10);
         header[0] = 0x81; // FIN + text
         header[1] = 127; // 64-bit length, unmasked
@@ -105,7 +108,10 @@ export async function startStubNode(mode: StubMode = 'normal'): Promise<StubNode
       }
       if (node.mode === 'pushes') {
         // never a pong, but a push every 150 ms, then the reply
-        for (let i = 1; i <= 8; i++) timers.push(setTimeout(() => ws.send(JSON.stringify({ channel: 'acheron', type: 'acheron.e_fs_inval', payload: { node: 1, what: 'attr', gen: i } })), i * 150));
+        for (let i = 1; i <= 8; i++)
+          timers.push(
+            setTimeout(() => ws.send(JSON.stringify({ channel: 'acheron', type: 'acheron.e_fs_inval', payload: { node: 1, what: 'attr', gen: i } })), i * 150),
+          );
         timers.push(setTimeout(() => reply(`acheron.r_fs_${op}`, { after_pushes: true }), 9 * 150));
         return;
       }

@@ -81,7 +81,26 @@ export function makeCa(name = 'svc test CA', dir = tmpDir('tls-ca-')): TestCa {
       '',
     ].join('\n'),
   );
-  openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '30', '-subj', `/CN=${name}`], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.pem',
+      '-days',
+      '30',
+      '-subj',
+      `/CN=${name}`,
+    ],
+    dir,
+  );
   const cert = join(dir, 'ca.pem');
   return {
     cert,
@@ -94,9 +113,35 @@ export function makeCa(name = 'svc test CA', dir = tmpDir('tls-ca-')): TestCa {
       const csr = join(dir, `${stem}.csr`);
       const out = join(dir, `${stem}.pem`);
       const ext = join(dir, `${stem}.ext`);
-      writeFileSync(ext, `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=${sans.join(',')}\n`);
+      writeFileSync(
+        ext,
+        `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=${sans.join(',')}\n`,
+      );
       openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', csr, '-subj', `/CN=${stem}`], dir);
-      openssl(['ca', '-batch', '-config', join(dir, 'ca.cnf'), '-cert', cert, '-keyfile', join(dir, 'ca.key'), '-in', csr, '-out', out, '-notext', '-extfile', ext, '-startdate', asn1Time(notBefore), '-enddate', asn1Time(notAfter)], dir);
+      openssl(
+        [
+          'ca',
+          '-batch',
+          '-config',
+          join(dir, 'ca.cnf'),
+          '-cert',
+          cert,
+          '-keyfile',
+          join(dir, 'ca.key'),
+          '-in',
+          csr,
+          '-out',
+          out,
+          '-notext',
+          '-extfile',
+          ext,
+          '-startdate',
+          asn1Time(notBefore),
+          '-enddate',
+          asn1Time(notAfter),
+        ],
+        dir,
+      );
       return { cert: out, key };
     },
   };
@@ -109,11 +154,20 @@ export function makeCa(name = 'svc test CA', dir = tmpDir('tls-ca-')): TestCa {
 export function peerFingerprint(url: string, ca: string): Promise<string> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
-    const socket = tlsConnect({ host: u.hostname, port: Number(u.port), ca: readFileSync(ca), rejectUnauthorized: true, servername: /^[\d.]+$/.test(u.hostname) ? undefined : u.hostname }, () => {
-      const fp = socket.getPeerCertificate().fingerprint256;
-      socket.end();
-      resolve(fp);
-    });
+    const socket = tlsConnect(
+      {
+        host: u.hostname,
+        port: Number(u.port),
+        ca: readFileSync(ca),
+        rejectUnauthorized: true,
+        servername: /^[\d.]+$/.test(u.hostname) ? undefined : u.hostname,
+      },
+      () => {
+        const fp = socket.getPeerCertificate().fingerprint256;
+        socket.end();
+        resolve(fp);
+      },
+    );
     socket.once('error', reject);
   });
 }

@@ -39,10 +39,32 @@ export interface Workspace {
 }
 
 /** Starts a paired daemon node; resolves once its catalog record is published. */
-async function daemonNode(admin: ControlClient, svcUrl: string, name: string, exports: string[], extra: string[], tls?: { ca: string; cert: CertFiles }): Promise<{ node: Running; nodeId: string }> {
+async function daemonNode(
+  admin: ControlClient,
+  svcUrl: string,
+  name: string,
+  exports: string[],
+  extra: string[],
+  tls?: { ca: string; cert: CertFiles },
+): Promise<{ node: Running; nodeId: string }> {
   const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
   const stateFile = join(tmpDir('node-state-'), 'state.json');
-  const args = ['--port', '0', '--control-url', svcUrl, '--invite-token', invite_token, '--node-name', name, '--state-file', stateFile, '--refresh-interval-ms', '1000', '--reconnect-backoff-ms', '200'];
+  const args = [
+    '--port',
+    '0',
+    '--control-url',
+    svcUrl,
+    '--invite-token',
+    invite_token,
+    '--node-name',
+    name,
+    '--state-file',
+    stateFile,
+    '--refresh-interval-ms',
+    '1000',
+    '--reconnect-backoff-ms',
+    '200',
+  ];
   for (const e of exports) args.push('--export', e);
   if (tls) args.push('--tls-cert', tls.cert.cert, '--tls-key', tls.cert.key, '--tls-ca', tls.ca);
   const node = await startProcess(BIN.fsNode, [...args, ...extra], { SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_LOG_LEVEL: 'warn' });
@@ -65,7 +87,10 @@ export async function startWorkspace(options: { terminalIds?: string[]; manifest
   const root = tmpDir('workspace-');
   const dirs = { a: join(root, 'a'), b: join(root, 'b'), shared: join(root, 'shared') };
   for (const d of Object.values(dirs)) mkdirSync(d);
-  const extraA = [...(options.terminalIds ?? []).flatMap((id) => ['--terminal-id', id]), ...(options.manifests ?? []).flatMap((m) => ['--service-manifest', m])];
+  const extraA = [
+    ...(options.terminalIds ?? []).flatMap((id) => ['--terminal-id', id]),
+    ...(options.manifests ?? []).flatMap((m) => ['--service-manifest', m]),
+  ];
   const A = await daemonNode(admin, svc.url, 'node-a', [`work=${dirs.a}`, `shared=${dirs.shared}`], extraA, t && { ca: t.ca, cert: t.nodeA });
   const B = await daemonNode(admin, svc.url, 'node-b', [`work=${dirs.b}`, `shared=${dirs.shared}`], [], t && { ca: t.ca, cert: t.nodeB });
   const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'ws', access_policy: { invoke: 'allow' } });
@@ -87,7 +112,17 @@ export async function startWorkspace(options: { terminalIds?: string[]; manifest
     nodeIds: { a: A.nodeId, b: B.nodeId },
     dirs,
     project,
-    mountArgs: ['--workspace-url', svc.url, '--auth-token', ADMIN_TOKEN, '--project-id', project.project_id, '--project-token', project.project_token, ...(t ? ['--tls-ca', t.ca] : [])],
+    mountArgs: [
+      '--workspace-url',
+      svc.url,
+      '--auth-token',
+      ADMIN_TOKEN,
+      '--project-id',
+      project.project_id,
+      '--project-token',
+      project.project_token,
+      ...(t ? ['--tls-ca', t.ca] : []),
+    ],
     tls,
     close: () => admin.close(),
   };

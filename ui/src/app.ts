@@ -172,7 +172,10 @@ function onPush(type: string, payload: Record<string, unknown>): void {
     refreshSoon();
   } else if (type === 'control.node_service_event') {
     const e = payload as unknown as CatalogEvent;
-    const parts = e.event === 'delete' ? ['node deleted'] : [...(e.added ?? []).map((x) => `+${x}`), ...(e.removed ?? []).map((x) => `-${x}`), ...(e.changed ?? []).map((x) => `~${x}`)];
+    const parts =
+      e.event === 'delete'
+        ? ['node deleted']
+        : [...(e.added ?? []).map((x) => `+${x}`), ...(e.removed ?? []).map((x) => `-${x}`), ...(e.changed ?? []).map((x) => `~${x}`)];
     addEvent({ ts_ms: e.ts_ms, kind: 'catalog', text: `catalog of ${nodeName(e.node_id)}: ${parts.length > 0 ? parts.join(' ') : 'republished, unchanged'}` });
     model.services.delete(e.node_id);
     refreshSoon();
@@ -183,7 +186,12 @@ function onPush(type: string, payload: Record<string, unknown>): void {
 
 function render(): void {
   renderOverview();
-  fill('topology', model.nodes.length + model.status.size > 0 ? topologySvg(model.nodes, model.projects, model.status) : h('p', { class: 'muted' }, 'Nothing to draw yet: no nodes and no projects.'));
+  fill(
+    'topology',
+    model.nodes.length + model.status.size > 0
+      ? topologySvg(model.nodes, model.projects, model.status)
+      : h('p', { class: 'muted' }, 'Nothing to draw yet: no nodes and no projects.'),
+  );
   renderNodes();
   renderProjects();
   renderJoins();
@@ -196,7 +204,8 @@ function renderOverview(): void {
   const online = model.nodes.filter((n) => n.state === 'online').length;
   const mounts = { online: 0, degraded: 0, missing: 0 };
   for (const st of model.status.values()) for (const k of ['online', 'degraded', 'missing'] as const) mounts[k] += st.availability[k];
-  const card = (id: string, title: string, n: number, ...detail: Array<Node | string>) => h('div', { class: 'card', id }, h('div', { class: 'muted' }, title), h('div', { class: 'n' }, n), h('div', {}, ...detail));
+  const card = (id: string, title: string, n: number, ...detail: Array<Node | string>) =>
+    h('div', { class: 'card', id }, h('div', { class: 'muted' }, title), h('div', { class: 'n' }, n), h('div', {}, ...detail));
   fill(
     'overview',
     h(
@@ -204,7 +213,12 @@ function renderOverview(): void {
       { class: 'cards' },
       card('card-nodes', 'Nodes', model.nodes.length, `${online} online, ${model.nodes.length - online} degraded`),
       card('card-projects', 'Projects', model.projects.length, `${model.pending.length} join request(s) pending`),
-      card('card-mounts', 'Mount paths', mounts.online + mounts.degraded + mounts.missing, `${mounts.online} online, ${mounts.degraded} degraded, ${mounts.missing} missing`),
+      card(
+        'card-mounts',
+        'Mount paths',
+        mounts.online + mounts.degraded + mounts.missing,
+        `${mounts.online} online, ${mounts.degraded} degraded, ${mounts.missing} missing`,
+      ),
     ),
   );
 }
@@ -254,7 +268,11 @@ function renderProjects(): void {
         h('td', { class: 'mono' }, m.mount_path),
         h('td', {}, `${m.node_name ?? m.node_id}:${m.export_name}`),
         h('td', { class: 'mount-state' }, badge(m.state)),
-        h('td', {}, ...(standbys.length === 0 ? ['none'] : standbys.map((sb) => h('div', {}, `${sb.node_name ?? sb.node_id}:${sb.export_name} `, badge(sb.state))))),
+        h(
+          'td',
+          {},
+          ...(standbys.length === 0 ? ['none'] : standbys.map((sb) => h('div', {}, `${sb.node_name ?? sb.node_id}:${sb.export_name} `, badge(sb.state)))),
+        ),
         h('td', { class: d ? `drift ${d.severity}` : 'muted' }, d ? `${d.kind.replace('_', ' ')}: ${d.message}` : 'none'),
       );
     });
@@ -323,7 +341,17 @@ function renderEvents(fresh: boolean): void {
   fill(
     'events',
     ...model.events.map((e, i) =>
-      h('li', { class: fresh && i === 0 ? `ev-${e.kind} new` : `ev-${e.kind}`, 'data-kind': e.kind }, h('span', { class: 'muted' }, clock(e.ts_ms)), ' ', e.kind, ': ', e.text, ' ', e.state ? badge(e.state) : null),
+      h(
+        'li',
+        { class: fresh && i === 0 ? `ev-${e.kind} new` : `ev-${e.kind}`, 'data-kind': e.kind },
+        h('span', { class: 'muted' }, clock(e.ts_ms)),
+        ' ',
+        e.kind,
+        ': ',
+        e.text,
+        ' ',
+        e.state ? badge(e.state) : null,
+      ),
     ),
   );
 }
@@ -354,14 +382,26 @@ async function loadAudit(more: boolean): Promise<void> {
         h('td', {}, e.role),
         h('td', { class: 'mono' }, e.agent_id),
         h('td', { class: 'mono' }, e.type),
-        h('td', { class: 'mono' }, Object.entries(e.target ?? {}).map(([k, v]) => `${k}=${v}`).join(' ')),
+        h(
+          'td',
+          { class: 'mono' },
+          Object.entries(e.target ?? {})
+            .map(([k, v]) => `${k}=${v}`)
+            .join(' '),
+        ),
         h('td', {}, e.result === 'ok' ? 'ok' : h('span', { class: 'drift critical' }, e.result)),
       ),
     );
     auditPages = more ? auditPages + 1 : 1;
     const tbody = document.querySelector<HTMLTableSectionElement>('#audit-table tbody');
     if (more && tbody) tbody.append(...rows);
-    else fill('audit', rows.length > 0 ? table(['Time', 'Role', 'Agent', 'Type', 'Target', 'Result'], rows, { id: 'audit-table' }) : h('p', { class: 'muted' }, 'No entries match.'));
+    else
+      fill(
+        'audit',
+        rows.length > 0
+          ? table(['Time', 'Role', 'Agent', 'Type', 'Target', 'Result'], rows, { id: 'audit-table' })
+          : h('p', { class: 'muted' }, 'No entries match.'),
+      );
   } catch (e) {
     const err = e as RequestError;
     if (err.code === 'unknown_type') {
@@ -378,10 +418,18 @@ async function loadAudit(more: boolean): Promise<void> {
 async function seedEvents(s: ControlSession): Promise<void> {
   try {
     const text = await s.readFile('/debug/events.ndjson');
-    const lines = text.split('\n').filter((l) => l.length > 0).slice(-50);
+    const lines = text
+      .split('\n')
+      .filter((l) => l.length > 0)
+      .slice(-50);
     for (const l of lines) {
       const e = JSON.parse(l) as AvailabilityEvent;
-      model.events.unshift({ ts_ms: e.ts_ms, kind: 'availability', state: e.state, text: `${projectName(e.project_id)} ${e.mount_path} on ${nodeName(e.node_id)}: ${e.previous_state ?? 'new'} → ${e.state}` });
+      model.events.unshift({
+        ts_ms: e.ts_ms,
+        kind: 'availability',
+        state: e.state,
+        text: `${projectName(e.project_id)} ${e.mount_path} on ${nodeName(e.node_id)}: ${e.previous_state ?? 'new'} → ${e.state}`,
+      });
     }
   } catch {
     /* no history: the feed starts empty */

@@ -102,7 +102,7 @@ export class ControlSession {
       const { iounit } = await this.acheron<{ iounit: number }>('acheron.t_open', { fid, mode: 'r' });
       const count = iounit > 0 ? iounit : this.iounit;
       const parts: Uint8Array[] = [];
-      for (let offset = 0; ; ) {
+      for (let offset = 0; ;) {
         const r = await this.acheron<{ data_b64: string; n: number; eof: boolean }>('acheron.t_read', { fid, offset, count });
         if (r.n > 0) parts.push(Uint8Array.from(atob(r.data_b64), (c) => c.charCodeAt(0)));
         offset += r.n;

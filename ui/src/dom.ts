@@ -6,7 +6,11 @@
 type Child = Node | string | number | null | undefined | false;
 
 /** Creates `<tag>` with attributes (string values; `class` for the class list) and children. */
-export function h<K extends keyof HTMLElementTagNameMap>(tag: K, attrs: Record<string, string | undefined> = {}, ...children: Child[]): HTMLElementTagNameMap[K] {
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string | undefined> = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
   const el = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) if (v !== undefined) el.setAttribute(k, v);
   append(el, children);

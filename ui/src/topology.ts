@@ -19,13 +19,23 @@ export function topologySvg(nodes: NodeInfo[], projects: ProjectSummary[], statu
   for (const p of projects) {
     const st = status.get(p.project_id);
     if (!st) continue;
-    for (const m of st.mounts) targets.push({ key: `${p.project_id}\0${m.mount_path}`, label: `${p.name} ${m.mount_path}`, state: m.state, project_id: p.project_id, mount_path: m.mount_path });
+    for (const m of st.mounts)
+      targets.push({
+        key: `${p.project_id}\0${m.mount_path}`,
+        label: `${p.name} ${m.mount_path}`,
+        state: m.state,
+        project_id: p.project_id,
+        mount_path: m.mount_path,
+      });
   }
   const nodeIds = new Set(nodes.map((n) => n.node_id));
   // Mounts on nodes that no longer exist: a "missing" box on the left.
   const missing = new Map<string, string>();
   for (const st of status.values()) for (const m of st.desired_mounts) if (!nodeIds.has(m.node_id)) missing.set(m.node_id, m.node_id);
-  const left = [...nodes.map((n) => ({ id: n.node_id, label: n.node_name, state: n.state })), ...[...missing.keys()].map((id) => ({ id, label: id, state: 'missing' }))];
+  const left = [
+    ...nodes.map((n) => ({ id: n.node_id, label: n.node_name, state: n.state })),
+    ...[...missing.keys()].map((id) => ({ id, label: id, state: 'missing' })),
+  ];
   const rows = Math.max(left.length, targets.length, 1);
   const height = rows * ROW + 20;
   const svg = s('svg', { class: 'topology', viewBox: `0 0 ${WIDTH} ${height}`, role: 'img', 'aria-label': 'Topology: nodes and the mount paths they serve' });

@@ -49,7 +49,7 @@ class RuntimePath {
 
   /** Streams the whole content to `sink`. */
   async readAll(sink: (chunk: Buffer) => void): Promise<void> {
-    for (let offset = 0; ; ) {
+    for (let offset = 0; ;) {
       const r = await this.c.acheron<{ data_b64: string; n: number; eof: boolean }>('acheron.t_read', { fid: this.fid, offset, count: this.iounit });
       if (r.n > 0) sink(Buffer.from(r.data_b64, 'base64'));
       offset += r.n;
@@ -59,7 +59,7 @@ class RuntimePath {
 
   /** Writes `data` from offset 0 in iounit-sized pieces. */
   async writeAll(data: Buffer): Promise<void> {
-    for (let offset = 0; offset < data.length || offset === 0; ) {
+    for (let offset = 0; offset < data.length || offset === 0;) {
       const piece = data.subarray(offset, offset + Math.max(1, this.iounit));
       const { n } = await this.c.acheron<{ n: number }>('acheron.t_write', { fid: this.fid, offset, data_b64: piece.toString('base64') });
       offset += n;

@@ -66,7 +66,10 @@ export abstract class SessionCommand extends CommandRunner {
     return v;
   }
 
-  @Option({ flags: '--auth-token <token>', description: 'role token (default $SVC_AUTH_TOKEN, else the admin token in ${SVC_STATE_DIR:-./.svc}/auth_tokens.json)' })
+  @Option({
+    flags: '--auth-token <token>',
+    description: 'role token (default $SVC_AUTH_TOKEN, else the admin token in ${SVC_STATE_DIR:-./.svc}/auth_tokens.json)',
+  })
   parseAuthToken(v: string): string {
     return v;
   }
@@ -81,7 +84,10 @@ export abstract class SessionCommand extends CommandRunner {
     return v;
   }
 
-  @Option({ flags: '--tls-ca <file>', description: 'CA certificates (PEM) trusted for a wss:// URL besides the system CAs (default $SVC_TLS_CA); verification cannot be turned off' })
+  @Option({
+    flags: '--tls-ca <file>',
+    description: 'CA certificates (PEM) trusted for a wss:// URL besides the system CAs (default $SVC_TLS_CA); verification cannot be turned off',
+  })
   parseTlsCa(v: string): string {
     return v;
   }
@@ -109,4 +115,3 @@ export abstract class SessionCommand extends CommandRunner {
     };
   }
 }
-

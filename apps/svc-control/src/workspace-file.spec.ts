@@ -78,12 +78,30 @@ describe('parseWorkspaceFile', () => {
     ['mounts not a list', 'name: a\nmounts: /docs\n', 2, 'mounts', /must be a list of mounts, not a string/],
     ['a mount that is not a mapping', 'name: a\nmounts:\n  - /docs\n', 3, 'mounts[0]', /must be a mapping/],
     ['a relative mount path', 'name: a\nmounts:\n  - mount_path: docs\n    node_name: n\n    export_name: x\n', 3, 'mounts[0].mount_path', /must be absolute/],
-    ['a ".." mount path', 'name: a\nmounts:\n  - export_name: x\n    node_name: n\n    mount_path: /a/../b\n', 5, 'mounts[0].mount_path', /must not contain "\." or "\.\."/],
-    ['a mount path of the wrong type', 'name: a\nmounts:\n  - mount_path: 7\n    node_name: n\n    export_name: x\n', 3, 'mounts[0].mount_path', /must be a string, not a number/],
+    [
+      'a ".." mount path',
+      'name: a\nmounts:\n  - export_name: x\n    node_name: n\n    mount_path: /a/../b\n',
+      5,
+      'mounts[0].mount_path',
+      /must not contain "\." or "\.\."/,
+    ],
+    [
+      'a mount path of the wrong type',
+      'name: a\nmounts:\n  - mount_path: 7\n    node_name: n\n    export_name: x\n',
+      3,
+      'mounts[0].mount_path',
+      /must be a string, not a number/,
+    ],
     ['no node', 'name: a\nmounts:\n  - mount_path: /a\n    export_name: x\n', 3, 'mounts[0]', /needs node_name \(or node_id\)/],
     ['both node fields', 'name: a\nmounts:\n  - mount_path: /a\n    node_id: n1\n    node_name: n\n    export_name: x\n', 5, 'mounts[0].node_name', /not both/],
     ['a bad export name', 'name: a\nmounts:\n  - mount_path: /a\n    node_name: n\n    export_name: my docs\n', 5, 'mounts[0].export_name', /identifier-safe/],
-    ['an unknown mount field', 'name: a\nmounts:\n  - mount_path: /a\n    node_name: n\n    export_name: x\n    readonly: true\n', 6, 'mounts[0].readonly', /is not a workspace field/],
+    [
+      'an unknown mount field',
+      'name: a\nmounts:\n  - mount_path: /a\n    node_name: n\n    export_name: x\n    readonly: true\n',
+      6,
+      'mounts[0].readonly',
+      /is not a workspace field/,
+    ],
   ])('refuses %s, naming line and field', (_label, text, line, field, message) => {
     const p = problem(text);
     expect(p.message).toMatch(message);
@@ -93,14 +111,22 @@ describe('parseWorkspaceFile', () => {
   });
 
   it('refuses one mount path given twice for one node, naming both lines', () => {
-    const text = 'name: a\nmounts:\n  - mount_path: /a\n    node_name: n\n    export_name: x\n  - mount_path: /b\n    node_name: n\n    export_name: x\n  - mount_path: /a/\n    node_name: n\n    export_name: y\n';
-    expect(problem(text)).toEqual({ line: 9, field: 'mounts[2].mount_path', message: 'ws.yaml:9: mounts[2].mount_path: /a is given twice for node n (also mounts[0], line 3)' });
+    const text =
+      'name: a\nmounts:\n  - mount_path: /a\n    node_name: n\n    export_name: x\n  - mount_path: /b\n    node_name: n\n    export_name: x\n  - mount_path: /a/\n    node_name: n\n    export_name: y\n';
+    expect(problem(text)).toEqual({
+      line: 9,
+      field: 'mounts[2].mount_path',
+      message: 'ws.yaml:9: mounts[2].mount_path: /a is given twice for node n (also mounts[0], line 3)',
+    });
     // the same path on two nodes is a failover group
-    expect(() => parseWorkspaceFile('name: a\nmounts:\n  - {mount_path: /a, node_name: n, export_name: x}\n  - {mount_path: /a, node_name: m, export_name: x}\n', 'f')).not.toThrow();
+    expect(() =>
+      parseWorkspaceFile('name: a\nmounts:\n  - {mount_path: /a, node_name: n, export_name: x}\n  - {mount_path: /a, node_name: m, export_name: x}\n', 'f'),
+    ).not.toThrow();
   });
 
   it('does not expand an alias bomb', () => {
-    const bomb = 'a: &a ["x","x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n';
+    const bomb =
+      'a: &a ["x","x","x","x","x","x","x","x","x","x"]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n';
     expect(problem(bomb).message).toMatch(/cannot be read|is not a workspace field/);
   });
 });

@@ -60,7 +60,8 @@ const CONTROL = /[\u0000-\u001f\u007f]/;
 
 /** What a field that is not allowed gets told. */
 function unknownField(field: string): string {
-  if (field === 'operator_token') return 'is not a workspace field: pass --operator-token or set SVC_CONTROL_OPERATOR_TOKEN (keep secrets out of workspace files)';
+  if (field === 'operator_token')
+    return 'is not a workspace field: pass --operator-token or set SVC_CONTROL_OPERATOR_TOKEN (keep secrets out of workspace files)';
   if (field === 'dry_run') return 'is not a workspace field: use svc-control apply --dry-run';
   return 'is not a workspace field';
 }
@@ -162,7 +163,8 @@ export function parseWorkspaceFile(text: string, file: string): WorkspaceFile {
   const seen = new Map<string, number>();
   mounts.forEach((m, i) => {
     const at = `mounts[${i}]`;
-    if (m === null || typeof m !== 'object' || Array.isArray(m)) bad(at, `must be a mapping (mount_path, node_name or node_id, export_name), not ${typeName(m)}`);
+    if (m === null || typeof m !== 'object' || Array.isArray(m))
+      bad(at, `must be a mapping (mount_path, node_name or node_id, export_name), not ${typeName(m)}`);
     const entry = m as Record<string, unknown>;
     for (const key of Object.keys(entry)) if (!MOUNT_FIELDS.includes(key)) bad(`${at}.${key}`, unknownField(key));
     str(`${at}.mount_path`, entry.mount_path, true);
@@ -189,7 +191,10 @@ export function parseWorkspaceFile(text: string, file: string): WorkspaceFile {
     const first = seen.get(key);
     if (first !== undefined) {
       const firstLine = lineOf(`mounts[${first}]`);
-      bad(`${at}.mount_path`, `${path} is given twice for node ${String(entry.node_id ?? entry.node_name)} (also mounts[${first}]${firstLine !== null ? `, line ${firstLine}` : ''})`);
+      bad(
+        `${at}.mount_path`,
+        `${path} is given twice for node ${String(entry.node_id ?? entry.node_name)} (also mounts[${first}]${firstLine !== null ? `, line ${firstLine}` : ''})`,
+      );
     }
     seen.set(key, i);
   });

@@ -42,7 +42,10 @@ export function formatAttr(path: string, a: Attr): string {
 /** `ls -l`-like lines, one per entry. */
 export function formatEntries(entries: DirEntry[]): string[] {
   const sizeWidth = Math.max(1, ...entries.map((e) => String(e.attr.sz).length));
-  return entries.map((e) => `${modeString(e.attr.m)} ${String(e.attr.n).padStart(3)} ${String(e.attr.sz).padStart(sizeWidth)} ${isoOfNs(e.attr.mt).slice(0, 19).replace('T', ' ')} ${e.name}`);
+  return entries.map(
+    (e) =>
+      `${modeString(e.attr.m)} ${String(e.attr.n).padStart(3)} ${String(e.attr.sz).padStart(sizeWidth)} ${isoOfNs(e.attr.mt).slice(0, 19).replace('T', ' ')} ${e.name}`,
+  );
 }
 
 /** A plain-text table: header row, then rows, columns padded to their widest cell. */

@@ -109,7 +109,9 @@ export function routerConfigOf(o: GlobalOptions, env: NodeJS.ProcessEnv = proces
   }
   const token = resolveAuthToken(o.authToken, env);
   if (!token) {
-    throw new UsageError('no auth token for the control plane: pass --auth-token, set SVC_AUTH_TOKEN, run where ${SVC_STATE_DIR:-./.svc}/auth_tokens.json is readable, or use --endpoint');
+    throw new UsageError(
+      'no auth token for the control plane: pass --auth-token, set SVC_AUTH_TOKEN, run where ${SVC_STATE_DIR:-./.svc}/auth_tokens.json is readable, or use --endpoint',
+    );
   }
   if (o.projectToken !== undefined && o.projectId === undefined) throw new UsageError('--project-token needs --project-id');
   return {

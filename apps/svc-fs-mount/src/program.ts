@@ -32,7 +32,10 @@ async function main(): Promise<void> {
 // is nothing of the command's: fuse-native's handle after a mount was unmounted from outside
 // (its own unmount then never runs), and the close handshakes of the FS sessions, whose close
 // frames are already written (stdout and stderr are synchronous on Linux).
-main().then(() => process.exit(), (e) => {
-  process.stderr.write(`svc-fs-mount: ${(e as Error).message}\n`);
-  process.exit(2);
-});
+main().then(
+  () => process.exit(),
+  (e) => {
+    process.stderr.write(`svc-fs-mount: ${(e as Error).message}\n`);
+    process.exit(2);
+  },
+);

@@ -20,7 +20,19 @@ import { FuseMountCommand } from './commands/fuse.command';
 import { ROUTER_DEADLINES } from '../../../libs/fs/src/router';
 import { DEFAULT_WORKSPACE_URL, msArg, UsageError } from './mount-options';
 
-export const COMMANDS = [GetattrCommand, ReaddirCommand, CatCommand, WriteCommand, MkdirCommand, RmdirCommand, UnlinkCommand, RenameCommand, TruncateCommand, StatusCommand, FuseMountCommand];
+export const COMMANDS = [
+  GetattrCommand,
+  ReaddirCommand,
+  CatCommand,
+  WriteCommand,
+  MkdirCommand,
+  RmdirCommand,
+  UnlinkCommand,
+  RenameCommand,
+  TruncateCommand,
+  StatusCommand,
+  FuseMountCommand,
+];
 
 @RootCommand({
   name: 'svc-fs-mount',
@@ -49,7 +61,8 @@ export class MountRootCommand extends MountCommand {
 
   @Option({
     flags: '--auth-token <token>',
-    description: 'workspace mode: role token (default $SVC_AUTH_TOKEN, else ${SVC_STATE_DIR:-./.svc}/auth_tokens.json); endpoint mode: FS session token (default $SVC_FS_AUTH_TOKEN)',
+    description:
+      'workspace mode: role token (default $SVC_AUTH_TOKEN, else ${SVC_STATE_DIR:-./.svc}/auth_tokens.json); endpoint mode: FS session token (default $SVC_FS_AUTH_TOKEN)',
   })
   parseAuthToken(v: string): string {
     return v;
@@ -67,12 +80,18 @@ export class MountRootCommand extends MountCommand {
     return n;
   }
 
-  @Option({ flags: '--endpoint <spec>', description: 'endpoint mode: name=ws-url[#export][@/mount] (repeatable; repeat a mount path for failover; export "work", mount /<name> by default)' })
+  @Option({
+    flags: '--endpoint <spec>',
+    description: 'endpoint mode: name=ws-url[#export][@/mount] (repeatable; repeat a mount path for failover; export "work", mount /<name> by default)',
+  })
   parseEndpoint(v: string, previous?: string[]): string[] {
     return [...(previous ?? []), v];
   }
 
-  @Option({ flags: '--tls-ca <file>', description: 'CA certificates (PEM) trusted for wss:// URLs besides the system CAs (default $SVC_TLS_CA); verification cannot be turned off' })
+  @Option({
+    flags: '--tls-ca <file>',
+    description: 'CA certificates (PEM) trusted for wss:// URLs besides the system CAs (default $SVC_TLS_CA); verification cannot be turned off',
+  })
   parseTlsCa(v: string): string {
     return v;
   }
@@ -84,23 +103,33 @@ export class MountRootCommand extends MountCommand {
 
   @Option({
     flags: '--fs-features <list>',
-    description: 'FS extensions to ask nodes for: comma-separated names (open_read, prefetch, dir_estale), all (default) or none (default $SVC_FS_CLIENT_FEATURES)',
+    description:
+      'FS extensions to ask nodes for: comma-separated names (open_read, prefetch, dir_estale), all (default) or none (default $SVC_FS_CLIENT_FEATURES)',
   })
   parseFsFeatures(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--connect-timeout-ms <ms>', description: `connect + hello limit per endpoint; a node that lets it pass is hung (default ${ROUTER_DEADLINES.connectTimeoutMs})` })
+  @Option({
+    flags: '--connect-timeout-ms <ms>',
+    description: `connect + hello limit per endpoint; a node that lets it pass is hung (default ${ROUTER_DEADLINES.connectTimeoutMs})`,
+  })
   parseConnectTimeout(v: string): number {
     return msArg(v, '--connect-timeout-ms', 1);
   }
 
-  @Option({ flags: '--request-timeout-ms <ms>', description: `limit of one request on a node that still answers keepalive pings (default ${ROUTER_DEADLINES.requestTimeoutMs})` })
+  @Option({
+    flags: '--request-timeout-ms <ms>',
+    description: `limit of one request on a node that still answers keepalive pings (default ${ROUTER_DEADLINES.requestTimeoutMs})`,
+  })
   parseRequestTimeout(v: string): number {
     return msArg(v, '--request-timeout-ms', 1);
   }
 
-  @Option({ flags: '--keepalive-ms <ms>', description: `while requests wait, ping the node after this long without an answer (default ${ROUTER_DEADLINES.keepaliveMs}; 0 off)` })
+  @Option({
+    flags: '--keepalive-ms <ms>',
+    description: `while requests wait, ping the node after this long without an answer (default ${ROUTER_DEADLINES.keepaliveMs}; 0 off)`,
+  })
   parseKeepalive(v: string): number {
     return msArg(v, '--keepalive-ms', 0);
   }
@@ -113,7 +142,10 @@ export class MountRootCommand extends MountCommand {
     return msArg(v, '--keepalive-timeout-ms', 1);
   }
 
-  @Option({ flags: '--op-deadline-ms <ms>', description: `budget of one operation from its start for connects and retries on other candidates (default ${ROUTER_DEADLINES.opDeadlineMs})` })
+  @Option({
+    flags: '--op-deadline-ms <ms>',
+    description: `budget of one operation from its start for connects and retries on other candidates (default ${ROUTER_DEADLINES.opDeadlineMs})`,
+  })
   parseOpDeadline(v: string): number {
     return msArg(v, '--op-deadline-ms', 1);
   }

@@ -48,13 +48,17 @@ describeWithOpenssl('svc-fs-node TLS configuration (PROTOCOL.md 1)', () => {
   it('advertises wss:// only: --fs-url ws:// with TLS is refused', () => {
     const c = ca.issue('cfg-fsurl');
     const tls = ['--tls-cert', c.cert, '--tls-key', c.key];
-    expect(() => loadFsNodeConfig([...daemon, ...tls, '--fs-url', 'ws://node.example:18891/v2/fs'], {}, dir)).toThrow(/this node serves TLS \(--tls-cert\), so the URL it advertises must be wss:\/\//);
+    expect(() => loadFsNodeConfig([...daemon, ...tls, '--fs-url', 'ws://node.example:18891/v2/fs'], {}, dir)).toThrow(
+      /this node serves TLS \(--tls-cert\), so the URL it advertises must be wss:\/\//,
+    );
     expect(loadFsNodeConfig([...daemon, ...tls, '--fs-url', 'wss://node.example:18891/v2/fs'], {}, dir).daemon?.fsUrl).toBe('wss://node.example:18891/v2/fs');
   });
 
   it('refuses unusable certificate files as configuration errors naming the file', () => {
     const c = ca.issue('cfg-bad');
-    expect(() => loadFsNodeConfig(['--tls-cert', c.cert, '--tls-key', ca.cert], {}, dir)).toThrow(new ConfigError(`TLS key ${ca.cert}: it holds a certificate, not a private key`));
+    expect(() => loadFsNodeConfig(['--tls-cert', c.cert, '--tls-key', ca.cert], {}, dir)).toThrow(
+      new ConfigError(`TLS key ${ca.cert}: it holds a certificate, not a private key`),
+    );
     expect(() => loadFsNodeConfig(['--tls-key', c.key], {}, dir)).toThrow(/needs --tls-cert FILE/);
   });
 });

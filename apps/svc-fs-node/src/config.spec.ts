@@ -91,7 +91,10 @@ describe('svc-fs-node configuration', () => {
     const url = ['--control-url', 'ws://127.0.0.1:1/'];
     expect(loadFsNodeConfig(url, env, dir).daemon).toMatchObject({ leaseTtlMs: 30_000, refreshIntervalMs: 10_000 });
     expect(loadFsNodeConfig([...url, '--lease-ttl-ms', '3000'], env, dir).daemon).toMatchObject({ leaseTtlMs: 3000, refreshIntervalMs: 1000 });
-    expect(loadFsNodeConfig([...url, '--lease-ttl-ms', '3000', '--refresh-interval-ms', '250'], env, dir).daemon).toMatchObject({ leaseTtlMs: 3000, refreshIntervalMs: 250 });
+    expect(loadFsNodeConfig([...url, '--lease-ttl-ms', '3000', '--refresh-interval-ms', '250'], env, dir).daemon).toMatchObject({
+      leaseTtlMs: 3000,
+      refreshIntervalMs: 250,
+    });
     expect(() => loadFsNodeConfig([...url, '--lease-ttl-ms', '999'], env, dir)).toThrow(/--lease-ttl-ms must be an integer from 1000 to 86400000/);
     expect(() => loadFsNodeConfig([...url, '--lease-ttl-ms', '86400001'], env, dir)).toThrow(/--lease-ttl-ms/);
   });

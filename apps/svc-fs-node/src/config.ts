@@ -7,7 +7,18 @@ import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
-import { DEFAULT_BIND, DEFAULT_FS_NODE_PORT, DEFAULT_MAX_MESSAGE_BYTES, FORBIDDEN_KEYS, FsFeature, isIdentifierSafe, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS, parseFsFeatures } from '@svc/protocol/wire';
+import {
+  DEFAULT_BIND,
+  DEFAULT_FS_NODE_PORT,
+  DEFAULT_MAX_MESSAGE_BYTES,
+  FORBIDDEN_KEYS,
+  FsFeature,
+  isIdentifierSafe,
+  LEASE_TTL_DEFAULT_MS,
+  LEASE_TTL_MAX_MS,
+  LEASE_TTL_MIN_MS,
+  parseFsFeatures,
+} from '@svc/protocol/wire';
 // The values module only, not `@svc/ops` (logging, metrics, health): `--help` and a configuration
 // error load nothing else (issue 11 item 4).
 import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '../../../libs/ops/src/config-values';
@@ -295,14 +306,17 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
   }
   if (config.terminalIds.length > 0 && config.authToken === null && config.daemon === null) {
     // Least privilege: a terminal runs programs for whoever opens an FS session.
-    throw new ConfigError('--terminal-id runs programs for every FS session: it needs FS session auth (--auth-token T or SVC_FS_NODE_AUTH_TOKEN) or control daemon mode (--control-url)');
+    throw new ConfigError(
+      '--terminal-id runs programs for every FS session: it needs FS session auth (--auth-token T or SVC_FS_NODE_AUTH_TOKEN) or control daemon mode (--control-url)',
+    );
   }
   return config;
 }
 
 function parseMs(value: string | undefined, fallback: number, what: string, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (value === undefined) return fallback;
-  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max) throw new ConfigError(`${what} must be an integer from ${min} to ${max} (ms; got "${value}")`);
+  if (!/^\d+$/.test(value) || Number(value) < min || Number(value) > max)
+    throw new ConfigError(`${what} must be an integer from ${min} to ${max} (ms; got "${value}")`);
   return Number(value);
 }
 
@@ -325,7 +339,24 @@ function loadDaemonConfig(values: Record<string, unknown>, env: NodeJS.ProcessEn
   const controlUrl = str('control-url');
   const labels = ((values.label as string[] | undefined) ?? []).map(parseLabel);
   if (controlUrl === undefined) {
-    const daemonOnly = ['tls-ca', 'control-auth-token', 'pair-mode', 'invite-token', 'fs-url', 'state-file', 'lease-ttl-ms', 'refresh-interval-ms', 'reconnect-backoff-ms', 'reconnect-backoff-max-ms', 'operator-token', 'no-fs-service', 'terminal-allow-user', 'service-manifest', 'services-dir', 'label'];
+    const daemonOnly = [
+      'tls-ca',
+      'control-auth-token',
+      'pair-mode',
+      'invite-token',
+      'fs-url',
+      'state-file',
+      'lease-ttl-ms',
+      'refresh-interval-ms',
+      'reconnect-backoff-ms',
+      'reconnect-backoff-max-ms',
+      'operator-token',
+      'no-fs-service',
+      'terminal-allow-user',
+      'service-manifest',
+      'services-dir',
+      'label',
+    ];
     const given = daemonOnly.filter((k) => values[k] !== undefined);
     if (given.length > 0) throw new ConfigError(`--${given[0]} needs --control-url (control daemon mode)`);
     return null;

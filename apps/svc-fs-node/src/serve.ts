@@ -59,7 +59,12 @@ export async function serve(config: FsNodeConfig): Promise<void> {
   }
   const terminalBase = config.terminalCwd ?? config.exports.find((e) => !e.ro)?.path ?? null;
   for (const id of config.terminalIds) {
-    exports.push({ name: `terminal-${id}`, ro: false, desc: `terminal ${id}: write control/invoke.json, read the result`, backend: new TerminalBackend(id, terminalBase!) });
+    exports.push({
+      name: `terminal-${id}`,
+      ro: false,
+      desc: `terminal ${id}: write control/invoke.json, read the result`,
+      backend: new TerminalBackend(id, terminalBase!),
+    });
   }
   if (config.daemon) {
     // An invalid manifest is a startup error naming the file and field; nothing is published.
@@ -79,10 +84,7 @@ export async function serve(config: FsNodeConfig): Promise<void> {
     features: config.features,
   };
 
-  const app = await NestFactory.create(
-    FsNodeAppModule.forRoot(config, fsOptions),
-    { bufferLogs: true, abortOnError: false },
-  );
+  const app = await NestFactory.create(FsNodeAppModule.forRoot(config, fsOptions), { bufferLogs: true, abortOnError: false });
   const logger = app.get(AppLogger);
   app.useLogger(logger);
   const readiness = app.get(ReadinessService);
@@ -105,7 +107,10 @@ export async function serve(config: FsNodeConfig): Promise<void> {
       die(`cannot listen on ${config.bind}:${config.metricsPort} (SVC_METRICS_PORT): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
     }
     const addr = (app.getHttpServer() as Server).address();
-    logger.log({ msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` }, 'Bootstrap');
+    logger.log(
+      { msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` },
+      'Bootstrap',
+    );
   } else {
     await app.init();
   }
@@ -179,7 +184,8 @@ export async function serve(config: FsNodeConfig): Promise<void> {
           // clients reconnect with the token the topology hands out.
           const open = app.get(SessionRegistry).all();
           for (const session of open) session.close(CloseCode.POLICY_VIOLATION, 'FS auth token replaced; reconnect with the current one');
-          if (open.length > 0) logger.log({ msg: 'FS auth token replaced; closed the sessions admitted with the old one', sessions: open.length }, 'ControlDaemon');
+          if (open.length > 0)
+            logger.log({ msg: 'FS auth token replaced; closed the sessions admitted with the old one', sessions: open.length }, 'ControlDaemon');
         },
       },
     );

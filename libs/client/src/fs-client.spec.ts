@@ -64,7 +64,11 @@ describe('FsClient keepalive', () => {
     expect(client.failure?.reason).toBe('hung');
     await closed;
     // nothing more is sent on the dropped session
-    await expect(client.request('getattr', { node: 1 })).rejects.toMatchObject({ reason: 'closed', sent: false, message: expect.stringContaining('no answer from') });
+    await expect(client.request('getattr', { node: 1 })).rejects.toMatchObject({
+      reason: 'closed',
+      sent: false,
+      message: expect.stringContaining('no answer from'),
+    });
   });
 
   it('a busy node that answers pings but replies late is not declared hung', async () => {

@@ -258,7 +258,8 @@ export class FsClient extends EventEmitter {
       client.hello = (await hello).payload as unknown as FsHello;
     } catch (e) {
       client.terminate();
-      if (e instanceof ConnectionError && e.reason === 'timeout') throw new ConnectionError(`no answer from ${options.url} within ${timeoutMs} ms (connect and hello)`, 'timeout');
+      if (e instanceof ConnectionError && e.reason === 'timeout')
+        throw new ConnectionError(`no answer from ${options.url} within ${timeoutMs} ms (connect and hello)`, 'timeout');
       throw e;
     }
     return client;

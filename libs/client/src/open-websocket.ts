@@ -64,7 +64,10 @@ export function openWebSocket(url: string, options: OpenOptions): Promise<WebSoc
       const status = res.statusCode ?? 0;
       done(
         status === 401
-          ? new ConnectionError(`authentication failed: ${url} answered HTTP 401 (missing or invalid bearer token; pass --auth-token or set SVC_AUTH_TOKEN)`, 'unauthorized')
+          ? new ConnectionError(
+              `authentication failed: ${url} answered HTTP 401 (missing or invalid bearer token; pass --auth-token or set SVC_AUTH_TOKEN)`,
+              'unauthorized',
+            )
           : new ConnectionError(`${url} answered HTTP ${status} instead of a WebSocket upgrade`, 'protocol'),
       );
     });

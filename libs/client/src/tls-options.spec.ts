@@ -76,24 +76,38 @@ describe('client TLS trust (PROTOCOL.md 1)', () => {
     const err = (code: string, extra: object = {}) => Object.assign(new Error(`some ${code} message`), { code, ...extra });
     const trust = loadClientTls(null);
     for (const code of ['UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'SELF_SIGNED_CERT_IN_CHAIN', 'DEPTH_ZERO_SELF_SIGNED_CERT', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY']) {
-      expect(describeTlsError(err(code), url, trust)).toEqual({ message: `TLS: refused the certificate of ${url}: unknown CA: it is not signed by the system CAs (pass --tls-ca FILE or set SVC_TLS_CA to trust a private CA) (${code})`, verification: true });
+      expect(describeTlsError(err(code), url, trust)).toEqual({
+        message: `TLS: refused the certificate of ${url}: unknown CA: it is not signed by the system CAs (pass --tls-ca FILE or set SVC_TLS_CA to trust a private CA) (${code})`,
+        verification: true,
+      });
     }
-    expect(describeTlsError(err('UNABLE_TO_VERIFY_LEAF_SIGNATURE'), url, { ca: [], caFile: '/etc/ca.pem' })!.message).toContain('not signed by the system CAs or /etc/ca.pem');
-    expect(describeTlsError(err('CERT_HAS_EXPIRED'), url, trust)!.message).toBe(`TLS: refused the certificate of ${url}: the certificate has expired (CERT_HAS_EXPIRED)`);
-    expect(describeTlsError(err('CERT_NOT_YET_VALID'), url, trust)!.message).toContain('not valid yet');
-    expect(describeTlsError(err('ERR_TLS_CERT_ALTNAME_INVALID', { host: '127.0.0.1', reason: "IP: 127.0.0.1 is not in the cert's list: " }), url, trust)!.message).toBe(
-      `TLS: refused the certificate of ${url}: wrong host: the certificate is not for 127.0.0.1 (IP: 127.0.0.1 is not in the cert's list: )`,
+    expect(describeTlsError(err('UNABLE_TO_VERIFY_LEAF_SIGNATURE'), url, { ca: [], caFile: '/etc/ca.pem' })!.message).toContain(
+      'not signed by the system CAs or /etc/ca.pem',
     );
+    expect(describeTlsError(err('CERT_HAS_EXPIRED'), url, trust)!.message).toBe(
+      `TLS: refused the certificate of ${url}: the certificate has expired (CERT_HAS_EXPIRED)`,
+    );
+    expect(describeTlsError(err('CERT_NOT_YET_VALID'), url, trust)!.message).toContain('not valid yet');
+    expect(
+      describeTlsError(err('ERR_TLS_CERT_ALTNAME_INVALID', { host: '127.0.0.1', reason: "IP: 127.0.0.1 is not in the cert's list: " }), url, trust)!.message,
+    ).toBe(`TLS: refused the certificate of ${url}: wrong host: the certificate is not for 127.0.0.1 (IP: 127.0.0.1 is not in the cert's list: )`);
     expect(describeTlsError(err('CERT_REVOKED'), url, trust)!.verification).toBe(true);
   });
 
   it('says which side speaks plain WebSocket when the handshake fails; leaves other errors alone', () => {
     const hangup = Object.assign(new Error('Client network socket disconnected before secure TLS connection was established'), { code: 'ECONNRESET' });
-    expect(describeTlsError(hangup, 'wss://h:1/', undefined)).toEqual({ message: expect.stringContaining('TLS handshake with wss://h:1/ failed: the server closed the connection or did not answer in TLS (does it serve plain ws://? then use a ws:// URL)'), verification: false });
+    expect(describeTlsError(hangup, 'wss://h:1/', undefined)).toEqual({
+      message: expect.stringContaining(
+        'TLS handshake with wss://h:1/ failed: the server closed the connection or did not answer in TLS (does it serve plain ws://? then use a ws:// URL)',
+      ),
+      verification: false,
+    });
     const wrongVersion = Object.assign(new Error('wrong version number'), { code: 'ERR_SSL_WRONG_VERSION_NUMBER' });
     expect(describeTlsError(wrongVersion, 'wss://h:1/', undefined)!.message).toContain('does it serve plain ws://?');
     const plainHangup = Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' });
-    expect(describeTlsError(plainHangup, 'ws://h:1/', undefined)!.message).toBe('ws://h:1/: the server closed the connection without answering the WebSocket upgrade (if it serves TLS, use a wss:// URL)');
+    expect(describeTlsError(plainHangup, 'ws://h:1/', undefined)!.message).toBe(
+      'ws://h:1/: the server closed the connection without answering the WebSocket upgrade (if it serves TLS, use a wss:// URL)',
+    );
     expect(describeTlsError(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }), 'wss://h:1/', undefined)).toBeNull();
     expect(describeTlsError(Object.assign(new Error('x'), { code: 'ENOTFOUND' }), 'ws://h:1/', undefined)).toBeNull();
   });

@@ -43,7 +43,10 @@ export function loadClientTls(caFile: string | null | undefined): ClientTls {
     text = readFileSync(caFile, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
-    throw new TlsCaError(caFile, `TLS CA file ${caFile}: ${code === 'ENOENT' ? 'the file does not exist' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : `cannot be read (${code})`}`);
+    throw new TlsCaError(
+      caFile,
+      `TLS CA file ${caFile}: ${code === 'ENOENT' ? 'the file does not exist' : code === 'EACCES' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : `cannot be read (${code})`}`,
+    );
   }
   const pems = text.match(PEM_CERT) ?? [];
   if (pems.length === 0) throw new TlsCaError(caFile, `TLS CA file ${caFile}: no PEM certificate in it (expected -----BEGIN CERTIFICATE----- blocks)`);
@@ -121,7 +124,11 @@ const UNKNOWN_CA = new Set([
  * @param tls the trust used (for the "unknown CA" hint)
  * @returns `{message, verification}`: verification is true when the server's certificate was refused
  */
-export function describeTlsError(err: NodeJS.ErrnoException & { reason?: string; host?: string }, url: string, tls: ClientTls | undefined): { message: string; verification: boolean } | null {
+export function describeTlsError(
+  err: NodeJS.ErrnoException & { reason?: string; host?: string },
+  url: string,
+  tls: ClientTls | undefined,
+): { message: string; verification: boolean } | null {
   const code = err.code ?? '';
   const secure = url.startsWith('wss:');
   const refused = (reason: string) => ({ message: `TLS: refused the certificate of ${url}: ${reason}`, verification: true });
@@ -142,14 +149,23 @@ export function describeTlsError(err: NodeJS.ErrnoException & { reason?: string;
   }
   if (code === 'CERT_REVOKED') return refused('the certificate has been revoked (CERT_REVOKED)');
   if (/^(CERT_|UNABLE_TO_|ERR_TLS_CERT)/.test(code)) return refused(`${err.message} (${code})`);
-  if (secure && (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || code === 'ERR_SSL_PACKET_LENGTH_TOO_LONG' || /before secure TLS connection was established/.test(err.message))) {
-    return { message: `TLS handshake with ${url} failed: the server closed the connection or did not answer in TLS (does it serve plain ws://? then use a ws:// URL) (${code || err.message})`, verification: false };
+  if (
+    secure &&
+    (code === 'ERR_SSL_WRONG_VERSION_NUMBER' || code === 'ERR_SSL_PACKET_LENGTH_TOO_LONG' || /before secure TLS connection was established/.test(err.message))
+  ) {
+    return {
+      message: `TLS handshake with ${url} failed: the server closed the connection or did not answer in TLS (does it serve plain ws://? then use a ws:// URL) (${code || err.message})`,
+      verification: false,
+    };
   }
   if (code.startsWith('ERR_SSL_') || code.startsWith('ERR_TLS_')) {
     return { message: `TLS handshake with ${url} failed: ${err.reason ?? err.message} (${code})`, verification: false };
   }
   if (!secure && (code === 'ECONNRESET' || /socket hang up/.test(err.message))) {
-    return { message: `${url}: the server closed the connection without answering the WebSocket upgrade (if it serves TLS, use a wss:// URL)`, verification: false };
+    return {
+      message: `${url}: the server closed the connection without answering the WebSocket upgrade (if it serves TLS, use a wss:// URL)`,
+      verification: false,
+    };
   }
   return null;
 }

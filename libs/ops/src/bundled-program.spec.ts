@@ -31,7 +31,10 @@ describe('bundled program start-up', () => {
     writeFileSync(join(dir, 'program.js'), '');
     const old = new Date(Date.now() - 60_000);
     utimesSync(join(dir, 'program.js'), old, old);
-    writeFileSync(join(dir, BUNDLE_FILE), `require('fs').writeFileSync(require('path').join(__dirname, 'ran.json'), JSON.stringify({ dirname: __dirname, filename: __filename, main: module.filename }));${BUNDLE_ID_MARK}0123456789abcdef\n`);
+    writeFileSync(
+      join(dir, BUNDLE_FILE),
+      `require('fs').writeFileSync(require('path').join(__dirname, 'ran.json'), JSON.stringify({ dirname: __dirname, filename: __filename, main: module.filename }));${BUNDLE_ID_MARK}0123456789abcdef\n`,
+    );
     runBundled(dir, fallback);
     expect(fellBack).toBe(1);
     expect(ran()).toEqual({ dirname: dir, filename: join(dir, BUNDLE_FILE), main: join(dir, BUNDLE_FILE) });

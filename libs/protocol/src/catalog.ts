@@ -81,8 +81,10 @@ export function validateServiceEntry(raw: unknown, where: string): ServiceEntry 
   if (typeof e.kind !== 'string') bad('kind', 'must be a string');
   if (!isIdentifierSafe(e.service_id)) bad('service_id', 'must be identifier-safe (1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with ".")');
   if (!isIdentifierSafe(e.kind)) bad('kind', 'must be identifier-safe (1 to 128 characters of A-Z a-z 0-9 . _ -, not starting with ".")');
-  if (e.version !== undefined && (typeof e.version !== 'string' || e.version.length === 0 || e.version.length > 64)) bad('version', 'must be a string of 1 to 64 characters');
-  if (typeof e.state !== 'string' || e.state.length === 0 || e.state.length > CATALOG_LIMITS.stateChars) bad('state', `must be a string of 1 to ${CATALOG_LIMITS.stateChars} characters`);
+  if (e.version !== undefined && (typeof e.version !== 'string' || e.version.length === 0 || e.version.length > 64))
+    bad('version', 'must be a string of 1 to 64 characters');
+  if (typeof e.state !== 'string' || e.state.length === 0 || e.state.length > CATALOG_LIMITS.stateChars)
+    bad('state', `must be a string of 1 to ${CATALOG_LIMITS.stateChars} characters`);
   if (!Array.isArray(e.endpoints)) bad('endpoints', 'must be an array of absolute paths');
   const endpoints = e.endpoints as unknown[];
   if (endpoints.length > CATALOG_LIMITS.endpoints) bad('endpoints', `must have at most ${CATALOG_LIMITS.endpoints} items`);
@@ -104,7 +106,8 @@ export function validateServiceEntry(raw: unknown, where: string): ServiceEntry 
       const mm = m as Record<string, unknown>;
       if (mm.mount_id === undefined) missing(`mounts[${i}].mount_id`);
       if (mm.mount_path === undefined) missing(`mounts[${i}].mount_path`);
-      if (typeof mm.mount_id !== 'string' || mm.mount_id.length === 0 || mm.mount_id.length > 128) bad(`mounts[${i}].mount_id`, 'must be a string of 1 to 128 characters');
+      if (typeof mm.mount_id !== 'string' || mm.mount_id.length === 0 || mm.mount_id.length > 128)
+        bad(`mounts[${i}].mount_id`, 'must be a string of 1 to 128 characters');
       if (!isAbsolutePath(mm.mount_path) || mm.mount_path.length > CATALOG_LIMITS.pathChars) bad(`mounts[${i}].mount_path`, 'must be absolute');
       if (mm.state !== undefined && (typeof mm.state !== 'string' || mm.state.length === 0 || mm.state.length > CATALOG_LIMITS.stateChars)) {
         bad(`mounts[${i}].state`, `must be a string of 1 to ${CATALOG_LIMITS.stateChars} characters`);
@@ -164,8 +167,10 @@ export function validateLabels(raw: unknown): Record<string, string> {
   if (entries.length > CATALOG_LIMITS.labels) throw new ProtocolError('invalid_payload', `labels must have at most ${CATALOG_LIMITS.labels} entries`);
   const out: Record<string, string> = {};
   for (const [k, v] of entries) {
-    if (!isIdentifierSafe(k) || k.length > CATALOG_LIMITS.labelKeyChars) throw new ProtocolError('invalid_payload', `labels key "${k}" must be identifier-safe`);
-    if (typeof v !== 'string' || v.length > CATALOG_LIMITS.labelValueChars) throw new ProtocolError('invalid_payload', `labels.${k} must be a string of at most ${CATALOG_LIMITS.labelValueChars} characters`);
+    if (!isIdentifierSafe(k) || k.length > CATALOG_LIMITS.labelKeyChars)
+      throw new ProtocolError('invalid_payload', `labels key "${k}" must be identifier-safe`);
+    if (typeof v !== 'string' || v.length > CATALOG_LIMITS.labelValueChars)
+      throw new ProtocolError('invalid_payload', `labels.${k} must be a string of at most ${CATALOG_LIMITS.labelValueChars} characters`);
     out[k] = v;
   }
   return out;

@@ -1,4 +1,14 @@
-import { BINARY_HEADER_ROOM, completeBinaryFrame, encodeBinaryFrame, EnvelopeError, legacyReplacement, nestsDeeperThan, parseBinaryFrame, parseFrame, replyTypeOf } from './envelope';
+import {
+  BINARY_HEADER_ROOM,
+  completeBinaryFrame,
+  encodeBinaryFrame,
+  EnvelopeError,
+  legacyReplacement,
+  nestsDeeperThan,
+  parseBinaryFrame,
+  parseFrame,
+  replyTypeOf,
+} from './envelope';
 
 function rejects(text: string): EnvelopeError {
   try {
@@ -62,9 +72,13 @@ describe('prototype keys (one rule for every request)', () => {
   it.each(['__proto__', 'constructor', 'prototype'])('refuses %s at any depth of the payload, naming its path', (key) => {
     const top = rejects(`{"channel":"control","type":"control.ping","id":3,"payload":{"${key}":{"x":1}}}`);
     expect([top.code, top.channel, top.id, top.message]).toEqual(['invalid_payload', 'control', 3, `${key}: this key is not accepted in a payload`]);
-    const nested = rejects(`{"channel":"control","type":"control.node_service_upsert","id":4,"payload":{"node_id":"n","platform":{"os":"linux","${key}":{"prototype":{"x":1}}}}}`);
+    const nested = rejects(
+      `{"channel":"control","type":"control.node_service_upsert","id":4,"payload":{"node_id":"n","platform":{"os":"linux","${key}":{"prototype":{"x":1}}}}}`,
+    );
     expect([nested.code, nested.message]).toEqual(['invalid_payload', `platform.${key}: this key is not accepted in a payload`]);
-    const inArray = rejects(`{"channel":"control","type":"control.node_service_upsert","id":5,"payload":{"services":[{"service_id":"s"},{"ops":{"${key}":1}}]}}`);
+    const inArray = rejects(
+      `{"channel":"control","type":"control.node_service_upsert","id":5,"payload":{"services":[{"service_id":"s"},{"ops":{"${key}":1}}]}}`,
+    );
     expect(inArray.message).toBe(`services[1].ops.${key}: this key is not accepted in a payload`);
   });
 
@@ -78,7 +92,9 @@ describe('prototype keys (one rule for every request)', () => {
   });
 
   it('accepts the words as values and inside longer keys', () => {
-    const f = parseFrame('{"channel":"control","type":"control.project_create","id":1,"payload":{"name":"constructor","x":["__proto__"],"my_prototype":{"constructors":1}}}');
+    const f = parseFrame(
+      '{"channel":"control","type":"control.project_create","id":1,"payload":{"name":"constructor","x":["__proto__"],"my_prototype":{"constructors":1}}}',
+    );
     expect(f.payload.name).toBe('constructor');
   });
 });

@@ -34,16 +34,19 @@ describe('decodeBase64Strict', () => {
     expect(decodeBase64Strict(text).toString('latin1')).toBe(plain);
   });
 
-  it.each(['abc', '!!!!', 'QQ=A', 'Q===', '====', 'QUJD\n', 'QU JD', 'QUJ-', 'QUJ_', 'QUJD====', 'A', '=QUJ', 'Q=Q=', 'QUJé'])('refuses %j with EINVAL', (text) => {
-    let err: unknown;
-    try {
-      decodeBase64Strict(text);
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(FsError);
-    expect((err as FsError).errno).toBe(Errno.EINVAL);
-  });
+  it.each(['abc', '!!!!', 'QQ=A', 'Q===', '====', 'QUJD\n', 'QU JD', 'QUJ-', 'QUJ_', 'QUJD====', 'A', '=QUJ', 'Q=Q=', 'QUJé'])(
+    'refuses %j with EINVAL',
+    (text) => {
+      let err: unknown;
+      try {
+        decodeBase64Strict(text);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(FsError);
+      expect((err as FsError).errno).toBe(Errno.EINVAL);
+    },
+  );
 
   it('round-trips 1 MiB of random bytes', () => {
     const data = Buffer.from(Array.from({ length: 1 << 20 }, (_, i) => (i * 7919) & 0xff));
@@ -64,15 +67,18 @@ describe('wantsWrite', () => {
 });
 
 describe('writeBase64 / decodeBase64Bytes (pieces, no whole-text string)', () => {
-  it.each([0, 1, 2, 3, 4, 5, 48 * 1024 - 1, 48 * 1024, 48 * 1024 + 1, 64 * 1024 + 7, (1 << 20) + 1])('gives the text of toString("base64") and back for %d bytes', (n) => {
-    const data = randomBytes(n);
-    const out = Buffer.alloc(base64Length(n) + 10, 0x2a);
-    expect(writeBase64(data, out, 5)).toBe(base64Length(n));
-    expect(out.toString('latin1', 5, 5 + base64Length(n))).toBe(data.toString('base64'));
-    expect(out[4]).toBe(0x2a);
-    expect(out[5 + base64Length(n)]).toBe(0x2a);
-    expect(decodeBase64Bytes(out, 5, 5 + base64Length(n)).equals(data)).toBe(true);
-  });
+  it.each([0, 1, 2, 3, 4, 5, 48 * 1024 - 1, 48 * 1024, 48 * 1024 + 1, 64 * 1024 + 7, (1 << 20) + 1])(
+    'gives the text of toString("base64") and back for %d bytes',
+    (n) => {
+      const data = randomBytes(n);
+      const out = Buffer.alloc(base64Length(n) + 10, 0x2a);
+      expect(writeBase64(data, out, 5)).toBe(base64Length(n));
+      expect(out.toString('latin1', 5, 5 + base64Length(n))).toBe(data.toString('base64'));
+      expect(out[4]).toBe(0x2a);
+      expect(out[5 + base64Length(n)]).toBe(0x2a);
+      expect(decodeBase64Bytes(out, 5, 5 + base64Length(n)).equals(data)).toBe(true);
+    },
+  );
 
   it('refuses an output buffer that is too short', () => {
     expect(() => writeBase64(Buffer.alloc(3), Buffer.alloc(3), 0)).toThrow(RangeError);

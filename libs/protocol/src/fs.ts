@@ -369,7 +369,8 @@ export function writeBase64(data: Uint8Array, out: Buffer, offset: number): numb
   const bytes = Buffer.isBuffer(data) ? data : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
   if (out.length - offset < base64Length(bytes.length)) throw new RangeError('base64 output buffer too short');
   let o = offset;
-  for (let a = 0; a < bytes.length; a += B64_ENCODE_PIECE) o += out.write(bytes.toString('base64', a, Math.min(bytes.length, a + B64_ENCODE_PIECE)), o, 'latin1');
+  for (let a = 0; a < bytes.length; a += B64_ENCODE_PIECE)
+    o += out.write(bytes.toString('base64', a, Math.min(bytes.length, a + B64_ENCODE_PIECE)), o, 'latin1');
   return o - offset;
 }
 

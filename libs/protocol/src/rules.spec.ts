@@ -45,7 +45,10 @@ describe('validatePayload', () => {
     return ['ok', ''];
   };
   it('reports a missing field as missing_field', () => {
-    expect(code(() => validatePayload(MountSetDto, { project_id: 'p', node_id: 'n', export_name: 'e' }))).toEqual(['missing_field', 'missing field: mount_path']);
+    expect(code(() => validatePayload(MountSetDto, { project_id: 'p', node_id: 'n', export_name: 'e' }))).toEqual([
+      'missing_field',
+      'missing field: mount_path',
+    ]);
   });
   it('names nested fields', () => {
     const [c, msg] = code(() => validatePayload(ProjectCreateDto, { name: 'x', access_policy: { invoke: 'maybe' } }));

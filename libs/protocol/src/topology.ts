@@ -16,10 +16,7 @@ export function rankMounts<T extends Pick<MountView, 'state' | 'lease_expires_at
   return mounts
     .map((m, i) => ({ m, i }))
     .sort(
-      (a, b) =>
-        STATE_RANK[a.m.state] - STATE_RANK[b.m.state] ||
-        (b.m.lease_expires_at_ms ?? -Infinity) - (a.m.lease_expires_at_ms ?? -Infinity) ||
-        a.i - b.i,
+      (a, b) => STATE_RANK[a.m.state] - STATE_RANK[b.m.state] || (b.m.lease_expires_at_ms ?? -Infinity) - (a.m.lease_expires_at_ms ?? -Infinity) || a.i - b.i,
     )
     .map(({ m }) => m);
 }

@@ -17,18 +17,7 @@ import type { Duplex } from 'node:stream';
 import { performance } from 'node:perf_hooks';
 import { isObservable, lastValueFrom, Observable } from 'rxjs';
 import { WebSocket, WebSocketServer } from 'ws';
-import {
-  Channel,
-  CloseCode,
-  EnvelopeError,
-  Frame,
-  parseBinaryFrame,
-  parseFrame,
-  errnoName,
-  ProtocolError,
-  replyTypeOf,
-  RequestId,
-} from '@svc/protocol';
+import { Channel, CloseCode, EnvelopeError, Frame, parseBinaryFrame, parseFrame, errnoName, ProtocolError, replyTypeOf, RequestId } from '@svc/protocol';
 import { HttpExtension } from './http-extension';
 import { EndpointProfile } from './profile';
 import { RequestContext, RequestObserver } from './request-context';
@@ -159,11 +148,7 @@ export class EnvelopeWsAdapter extends WsAdapter {
   }
 
   /** Registers a gateway's handlers for one session; each type must have exactly one handler. */
-  override bindMessageHandlers(
-    session: WsSession,
-    handlers: MessageMappingProperties[],
-    _transform: (data: unknown) => Observable<unknown>,
-  ): void {
+  override bindMessageHandlers(session: WsSession, handlers: MessageMappingProperties[], _transform: (data: unknown) => Observable<unknown>): void {
     for (const h of handlers) {
       const type = String(h.message);
       if (session.handlers.has(type)) {
@@ -275,9 +260,7 @@ export class EnvelopeWsAdapter extends WsAdapter {
     if (!session.negotiated(frame.channel, profile.fsEndpoint)) {
       // Negotiation frames are handled strictly in order, so a pipelined
       // version/connect pair sees the phase its predecessor set.
-      session.negotiationChain = session.negotiationChain.then(() =>
-        session.isOpen ? this.handleLogged(session, frame, received) : undefined,
-      );
+      session.negotiationChain = session.negotiationChain.then(() => (session.isOpen ? this.handleLogged(session, frame, received) : undefined));
     } else {
       void this.handleLogged(session, frame, received);
     }

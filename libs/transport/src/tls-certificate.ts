@@ -43,7 +43,13 @@ function readPem(file: string, what: string): Buffer {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     const reason =
-      code === 'ENOENT' ? 'the file does not exist' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'it is a directory' : `cannot be read (${code ?? (e as Error).message})`;
+      code === 'ENOENT'
+        ? 'the file does not exist'
+        : code === 'EACCES' || code === 'EPERM'
+          ? 'permission denied'
+          : code === 'EISDIR'
+            ? 'it is a directory'
+            : `cannot be read (${code ?? (e as Error).message})`;
     throw new TlsFileError(file, `${what} ${file}: ${reason}`);
   }
 }
@@ -71,15 +77,19 @@ export function loadCertificateMaterial(files: ServerTlsFiles, now = Date.now())
   } catch (e) {
     const text = key.toString('latin1');
     const code = (e as NodeJS.ErrnoException).code;
-    const reason = /ENCRYPTED/.test(text) || code === 'ERR_MISSING_PASSPHRASE' || code === 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED'
-      ? 'the key is encrypted with a passphrase; give it unencrypted (openssl pkey -in KEY -out KEY.plain), readable by this user only'
-      : /-----BEGIN CERTIFICATE-----/.test(text) && !/PRIVATE KEY-----/.test(text)
-        ? 'it holds a certificate, not a private key'
-        : `not a PEM private key (${(e as Error).message})`;
+    const reason =
+      /ENCRYPTED/.test(text) || code === 'ERR_MISSING_PASSPHRASE' || code === 'ERR_OSSL_CRYPTO_INTERRUPTED_OR_CANCELLED'
+        ? 'the key is encrypted with a passphrase; give it unencrypted (openssl pkey -in KEY -out KEY.plain), readable by this user only'
+        : /-----BEGIN CERTIFICATE-----/.test(text) && !/PRIVATE KEY-----/.test(text)
+          ? 'it holds a certificate, not a private key'
+          : `not a PEM private key (${(e as Error).message})`;
     throw new TlsFileError(files.keyFile, `TLS key ${files.keyFile}: ${reason}`);
   }
   if (!x509.checkPrivateKey(keyObject)) {
-    throw new TlsFileError(files.keyFile, `TLS key ${files.keyFile} does not match the certificate ${files.certFile} (${x509.subject.replace(/\n/g, ', ')}): give the key the certificate was issued for`);
+    throw new TlsFileError(
+      files.keyFile,
+      `TLS key ${files.keyFile} does not match the certificate ${files.certFile} (${x509.subject.replace(/\n/g, ', ')}): give the key the certificate was issued for`,
+    );
   }
   const validFrom = new Date(x509.validFrom);
   const validTo = new Date(x509.validTo);

@@ -4,10 +4,12 @@ class TestConfigError extends Error {}
 
 describe('isLoopbackBind', () => {
   it('takes 127.0.0.0/8, ::1 and localhost as loopback', () => {
-    for (const b of ['127.0.0.1', '127.1.2.3', '127.255.255.255', '::1', '[::1]', '0:0:0:0:0:0:0:1', 'localhost', 'LOCALHOST', '::ffff:127.0.0.1']) expect([b, isLoopbackBind(b)]).toEqual([b, true]);
+    for (const b of ['127.0.0.1', '127.1.2.3', '127.255.255.255', '::1', '[::1]', '0:0:0:0:0:0:0:1', 'localhost', 'LOCALHOST', '::ffff:127.0.0.1'])
+      expect([b, isLoopbackBind(b)]).toEqual([b, true]);
   });
   it('takes everything else as reachable from other hosts', () => {
-    for (const b of ['0.0.0.0', '::', '10.0.0.5', '192.168.1.2', '127.0.0.1.evil', 'localhost.example', 'svc.internal', '::ffff:10.0.0.1', '128.0.0.1']) expect([b, isLoopbackBind(b)]).toEqual([b, false]);
+    for (const b of ['0.0.0.0', '::', '10.0.0.5', '192.168.1.2', '127.0.0.1.evil', 'localhost.example', 'svc.internal', '::ffff:10.0.0.1', '128.0.0.1'])
+      expect([b, isLoopbackBind(b)]).toEqual([b, false]);
   });
 });
 
@@ -21,8 +23,14 @@ describe('resolveTransportSecurity (PROTOCOL.md 1)', () => {
 
   it('takes the files from the flags, else from SVC_TLS_CERT / SVC_TLS_KEY', () => {
     expect(resolve({ bind: '0.0.0.0', tlsCert: 'c.pem', tlsKey: 'k.pem' })).toEqual({ tls: { certFile: 'c.pem', keyFile: 'k.pem' }, insecure: false });
-    expect(resolve({ bind: '0.0.0.0' }, { SVC_TLS_CERT: 'ec.pem', SVC_TLS_KEY: 'ek.pem' })).toEqual({ tls: { certFile: 'ec.pem', keyFile: 'ek.pem' }, insecure: false });
-    expect(resolve({ bind: '127.0.0.1', tlsCert: 'c.pem' }, { SVC_TLS_KEY: 'ek.pem' })).toEqual({ tls: { certFile: 'c.pem', keyFile: 'ek.pem' }, insecure: false });
+    expect(resolve({ bind: '0.0.0.0' }, { SVC_TLS_CERT: 'ec.pem', SVC_TLS_KEY: 'ek.pem' })).toEqual({
+      tls: { certFile: 'ec.pem', keyFile: 'ek.pem' },
+      insecure: false,
+    });
+    expect(resolve({ bind: '127.0.0.1', tlsCert: 'c.pem' }, { SVC_TLS_KEY: 'ek.pem' })).toEqual({
+      tls: { certFile: 'c.pem', keyFile: 'ek.pem' },
+      insecure: false,
+    });
     // TLS wins over --insecure-transport
     expect(resolve({ bind: '0.0.0.0', tlsCert: 'c.pem', tlsKey: 'k.pem', insecureTransport: true }).insecure).toBe(false);
   });

@@ -39,7 +39,12 @@ const HANDSHAKE_LOG_WINDOW_MS = 10_000;
  * AES-128-GCM first (Node puts AES-256-GCM first). AES-128 is as safe here and cheaper on the
  * data path: measured on 2 cores with AES-NI, 10 % less CPU per byte moved than AES-256.
  */
-const SERVER_CIPHERS = ['TLS_AES_128_GCM_SHA256', 'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256', ...DEFAULT_CIPHERS.split(':').filter((c) => !c.startsWith('TLS_'))].join(':');
+const SERVER_CIPHERS = [
+  'TLS_AES_128_GCM_SHA256',
+  'TLS_AES_256_GCM_SHA384',
+  'TLS_CHACHA20_POLY1305_SHA256',
+  ...DEFAULT_CIPHERS.split(':').filter((c) => !c.startsWith('TLS_')),
+].join(':');
 
 /** What the listener serves with: TLS 1.2 or newer, the server's cipher order, the loaded certificate chain and key. */
 function contextOptions(m: CertificateMaterial): SecureContextOptions {
@@ -51,7 +56,6 @@ export interface ServerTlsOptions {
   /** Stat check period, ms (default {@link DEFAULT_TLS_CHECK_INTERVAL_MS}). */
   checkIntervalMs?: number;
 }
-
 
 /** @see module documentation */
 export class ServerTls {
@@ -205,7 +209,10 @@ export class ServerTls {
   private onHandshakeError(err: NodeJS.ErrnoException, socket: TLSSocket): void {
     const code = err.code ?? 'unknown';
     const remote = socket?.remoteAddress ?? 'unknown';
-    const reason = code === 'ERR_SSL_HTTP_REQUEST' ? 'a plain HTTP/ws:// request on the TLS port (the client must use wss://)' : ((err as { reason?: string }).reason ?? code);
+    const reason =
+      code === 'ERR_SSL_HTTP_REQUEST'
+        ? 'a plain HTTP/ws:// request on the TLS port (the client must use wss://)'
+        : ((err as { reason?: string }).reason ?? code);
     if (code === 'ECONNRESET' || code === 'EPIPE' || code === 'ETIMEDOUT' || code === 'ERR_SSL_SSL_HANDSHAKE_TIMEOUT') {
       this.log.debug?.({ msg: `TLS handshake not completed: ${reason}`, code, remote });
       return;

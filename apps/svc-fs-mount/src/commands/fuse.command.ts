@@ -43,7 +43,10 @@ type FuseConstructor = new (mnt: string, ops: object, opts: Record<string, unkno
  * @throws UsageError naming what to install when it or /dev/fuse is missing
  */
 export function loadFuse(): FuseConstructor {
-  if (!existsSync('/dev/fuse')) throw new UsageError(`FUSE is not available here: /dev/fuse is missing (load the fuse module, or give a container --device /dev/fuse); mounting needs ${FUSE_PACKAGES}`);
+  if (!existsSync('/dev/fuse'))
+    throw new UsageError(
+      `FUSE is not available here: /dev/fuse is missing (load the fuse module, or give a container --device /dev/fuse); mounting needs ${FUSE_PACKAGES}`,
+    );
   let Fuse: FuseConstructor;
   try {
     // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional dependency, loaded only for a FUSE mount; its absence is reported
@@ -138,14 +141,20 @@ export class FuseMountCommand extends MountCommand {
     return n;
   }
 
-  @Option({ flags: '--cache-ttl-ms <ms>', description: 'lifetime of the client-side attribute, listing and open caches, invalidated by the nodes\' change events, ms (default 60000)' })
+  @Option({
+    flags: '--cache-ttl-ms <ms>',
+    description: "lifetime of the client-side attribute, listing and open caches, invalidated by the nodes' change events, ms (default 60000)",
+  })
   parseCacheTtl(v: string): number {
     const n = Number(v);
     if (!Number.isInteger(n) || n < 0 || n > 3_600_000) throw new UsageError('--cache-ttl-ms must be an integer from 0 to 3600000');
     return n;
   }
 
-  @Option({ flags: '--poll-us <us>', description: 'after each operation keep polling this long instead of sleeping, µs (default 1000; 0 never): trades a little CPU for latency on virtual CPUs' })
+  @Option({
+    flags: '--poll-us <us>',
+    description: 'after each operation keep polling this long instead of sleeping, µs (default 1000; 0 never): trades a little CPU for latency on virtual CPUs',
+  })
   parsePoll(v: string): number {
     const n = Number(v);
     if (!Number.isInteger(n) || n < 0 || n > 100_000) throw new UsageError('--poll-us must be an integer from 0 to 100000');
@@ -157,7 +166,10 @@ export class FuseMountCommand extends MountCommand {
     return true;
   }
 
-  async run([arg]: string[], options: { daemon?: boolean; allowOther?: boolean; attrTtlMs?: number; cacheTtlMs?: number; pollUs?: number; readOnly?: boolean } = {}): Promise<void> {
+  async run(
+    [arg]: string[],
+    options: { daemon?: boolean; allowOther?: boolean; attrTtlMs?: number; cacheTtlMs?: number; pollUs?: number; readOnly?: boolean } = {},
+  ): Promise<void> {
     const mountpoint = resolve(arg);
     if (options.daemon) return this.detach();
     // The mount is a data path: its GC setting, now that the program is loaded (see the module).

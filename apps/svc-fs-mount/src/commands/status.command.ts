@@ -78,7 +78,11 @@ export function formatStatus(r: StatusReport): string {
   if (r.mode === 'workspace') {
     const c = r.control!;
     lines.push(`mode: workspace (${c.url}, control session ${c.connected ? 'open' : 'closed'}${c.last_error ? `, last error: ${c.last_error}` : ''})`);
-    lines.push(r.project_id ? `project: ${r.project_id} (agent ${r.agent_id}), workspace root ${r.workspace_root}${r.revision !== null ? `, revision ${r.revision}` : ''}` : `project: none (agent ${r.agent_id} has no binding; pass --project-id)`);
+    lines.push(
+      r.project_id
+        ? `project: ${r.project_id} (agent ${r.agent_id}), workspace root ${r.workspace_root}${r.revision !== null ? `, revision ${r.revision}` : ''}`
+        : `project: none (agent ${r.agent_id} has no binding; pass --project-id)`,
+    );
     const a = r.availability!;
     lines.push(`availability: ${a.mounts_total} mount path(s): ${a.online} online, ${a.degraded} degraded, ${a.missing} missing`);
   } else {
@@ -89,7 +93,16 @@ export function formatStatus(r: StatusReport): string {
   const rows: string[][] = [];
   for (const m of r.mounts) {
     m.candidates.forEach((c, i) =>
-      rows.push([i === 0 ? m.mount_path : '', c.node_name ?? c.node_id ?? '-', c.export_name, c.state ?? '-', i === 0 ? 'primary' : `standby ${i}`, c.auth ? 'token' : '-', c.fs_url ?? '-', probeCell(c.probe)]),
+      rows.push([
+        i === 0 ? m.mount_path : '',
+        c.node_name ?? c.node_id ?? '-',
+        c.export_name,
+        c.state ?? '-',
+        i === 0 ? 'primary' : `standby ${i}`,
+        c.auth ? 'token' : '-',
+        c.fs_url ?? '-',
+        probeCell(c.probe),
+      ]),
     );
   }
   if (rows.length === 0) lines.push('(no mounts)');

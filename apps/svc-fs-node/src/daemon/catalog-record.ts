@@ -125,7 +125,9 @@ export function loadManifests(files: string[], servicesDir: string | null, reser
     let names: string[];
     try {
       if (!statSync(servicesDir).isDirectory()) throw new Error('not a directory');
-      names = readdirSync(servicesDir).filter((n) => n.endsWith('.json')).sort();
+      names = readdirSync(servicesDir)
+        .filter((n) => n.endsWith('.json'))
+        .sort();
     } catch (e) {
       throw new ManifestError(`--services-dir ${servicesDir}: ${(e as Error).message}`);
     }
@@ -136,7 +138,9 @@ export function loadManifests(files: string[], servicesDir: string | null, reser
   for (const file of paths) {
     for (const entry of loadManifestFile(file)) {
       if (reserved.includes(entry.service_id)) {
-        throw new ManifestError(`${file}: service_id "${entry.service_id}" is a built-in service of this node (choose another id${entry.service_id === 'fs' ? ', or run with --no-fs-service' : ''})`);
+        throw new ManifestError(
+          `${file}: service_id "${entry.service_id}" is a built-in service of this node (choose another id${entry.service_id === 'fs' ? ', or run with --no-fs-service' : ''})`,
+        );
       }
       const first = origin.get(entry.service_id);
       if (first) throw new ManifestError(`${file}: service_id "${entry.service_id}" is also defined in ${first}`);

@@ -57,9 +57,7 @@ export interface DaemonStopOptions {
 }
 
 /** Outcome of a lease release attempt (the `released` event). */
-export type LeaseReleaseOutcome =
-  | { released: true; node_id: string; lease_expires_at_ms: number }
-  | { released: false; node_id: string; reason: string };
+export type LeaseReleaseOutcome = { released: true; node_id: string; lease_expires_at_ms: number } | { released: false; node_id: string; reason: string };
 
 /**
  * Events: `paired` (credentials without secrets: `{node_id, node_name}`), `lease`
@@ -171,7 +169,10 @@ export class ControlDaemon extends EventEmitter {
           requestTimeoutMs: remaining(),
         });
         // A session that opens only after the deadline is closed at once.
-        connecting.then((c) => gaveUp && c.close(), () => undefined);
+        connecting.then(
+          (c) => gaveUp && c.close(),
+          () => undefined,
+        );
         try {
           client = await withinDeadline(connecting, deadline, timeoutMs);
         } catch (e) {
@@ -185,7 +186,7 @@ export class ControlDaemon extends EventEmitter {
         deadline,
         timeoutMs,
       );
-      this.logger.log({ msg: 'lease released; the node\'s mounts fail over now', node_id: nodeId, lease_expires_at_ms: r.lease_expires_at_ms });
+      this.logger.log({ msg: "lease released; the node's mounts fail over now", node_id: nodeId, lease_expires_at_ms: r.lease_expires_at_ms });
       this.emit('released', { released: true, node_id: nodeId, lease_expires_at_ms: r.lease_expires_at_ms } satisfies LeaseReleaseOutcome);
     } catch (e) {
       fail(e instanceof ControlError ? `${e.code}: ${e.message}` : (e as Error).message);
@@ -209,7 +210,12 @@ export class ControlDaemon extends EventEmitter {
     const backoff = new Backoff(this.options.reconnectBackoffMs, this.options.reconnectBackoffMaxMs);
     while (!this.stop$.signal.aborted) {
       try {
-        this.client = await ControlClient.connect({ url: this.options.controlUrl, token: this.options.controlAuthToken, agentId: NODE_DAEMON_AGENT_ID, tls: this.options.tls });
+        this.client = await ControlClient.connect({
+          url: this.options.controlUrl,
+          token: this.options.controlAuthToken,
+          agentId: NODE_DAEMON_AGENT_ID,
+          tls: this.options.tls,
+        });
       } catch (e) {
         if (e instanceof ConnectionError && e.reason === 'unauthorized') {
           throw new DaemonFatal(`control plane ${this.options.controlUrl} refused the role token (HTTP 401): pass --control-auth-token or set SVC_AUTH_TOKEN`);
@@ -312,7 +318,13 @@ export class ControlDaemon extends EventEmitter {
     try {
       return await client.request<NodeCredentials>(
         'node_join',
-        this.payload({ invite_token: this.options.inviteToken, node_name: this.options.nodeName, fs_url: this.options.fsUrl, platform: nodePlatform(), lease_ttl_ms: this.options.leaseTtlMs }),
+        this.payload({
+          invite_token: this.options.inviteToken,
+          node_name: this.options.nodeName,
+          fs_url: this.options.fsUrl,
+          platform: nodePlatform(),
+          lease_ttl_ms: this.options.leaseTtlMs,
+        }),
       );
     } catch (e) {
       if (e instanceof ControlError && ['invite_redeemed', 'invite_expired', 'invite_not_found'].includes(e.code)) {
@@ -359,7 +371,9 @@ export class ControlDaemon extends EventEmitter {
       }
       if (status.state === 'approved') {
         if (status.credentials) return status.credentials;
-        throw new DaemonFatal(`join request ${pending.request_id} was approved but its credentials were already collected; remove ${this.options.stateFile} and pair again`);
+        throw new DaemonFatal(
+          `join request ${pending.request_id} was approved but its credentials were already collected; remove ${this.options.stateFile} and pair again`,
+        );
       }
       await sleep(poll.next(), this.stop$.signal);
       if (this.stop$.signal.aborted) throw new ConnectionError('stopping', 'closed');
@@ -377,7 +391,10 @@ export class ControlDaemon extends EventEmitter {
       manifests: loadManifests(this.options.manifestFiles, this.options.servicesDir, builtInServiceIds(this.options.fsService, this.options.terminalIds)),
       labels: this.options.labels,
     });
-    await client.request('node_service_upsert', this.payload({ node_id: creds.node_id, node_secret: creds.node_secret, platform: nodePlatform(), labels: this.options.labels, services }));
+    await client.request(
+      'node_service_upsert',
+      this.payload({ node_id: creds.node_id, node_secret: creds.node_secret, platform: nodePlatform(), labels: this.options.labels, services }),
+    );
     const ids = services.map((s) => s.service_id);
     this.logger.log({ msg: 'catalog record published', services: ids });
     this.emit('published', ids);
@@ -410,7 +427,13 @@ async function beforeDeadline(p: Promise<unknown>, deadline: number): Promise<bo
   let timer: NodeJS.Timeout | undefined;
   const late = new Promise<boolean>((r) => (timer = setTimeout(() => r(false), Math.max(0, deadline - Date.now()))));
   try {
-    return await Promise.race([p.then(() => true, () => true), late]);
+    return await Promise.race([
+      p.then(
+        () => true,
+        () => true,
+      ),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }

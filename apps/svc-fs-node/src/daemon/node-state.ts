@@ -37,7 +37,12 @@ export class NodeStateFile {
     try {
       const data = JSON.parse(text) as NodeStateData;
       if (typeof data.control_url !== 'string') throw new Error('control_url missing');
-      return { control_url: data.control_url, credentials: data.credentials ?? null, pending_request: data.pending_request ?? null, updated_at_ms: data.updated_at_ms ?? 0 };
+      return {
+        control_url: data.control_url,
+        credentials: data.credentials ?? null,
+        pending_request: data.pending_request ?? null,
+        updated_at_ms: data.updated_at_ms ?? 0,
+      };
     } catch (e) {
       throw new NodeStateError(`${this.path} is not a valid node state file (${(e as Error).message}); move it away to pair again`);
     }

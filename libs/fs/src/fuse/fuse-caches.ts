@@ -291,7 +291,11 @@ export class FuseCaches {
         }
         const done = Date.now();
         const names = entries.map((e) => e.name);
-        const value: Listing = { names, has: new Set(names), stats: ReaddirStats.wrap(entries.map((e) => toFuseStat(e.attr, this.inodes.of(joinPath(path, e.name), e.attr.id)))) };
+        const value: Listing = {
+          names,
+          has: new Set(names),
+          stats: ReaddirStats.wrap(entries.map((e) => toFuseStat(e.attr, this.inodes.of(joinPath(path, e.name), e.attr.id)))),
+        };
         if (!entry.stale) {
           for (const e of entries) this.remember(joinPath(path, e.name), e.attr, done);
           cacheSet(this.dirs, path, { value, expires: done + this.ttl });

@@ -33,7 +33,9 @@ class FakeRouter extends EventEmitter {
   /** One mount path, `/w` (for the inode numbers). */
   readonly mountPaths = ['/w'];
   resolve(path: string) {
-    return path === '/w' || path.startsWith('/w/') ? { kind: 'mount', path, mountPath: '/w', rel: path.slice(3) } : { kind: 'synthetic', path, children: ['w'] };
+    return path === '/w' || path.startsWith('/w/')
+      ? { kind: 'mount', path, mountPath: '/w', rel: path.slice(3) }
+      : { kind: 'synthetic', path, children: ['w'] };
   }
   add(path: string, data: Buffer, ct = 1): void {
     this.files.set(path, { data, attr: attr(this.files.size + 10, data.length, ct) });
@@ -112,9 +114,12 @@ function setup(options: ConstructorParameters<typeof FuseFs>[1] = {}) {
   const ops = fs.ops as unknown as Record<string, (...args: unknown[]) => void>;
   /** Calls an operation whose callback is (err, value). */
   const call = <T>(op: string, ...args: unknown[]) =>
-    new Promise<T>((resolve, reject) => ops[op](...args, (err: number, value: T) => (err < 0 ? reject(Object.assign(new Error(`errno ${-err}`), { errno: -err })) : resolve(value))));
+    new Promise<T>((resolve, reject) =>
+      ops[op](...args, (err: number, value: T) => (err < 0 ? reject(Object.assign(new Error(`errno ${-err}`), { errno: -err })) : resolve(value))),
+    );
   /** Calls read/write, whose callback is (count or -errno). */
-  const count = (op: 'read' | 'write', path: string, fd: number, buf: Buffer, len: number, pos: number) => new Promise<number>((resolve) => ops[op](path, fd, buf, len, pos, resolve));
+  const count = (op: 'read' | 'write', path: string, fd: number, buf: Buffer, len: number, pos: number) =>
+    new Promise<number>((resolve) => ops[op](path, fd, buf, len, pos, resolve));
   return { router, fs, ops, call, count };
 }
 

@@ -117,7 +117,8 @@ export class FuseFs {
     router.on('inval_dir', (e: { paths: string[] }) => e.paths.forEach((p) => caches.forgetDir(p)));
     // What was learnt through one endpoint goes with it; other mounts keep their caches.
     router.on('topology', (e: TopologyChange) => {
-      if (e.added.length > 0 || e.removed.length > 0) caches.forgetAll(); // the synthetic tree changed
+      if (e.added.length > 0 || e.removed.length > 0)
+        caches.forgetAll(); // the synthetic tree changed
       else for (const path of e.changed) caches.forgetTree(path);
     });
     router.on('failover', (e: FailoverEvent) => caches.forgetTree(e.mount_path));

@@ -252,7 +252,8 @@ export class FuseOperations {
           return fh;
         }),
       read: (_path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) => P.runCount(cb, () => f.read(fd, buf, len, pos)),
-      write: (_path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) => P.runCount(cb, () => f.write(fd, buf.subarray(0, len), pos)),
+      write: (_path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
+        P.runCount(cb, () => f.write(fd, buf.subarray(0, len), pos)),
       flush: (_path: string, fd: number, cb: Cb) =>
         P.run(cb, async () => {
           const s = H.get(fd);

@@ -296,7 +296,14 @@ describe('PrefetchPolicy: first batch and recursive readers', () => {
       },
     };
     const caches = new FuseCaches(router, 60_000);
-    const policy = new PrefetchPolicy(router, caches, caches.contents, { maxFile: 1000, maxTotal: 1 << 20, maxNames: 64, firstBatch: 4, lookahead: 8, windowMs: 1000 });
+    const policy = new PrefetchPolicy(router, caches, caches.contents, {
+      maxFile: 1000,
+      maxTotal: 1 << 20,
+      maxNames: 64,
+      firstBatch: 4,
+      lookahead: 8,
+      windowMs: 1000,
+    });
     return { policy, asked, caches };
   }
 
@@ -327,7 +334,13 @@ describe('PrefetchPolicy: first batch and recursive readers', () => {
     await policy.onRead('/w/a/f001');
     await policy.opened('/w/b/f000');
     // b: its first small batch and the rest; then c, ahead of the reader: first batch and rest
-    expect(asked.map(([d, names]) => `${d}:${names[0]}:${names.length}`)).toEqual(['/w/a:f002:4', '/w/b:f000:4', '/w/b:f004:36', '/w/c:f000:4', '/w/c:f004:36']);
+    expect(asked.map(([d, names]) => `${d}:${names[0]}:${names.length}`)).toEqual([
+      '/w/a:f002:4',
+      '/w/b:f000:4',
+      '/w/b:f004:36',
+      '/w/c:f000:4',
+      '/w/c:f004:36',
+    ]);
     // the reader gets to c: everything is held, nothing more is asked there, and nothing lies beyond c
     const held = caches.cachedAttr('/w/c/f000')!;
     expect(caches.contents.has('/w/c/f000', held)).toBe(true);

@@ -71,7 +71,7 @@ export class WriteBehind {
    */
   async write(state: WriteBehindState, data: Buffer, pos: number): Promise<void> {
     if (state.pendingLen > 0 && pos !== state.pendingOff + state.pendingLen) await this.flush(state);
-    for (let taken = 0; taken < data.length; ) {
+    for (let taken = 0; taken < data.length;) {
       if (state.pendingLen === 0) state.pendingOff = pos + taken;
       state.block ??= this.blocks.acquire();
       const n = data.copy(state.block, BINARY_HEADER_ROOM + state.pendingLen, taken, taken + Math.min(data.length - taken, this.chunk - state.pendingLen));

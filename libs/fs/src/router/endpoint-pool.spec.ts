@@ -55,7 +55,11 @@ describe('EndpointPool: hung endpoints', () => {
     for (let i = 0; i < 3; i++) {
       const r = await timedReject(p.get(n.url, undefined, 5000));
       expect(r.err).toBeInstanceOf(ConnectionError);
-      expect(r.err).toMatchObject({ reason: 'hung', sent: false, message: expect.stringMatching(/^no answer from .* within 400 ms \(hung for [\d.]+ s; reconnecting in the background\)$/) });
+      expect(r.err).toMatchObject({
+        reason: 'hung',
+        sent: false,
+        message: expect.stringMatching(/^no answer from .* within 400 ms \(hung for [\d.]+ s; reconnecting in the background\)$/),
+      });
       expect(r.ms).toBeLessThan(50);
     }
     // the node answers again: a background reconnect brings a new session, without a call

@@ -92,7 +92,9 @@ describe('failover with hung nodes', () => {
     for (let i = 0; i < 3; i++) {
       const again = await timed(r.getattr(`/s/again-${i}`));
       expect((again.err as FsError).errno).toBe(Errno.EIO);
-      expect((again.err as Error).message).toMatch(/^mount \/s is unavailable \(1 candidate tried\): p \(.*\): no answer from .* within 600 ms \(hung for [\d.]+ s; reconnecting in the background\)$/);
+      expect((again.err as Error).message).toMatch(
+        /^mount \/s is unavailable \(1 candidate tried\): p \(.*\): no answer from .* within 600 ms \(hung for [\d.]+ s; reconnecting in the background\)$/,
+      );
       expect(again.ms).toBeLessThan(100);
     }
     a.mode = 'normal';
@@ -112,7 +114,9 @@ describe('failover with hung nodes', () => {
     const t = await timed(r.getattr('/s/f'));
     expect((t.err as FsError).errno).toBe(Errno.EIO);
     // A gets its whole connect timeout (1000 ms), B what is left of the 1500 ms
-    expect((t.err as Error).message).toMatch(new RegExp(`p \\(.*\\): no answer from ${a.url} within 1000 ms \\(connect\\); q \\(.*\\): no answer from ${b.url} within \\d+ ms \\(connect\\)$`));
+    expect((t.err as Error).message).toMatch(
+      new RegExp(`p \\(.*\\): no answer from ${a.url} within 1000 ms \\(connect\\); q \\(.*\\): no answer from ${b.url} within \\d+ ms \\(connect\\)$`),
+    );
     expect(t.ms).toBeGreaterThanOrEqual(1400);
     expect(t.ms).toBeLessThan(1900);
   });

@@ -207,7 +207,8 @@ export class MountRoutes {
           throw new FsError(Errno.EIO, `${mountPath}: ${e.message}; the operation was in flight and may or may not have been applied`);
         }
         if (attempt >= max) throw new FsError(Errno.EIO, `${mountPath}: ${e.message}`);
-        if (performance.now() >= deadline) throw new FsError(Errno.EIO, `${mountPath}: ${e.message}; no other candidate within the operation deadline of ${this.options.opDeadlineMs} ms`);
+        if (performance.now() >= deadline)
+          throw new FsError(Errno.EIO, `${mountPath}: ${e.message}; no other candidate within the operation deadline of ${this.options.opDeadlineMs} ms`);
       }
     }
   }
@@ -230,10 +231,13 @@ export class MountRoutes {
     const left = deadline - performance.now();
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        const maybe = ctx.committed ? '; the operation was in flight and may or may not have been applied' : '';
-        reject(new FsError(Errno.EIO, `${what}: no answer within the operation deadline of ${this.options.opDeadlineMs} ms${maybe}`));
-      }, Math.max(0, left));
+      timer = setTimeout(
+        () => {
+          const maybe = ctx.committed ? '; the operation was in flight and may or may not have been applied' : '';
+          reject(new FsError(Errno.EIO, `${what}: no answer within the operation deadline of ${this.options.opDeadlineMs} ms${maybe}`));
+        },
+        Math.max(0, left),
+      );
     });
     p.catch(() => undefined);
     return Promise.race([p, late]).finally(() => clearTimeout(timer));
@@ -315,7 +319,12 @@ export class MountRoutes {
         route.lastError.delete(key);
         if (!previous || previous.key !== key || previous.session !== session) {
           const cause = previous ? (previousError ?? null) : null;
-          const ev: FailoverEvent = { mount_path: route.mountPath, from: previous ? describeCandidate(previous.candidate) : null, to: describeCandidate(current), cause };
+          const ev: FailoverEvent = {
+            mount_path: route.mountPath,
+            from: previous ? describeCandidate(previous.candidate) : null,
+            to: describeCandidate(current),
+            cause,
+          };
           if (previous) this.emit('failover', ev);
           this.emit('inval_dir', { mount_path: route.mountPath, paths: [route.mountPath], dir: ex.root });
         }
@@ -324,7 +333,11 @@ export class MountRoutes {
         const message = messageOf(e);
         route.failedUntil.set(key, Date.now() + this.options.failureBackoffMs);
         route.lastError.set(key, message);
-        failures.push({ candidate: describeCandidate(c), message, errno: e instanceof FsError && !(e instanceof MountUnavailableError) ? (e.errno ?? null) : null });
+        failures.push({
+          candidate: describeCandidate(c),
+          message,
+          errno: e instanceof FsError && !(e instanceof MountUnavailableError) ? (e.errno ?? null) : null,
+        });
       }
     }
     throw new MountUnavailableError(route.mountPath, failures);

@@ -118,7 +118,20 @@ export class OpenFiles {
     const readOnly = (flags & OpenFlags.O_ACCMODE) === OpenFlags.O_RDONLY && (flags & (OpenFlags.O_TRUNC | OpenFlags.O_CREAT)) === 0;
     const o = await this.routes.withMount(t.mountPath, (a, ctx) => this.openOn(a, ctx, t.rel, flags, readOnly, readOnly ? readBytes : 0));
     const fh = this.nextFh++;
-    this.files.set(fh, { fh, path: t.path, mountPath: t.mountPath, rel: t.rel, flags, readOnly, active: o.active, h: o.h, reopening: null, node: o.node, first: o.first, closed: o.closed });
+    this.files.set(fh, {
+      fh,
+      path: t.path,
+      mountPath: t.mountPath,
+      rel: t.rel,
+      flags,
+      readOnly,
+      active: o.active,
+      h: o.h,
+      reopening: null,
+      node: o.node,
+      first: o.first,
+      closed: o.closed,
+    });
     return { fh, attr: o.attr };
   }
 
@@ -134,13 +147,30 @@ export class OpenFiles {
       retryStale(a, t.parentRel, async () => {
         const p = await walk(a, t.parentRel, true);
         ctx.committed = true;
-        const res = await a.session.client.request<{ attr: Attr; h: number }>('create', { node: p.id }, { name: t.name, mode, flags: flags | OpenFlags.O_CREAT });
+        const res = await a.session.client.request<{ attr: Attr; h: number }>(
+          'create',
+          { node: p.id },
+          { name: t.name, mode, flags: flags | OpenFlags.O_CREAT },
+        );
         a.cache.set(t.rel, res.attr.id);
         return { active: a, h: res.h, attr: res.attr };
       }),
     );
     const fh = this.nextFh++;
-    this.files.set(fh, { fh, path: t.path, mountPath: t.mountPath, rel: t.rel, flags, readOnly: false, active, h, reopening: null, node: attr.id, first: null, closed: false });
+    this.files.set(fh, {
+      fh,
+      path: t.path,
+      mountPath: t.mountPath,
+      rel: t.rel,
+      flags,
+      readOnly: false,
+      active,
+      h,
+      reopening: null,
+      node: attr.id,
+      first: null,
+      closed: false,
+    });
     return { fh, attr };
   }
 

@@ -12,8 +12,7 @@ import { WorkspaceRouter, WorkspaceRouterOptions } from './workspace-router';
  * Where the topology comes from, and how to reach the FS endpoints; `tls` is the trust of
  * `wss://` URLs, the control plane's and the nodes' (default: the system CAs).
  */
-export type RouterConfig = WorkspaceRouterOptions & { tls?: ClientTls } &
-  (
+export type RouterConfig = WorkspaceRouterOptions & { tls?: ClientTls } & (
     | {
         mode: 'workspace';
         /** Control-plane URL. */

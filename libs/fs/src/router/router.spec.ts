@@ -115,7 +115,17 @@ describe('LookupCache', () => {
 });
 
 function mv(path: string, node: string, state: MountView['state'], lease: number | null, extra: Partial<MountView> = {}): MountView {
-  return { mount_path: path, node_id: node, export_name: 'work', node_name: node, fs_url: `ws://${node}/v2/fs`, online: state === 'online', state, lease_expires_at_ms: lease, ...extra };
+  return {
+    mount_path: path,
+    node_id: node,
+    export_name: 'work',
+    node_name: node,
+    fs_url: `ws://${node}/v2/fs`,
+    online: state === 'online',
+    state,
+    lease_expires_at_ms: lease,
+    ...extra,
+  };
 }
 
 describe('topologyFromStatus', () => {
@@ -164,7 +174,10 @@ describe('parseEndpointSpec', () => {
     }
   });
   it('a repeated mount path is a failover group in the order given', () => {
-    const t = topologyFromEndpoints([parseEndpointSpec('p=ws://h:1/v2/fs@/s'), parseEndpointSpec('q=ws://h:2/v2/fs@/s'), parseEndpointSpec('r=ws://h:3/v2/fs')], 'T');
+    const t = topologyFromEndpoints(
+      [parseEndpointSpec('p=ws://h:1/v2/fs@/s'), parseEndpointSpec('q=ws://h:2/v2/fs@/s'), parseEndpointSpec('r=ws://h:3/v2/fs')],
+      'T',
+    );
     expect([...t.mounts.keys()]).toEqual(['/r', '/s']);
     expect(t.mounts.get('/s')!.map((c) => c.node_name)).toEqual(['p', 'q']);
     expect(t.mounts.get('/s')!.every((c) => c.auth_token === 'T')).toBe(true);

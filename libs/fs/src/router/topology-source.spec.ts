@@ -12,13 +12,32 @@ import { Topology } from './topology';
 import { WorkspaceTopologySource } from './topology-source';
 
 function mv(path: string, node: string, state: MountView['state'] = 'online'): MountView {
-  return { mount_path: path, node_id: node, export_name: 'work', node_name: node, fs_url: `ws://${node}/v2/fs`, online: state === 'online', state, lease_expires_at_ms: 1000 };
+  return {
+    mount_path: path,
+    node_id: node,
+    export_name: 'work',
+    node_name: node,
+    fs_url: `ws://${node}/v2/fs`,
+    online: state === 'online',
+    state,
+    lease_expires_at_ms: 1000,
+  };
 }
 
 const AVAIL = { mounts_total: 0, online: 0, degraded: 0, missing: 0 };
 
 function status(revision: number, mounts: MountView[]): WorkspaceStatus {
-  return { agent_id: 'a', project_id: 'p', workspace_root: '/projects/p/fs', mounts, desired_mounts: mounts, actual_mounts: mounts, drift: { count: 0, items: [] }, availability: AVAIL, revision };
+  return {
+    agent_id: 'a',
+    project_id: 'p',
+    workspace_root: '/projects/p/fs',
+    mounts,
+    desired_mounts: mounts,
+    actual_mounts: mounts,
+    drift: { count: 0, items: [] },
+    availability: AVAIL,
+    revision,
+  };
 }
 
 /** The parts of ControlClient the source uses; `status` is what the next read returns. */
@@ -57,7 +76,13 @@ describe('WorkspaceTopologySource and topology deltas', () => {
 
   beforeEach(async () => {
     client = new StubClient();
-    source = new WorkspaceTopologySource({ url: 'ws://stub/', token: 't', projectId: 'p', syncIntervalMs: 0, connect: async () => client as unknown as ControlClient });
+    source = new WorkspaceTopologySource({
+      url: 'ws://stub/',
+      token: 't',
+      projectId: 'p',
+      syncIntervalMs: 0,
+      connect: async () => client as unknown as ControlClient,
+    });
     const first = await source.start();
     expect(first.revision).toBe(1);
     expect(client.reads).toBe(1);

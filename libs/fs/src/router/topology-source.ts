@@ -283,14 +283,7 @@ export class WorkspaceTopologySource extends EventEmitter implements TopologySou
     this.lastError = null;
     const t = topologyFromStatus(status, this.lastSync);
     const cur = this.current as Topology | undefined;
-    if (
-      cur &&
-      this.revisionClient === client &&
-      cur.project_id === t.project_id &&
-      cur.revision !== null &&
-      t.revision !== null &&
-      t.revision < cur.revision
-    ) {
+    if (cur && this.revisionClient === client && cur.project_id === t.project_id && cur.revision !== null && t.revision !== null && t.revision < cur.revision) {
       // Computed before changes whose deltas were already applied on this session: keep those.
       return;
     }

@@ -8,13 +8,33 @@ import { MountView, TopologyDelta, WorkspaceStatus } from '@svc/protocol/wire';
 import { applyTopologyDelta, candidatesFingerprint, Topology, topologyFromEndpoints, topologyFromStatus } from './topology';
 
 function mv(path: string, node: string, state: MountView['state'], lease: number | null, extra: Partial<MountView> = {}): MountView {
-  return { mount_path: path, node_id: node, export_name: 'work', node_name: node, fs_url: `ws://${node}/v2/fs`, online: state === 'online', state, lease_expires_at_ms: lease, ...extra };
+  return {
+    mount_path: path,
+    node_id: node,
+    export_name: 'work',
+    node_name: node,
+    fs_url: `ws://${node}/v2/fs`,
+    online: state === 'online',
+    state,
+    lease_expires_at_ms: lease,
+    ...extra,
+  };
 }
 
 const AVAIL = { mounts_total: 0, online: 0, degraded: 0, missing: 0 };
 
 function status(mounts: MountView[], desired: MountView[], revision: number | undefined, project_id = 'p'): WorkspaceStatus {
-  const s = { agent_id: 'a', project_id, workspace_root: `/projects/${project_id}/fs`, mounts, desired_mounts: desired, actual_mounts: mounts, drift: { count: 0, items: [] }, availability: AVAIL, revision };
+  const s = {
+    agent_id: 'a',
+    project_id,
+    workspace_root: `/projects/${project_id}/fs`,
+    mounts,
+    desired_mounts: desired,
+    actual_mounts: mounts,
+    drift: { count: 0, items: [] },
+    availability: AVAIL,
+    revision,
+  };
   if (revision === undefined) delete s.revision;
   return s as WorkspaceStatus;
 }

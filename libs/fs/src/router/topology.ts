@@ -185,7 +185,8 @@ export function parseEndpointSpec(spec: string): EndpointSpec {
     rest = rest.slice(0, hash);
   }
   if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/.test(name)) throw new FsError(Errno.EINVAL, `--endpoint ${JSON.stringify(spec)}: name must be identifier-safe`);
-  if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/.test(exportName)) throw new FsError(Errno.EINVAL, `--endpoint ${JSON.stringify(spec)}: export must be identifier-safe`);
+  if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$/.test(exportName))
+    throw new FsError(Errno.EINVAL, `--endpoint ${JSON.stringify(spec)}: export must be identifier-safe`);
   let url: URL;
   try {
     url = new URL(rest);

@@ -572,7 +572,19 @@ export class WorkspaceRouter extends EventEmitter {
   /** The attr of a synthetic directory: read-only, id 0, times of the last topology change. */
   private syntheticAttr(): Attr {
     const ns = this.topologyTs * 1_000_000;
-    return { id: 0, k: NodeKind.DIR, m: SYNTHETIC_DIR_MODE, n: 2, u: process.getuid?.() ?? 0, g: process.getgid?.() ?? 0, sz: 0, at: ns, mt: ns, ct: ns, gen: this.topologyGen };
+    return {
+      id: 0,
+      k: NodeKind.DIR,
+      m: SYNTHETIC_DIR_MODE,
+      n: 2,
+      u: process.getuid?.() ?? 0,
+      g: process.getgid?.() ?? 0,
+      sz: 0,
+      at: ns,
+      mt: ns,
+      ct: ns,
+      gen: this.topologyGen,
+    };
   }
 
   /**

@@ -22,7 +22,10 @@ export interface FsExport {
 export class ExportRegistry {
   private readonly byName = new Map<string, FsExport>();
 
-  constructor(options: FsNodeOptions, private readonly table: NodeTable) {
+  constructor(
+    options: FsNodeOptions,
+    private readonly table: NodeTable,
+  ) {
     for (const def of options.exports) this.add(def);
   }
 

@@ -63,7 +63,8 @@ export class FsEndpointProfile implements EndpointProfile {
         `the first message of an FS session must be acheron.t_fs_hello {"protocol":"unified-v2-fs","proto":2} (got ${frame.type})`,
       );
     }
-    if (frame.channel !== 'acheron') return new ProtocolError('invalid_envelope', `the FS endpoint ${FS_ENDPOINT_PATH} carries only the acheron channel (got ${frame.type})`);
+    if (frame.channel !== 'acheron')
+      return new ProtocolError('invalid_envelope', `the FS endpoint ${FS_ENDPOINT_PATH} carries only the acheron channel (got ${frame.type})`);
     if (frame.data !== undefined && frame.type !== 'acheron.t_fs_write') {
       return new ProtocolError('invalid_envelope', `only acheron.t_fs_write may be sent as a binary frame (got ${frame.type})`);
     }

@@ -122,18 +122,21 @@ describe('hello: extensions granted', () => {
     expect((await startNode(['prefetch'])).service.hello({ ...HELLO, features: ['open_read', 'prefetch'] }).caps.features).toEqual(['prefetch']);
   });
 
-  it.each([['open_read'], [[1]], [Array.from({ length: 65 }, (_, i) => `f${i}`)], [['x'.repeat(65)]], [{ open_read: true }]])('refuses features %j as invalid_payload', async (features) => {
-    const n = nodes[0] ?? (await startNode());
-    let err: unknown;
-    try {
-      n.service.hello({ ...HELLO, features });
-    } catch (e) {
-      err = e;
-    }
-    expect(err).toBeInstanceOf(ProtocolError);
-    expect(err).toMatchObject({ code: 'invalid_payload' });
-    expect((err as ProtocolError).toErrno()).toBe(Errno.EINVAL);
-  });
+  it.each([['open_read'], [[1]], [Array.from({ length: 65 }, (_, i) => `f${i}`)], [['x'.repeat(65)]], [{ open_read: true }]])(
+    'refuses features %j as invalid_payload',
+    async (features) => {
+      const n = nodes[0] ?? (await startNode());
+      let err: unknown;
+      try {
+        n.service.hello({ ...HELLO, features });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ProtocolError);
+      expect(err).toMatchObject({ code: 'invalid_payload' });
+      expect((err as ProtocolError).toErrno()).toBe(Errno.EINVAL);
+    },
+  );
 });
 
 describe('open with read (open_read)', () => {
@@ -255,7 +258,13 @@ describe('prefetch', () => {
   });
 
   it('refuses more than 1024 names (EINVAL), a terminal export (ENOTSUP) and a file as directory (ENOTDIR)', async () => {
-    await expect(n.service.prefetch(n.session, dir, Array.from({ length: PREFETCH_MAX_NAMES + 1 }, (_, i) => `n${i}`))).rejects.toMatchObject({ errno: Errno.EINVAL });
+    await expect(
+      n.service.prefetch(
+        n.session,
+        dir,
+        Array.from({ length: PREFETCH_MAX_NAMES + 1 }, (_, i) => `n${i}`),
+      ),
+    ).rejects.toMatchObject({ errno: Errno.EINVAL });
     await expect(n.service.prefetch(n.session, n.rootOf('terminal-t'), ['README.md'])).rejects.toMatchObject({ errno: Errno.ENOTSUP });
     const file = await lookupId(n, dir, 'f00.txt');
     const err = await n.service.prefetch(n.session, file, ['x']).catch((e: unknown) => e);
@@ -275,7 +284,9 @@ describe('prefetch', () => {
     expect(failure({ names: ['a'], max_file: 1, max_total: 2 })).toBeNull();
     expect(failure({ names: 'a' })).toBe('names must be an array');
     expect(failure({ names: ['a', 5] })).toBe(`names must be an array of at most ${PREFETCH_MAX_NAMES} strings`);
-    expect(failure({ names: Array.from({ length: PREFETCH_MAX_NAMES + 1 }, () => 'a') })).toBe(`names must be an array of at most ${PREFETCH_MAX_NAMES} strings`);
+    expect(failure({ names: Array.from({ length: PREFETCH_MAX_NAMES + 1 }, () => 'a') })).toBe(
+      `names must be an array of at most ${PREFETCH_MAX_NAMES} strings`,
+    );
     expect(failure({ names: [], max_file: -1 })).toBe('max_file must not be negative');
     expect(failure({})).toMatch(/names/);
   });

@@ -18,11 +18,24 @@ export class FsMetrics {
   /** Bytes returned by `read`. */
   readonly bytesRead = getOrCreate('svc_fs_bytes_read_total', () => new Counter({ name: 'svc_fs_bytes_read_total', help: 'Bytes read through FS handles' }));
   /** Bytes stored by `write`. */
-  readonly bytesWritten = getOrCreate('svc_fs_bytes_written_total', () => new Counter({ name: 'svc_fs_bytes_written_total', help: 'Bytes written through FS handles' }));
+  readonly bytesWritten = getOrCreate(
+    'svc_fs_bytes_written_total',
+    () => new Counter({ name: 'svc_fs_bytes_written_total', help: 'Bytes written through FS handles' }),
+  );
 
   constructor(sessions: FsSessionService, table: NodeTable) {
     const gauge = (name: string, help: string, value: () => number) =>
-      getOrCreate(name, () => new Gauge({ name, help, collect() { this.set(value()); } }));
+      getOrCreate(
+        name,
+        () =>
+          new Gauge({
+            name,
+            help,
+            collect() {
+              this.set(value());
+            },
+          }),
+      );
     gauge('svc_fs_sessions', 'Open FS sessions (after a good hello)', () => sessions.size);
     gauge('svc_fs_open_handles', 'Open FS handles over all sessions', () => sessions.openHandles());
     gauge('svc_fs_nodes', 'Node ids currently known to the node table', () => table.size);

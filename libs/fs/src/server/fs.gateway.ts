@@ -181,7 +181,10 @@ export class FsGateway {
   async prefetch(@Ctx() ctx: RequestContext, @Payload() body: PrefetchDto): Promise<PrefetchReply | undefined> {
     const fs = fsOf(ctx.session);
     if (!fs.features.has('prefetch')) {
-      throw new ProtocolError('unknown_type', 'unknown message type "acheron.t_fs_prefetch" (the prefetch extension was not granted: ask for it in acheron.t_fs_hello features)');
+      throw new ProtocolError(
+        'unknown_type',
+        'unknown message type "acheron.t_fs_prefetch" (the prefetch extension was not granted: ask for it in acheron.t_fs_hello features)',
+      );
     }
     const { files, data } = await this.fs.prefetch(fs, rootId(ctx.frame, 'node'), body.names, body.max_file, body.max_total);
     const n = data.reduce((sum, d) => sum + d.length, 0);
@@ -190,7 +193,10 @@ export class FsGateway {
       for (const f of files) if (f.n !== undefined) f.data_b64 = data[k++].toString('base64');
       return { files, n };
     }
-    const header = Buffer.from(JSON.stringify({ channel: 'acheron', type: 'acheron.r_fs_prefetch', tag: ctx.frame.tag, ok: true, payload: { files, n } }), 'utf8');
+    const header = Buffer.from(
+      JSON.stringify({ channel: 'acheron', type: 'acheron.r_fs_prefetch', tag: ctx.frame.tag, ok: true, payload: { files, n } }),
+      'utf8',
+    );
     const frame = Buffer.allocUnsafe(4 + header.length + n);
     frame.writeUInt32BE(header.length, 0);
     header.copy(frame, 4);
@@ -255,7 +261,8 @@ export class FsGateway {
     let data: Buffer;
     if (frame.data !== undefined) {
       if (body.data_b64 !== undefined) throw new FsError(Errno.EINVAL, 'a binary write carries its bytes after the header, not in data_b64');
-      if (body.n !== undefined && body.n !== frame.data.length) throw new FsError(Errno.EINVAL, `payload.n is ${body.n} but the frame carries ${frame.data.length} bytes`);
+      if (body.n !== undefined && body.n !== frame.data.length)
+        throw new FsError(Errno.EINVAL, `payload.n is ${body.n} but the frame carries ${frame.data.length} bytes`);
       data = frame.data;
     } else {
       if (body.data_b64 === undefined) throw new FsError(Errno.EINVAL, 'data_b64 is required');

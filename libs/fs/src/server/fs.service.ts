@@ -144,7 +144,10 @@ export class FsService implements OnModuleDestroy {
   private grant(asked: unknown): string[] {
     if (asked === undefined) return [];
     if (!Array.isArray(asked) || asked.length > HELLO_MAX_FEATURES || !asked.every((f) => typeof f === 'string' && f.length <= FEATURE_NAME_MAX)) {
-      throw new ProtocolError('invalid_payload', `features must be an array of at most ${HELLO_MAX_FEATURES} extension names (strings of at most ${FEATURE_NAME_MAX} characters)`);
+      throw new ProtocolError(
+        'invalid_payload',
+        `features must be an array of at most ${HELLO_MAX_FEATURES} extension names (strings of at most ${FEATURE_NAME_MAX} characters)`,
+      );
     }
     const offered = this.options.features ?? FS_FEATURES;
     return offered.filter((f) => asked.includes(f));
@@ -324,7 +327,14 @@ export class FsService implements OnModuleDestroy {
    * @throws FsError EINVAL for an O_WRONLY open; what {@link open} and `read` throw (the
    *   handle is closed again when the read fails)
    */
-  async openRead(session: FsSession, id: number, flags: number, len: number, closeAtEof: boolean, into?: Buffer): Promise<{ reply: OpenReadReply; data: Buffer }> {
+  async openRead(
+    session: FsSession,
+    id: number,
+    flags: number,
+    len: number,
+    closeAtEof: boolean,
+    into?: Buffer,
+  ): Promise<{ reply: OpenReadReply; data: Buffer }> {
     if ((flags & OpenFlags.O_ACCMODE) === OpenFlags.O_WRONLY) throw new FsError(Errno.EINVAL, 'read needs an open for reading (O_RDONLY or O_RDWR)');
     const node = this.node(id);
     const exp = this.registry.of(node);
@@ -372,7 +382,13 @@ export class FsService implements OnModuleDestroy {
    * @throws FsError EINVAL (more than 1024 names), ENOTSUP (an export whose reads act, e.g. a
    *   terminal), ENOENT/ENOTDIR/EACCES for the directory itself
    */
-  async prefetch(session: FsSession, dirId: number, names: readonly string[], maxFile?: number, maxTotal?: number): Promise<{ files: PrefetchEntry[]; data: Buffer[] }> {
+  async prefetch(
+    session: FsSession,
+    dirId: number,
+    names: readonly string[],
+    maxFile?: number,
+    maxTotal?: number,
+  ): Promise<{ files: PrefetchEntry[]; data: Buffer[] }> {
     if (names.length > PREFETCH_MAX_NAMES) throw new FsError(Errno.EINVAL, `names holds ${names.length} names; at most ${PREFETCH_MAX_NAMES}`);
     const { dir, exp } = this.dir(dirId);
     const readSmallFiles = exp.backend.readSmallFiles?.bind(exp.backend);
@@ -392,7 +408,13 @@ export class FsService implements OnModuleDestroy {
         files[i].errno = errnoOf(e);
       }
     });
-    const stats = valid.length > 0 ? await exp.backend.lookupMany(path, valid.map((i) => names[i])) : [];
+    const stats =
+      valid.length > 0
+        ? await exp.backend.lookupMany(
+            path,
+            valid.map((i) => names[i]),
+          )
+        : [];
     session.seen.add(dir.id);
     const reads: Array<{ i: number; reserved: number }> = [];
     let exhausted = false;
@@ -416,7 +438,14 @@ export class FsService implements OnModuleDestroy {
       }
     });
     const data = new Array<Buffer | undefined>(names.length);
-    const results = reads.length > 0 ? await readSmallFiles(path, reads.map(({ i }) => names[i]), reads.map(({ reserved }) => reserved)) : [];
+    const results =
+      reads.length > 0
+        ? await readSmallFiles(
+            path,
+            reads.map(({ i }) => names[i]),
+            reads.map(({ reserved }) => reserved),
+          )
+        : [];
     reads.forEach(({ i }, k) => {
       const r = results[k];
       const entry = files[i];

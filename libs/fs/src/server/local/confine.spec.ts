@@ -1,4 +1,16 @@
-import { constants as C, lstatSync, mkdirSync, mkdtempSync, readdirSync, realpathSync, renameSync, rmSync, symlinkSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  constants as C,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  realpathSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { lstat, open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -187,7 +199,11 @@ describe('confinedAt', () => {
     const churn = (async () => {
       let i = 0;
       while (Date.now() < end) {
-        for (const [name, target] of [['dir_link', 'dir'], ['file_link', 'dir/f.txt'], ['out_link', '../outside']]) {
+        for (const [name, target] of [
+          ['dir_link', 'dir'],
+          ['file_link', 'dir/f.txt'],
+          ['out_link', '../outside'],
+        ]) {
           try {
             unlinkSync(join(root, name));
           } catch {

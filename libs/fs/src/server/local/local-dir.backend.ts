@@ -22,7 +22,25 @@ import { Logger } from '@nestjs/common';
 import { closeSync, constants as C, fstat, lstat as lstatCb, open as openCb, read as readCb, watch as fsWatch, BigIntStats } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { promisify } from 'node:util';
-import { chmod, chown, lstat, mkdir, open, readdir, readlink, realpath, rename, rmdir, stat, statfs, symlink, truncate, unlink, utimes, FileHandle } from 'node:fs/promises';
+import {
+  chmod,
+  chown,
+  lstat,
+  mkdir,
+  open,
+  readdir,
+  readlink,
+  realpath,
+  rename,
+  rmdir,
+  stat,
+  statfs,
+  symlink,
+  truncate,
+  unlink,
+  utimes,
+  FileHandle,
+} from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
 import type { FsAttrChanges, FsBackend, FsOpenFile, FsStat, FsWatch, FsWatchEvent, SmallFileRead } from '../fs-backend';
 import { confinedAt, fdPath, isInside, realPathOfFdSync } from './confine';
@@ -563,7 +581,8 @@ export class LocalDirBackend implements FsBackend {
 
   async watch(dir: readonly string[], listener: (event: FsWatchEvent) => void): Promise<FsWatch | null> {
     if (this.watches.size >= this.maxWatches) {
-      if (!this.watchLimitLogged) this.log.warn({ msg: 'directory watch limit reached; further directories get no on-disk change events', limit: this.maxWatches });
+      if (!this.watchLimitLogged)
+        this.log.warn({ msg: 'directory watch limit reached; further directories get no on-disk change events', limit: this.maxWatches });
       this.watchLimitLogged = true;
       return null;
     }

@@ -85,7 +85,8 @@ export function parseTerminalRequest(bytes: Buffer): TerminalRequest {
   if (r.env !== undefined) {
     if (typeof r.env !== 'object' || r.env === null || Array.isArray(r.env)) invalid('env must be an object of strings');
     for (const [k, v] of Object.entries(r.env as object)) {
-      if (typeof v !== 'string' || k.length === 0 || k.includes('=') || k.includes('\0') || v.includes('\0')) invalid(`env.${k} must be a string (no "=" in names, no NUL)`);
+      if (typeof v !== 'string' || k.length === 0 || k.includes('=') || k.includes('\0') || v.includes('\0'))
+        invalid(`env.${k} must be a string (no "=" in names, no NUL)`);
     }
   }
   if (r.stdin !== undefined && typeof r.stdin !== 'string') invalid('stdin must be a string');
@@ -206,7 +207,7 @@ export class TerminalBackend implements FsBackend {
         'Write a request to control/invoke.json, then read the result on the same handle,\n' +
         'or read control/last_result.json.\n\n' +
         '    {"argv":["sh","-c","echo hi"], "cwd":"sub/dir", "env":{"K":"V"}, "stdin":"...", "timeout_ms":30000}\n\n' +
-        'No shell runs unless argv asks for one; cwd stays inside the terminal\'s base directory;\n' +
+        "No shell runs unless argv asks for one; cwd stays inside the terminal's base directory;\n" +
         'the environment is exactly env plus PATH; timeout_ms defaults to 30000 (at most 600000);\n' +
         'stdout and stderr keep their first 1 MiB each (truncated:true past it).\n\n' +
         'Result: {"exit_code", "signal", "stdout", "stderr", "duration_ms", "truncated", "timed_out"}\n',
@@ -214,7 +215,14 @@ export class TerminalBackend implements FsBackend {
   }
 
   private statOf(node: NodeName): FsStat {
-    const base = { nlink: 1, uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0, atimeNs: this.startedNs, ctimeNs: this.startedNs, mtimeNs: this.startedNs };
+    const base = {
+      nlink: 1,
+      uid: process.getuid?.() ?? 0,
+      gid: process.getgid?.() ?? 0,
+      atimeNs: this.startedNs,
+      ctimeNs: this.startedNs,
+      mtimeNs: this.startedNs,
+    };
     switch (node) {
       case 'root':
       case 'control':
@@ -258,7 +266,8 @@ export class TerminalBackend implements FsBackend {
 
   async setattr(path: readonly string[], changes: FsAttrChanges): Promise<FsStat> {
     const node = this.need(path);
-    if (changes.mode !== undefined || changes.uid !== undefined || changes.gid !== undefined) throw new FsError(Errno.EPERM, 'the terminal tree has fixed modes and owners');
+    if (changes.mode !== undefined || changes.uid !== undefined || changes.gid !== undefined)
+      throw new FsError(Errno.EPERM, 'the terminal tree has fixed modes and owners');
     if (changes.size !== undefined && node !== 'invoke') throw new FsError(Errno.EACCES, 'only control/invoke.json is writable');
     return this.statOf(node);
   }
@@ -311,7 +320,8 @@ export class TerminalBackend implements FsBackend {
       for (const c of chunks) c.data.copy(doc, c.position);
       chunks.length = 0;
       const req = parseTerminalRequest(doc);
-      if (this.running >= TERMINAL_LIMITS.maxConcurrent) throw new FsError(Errno.EAGAIN, `terminal ${this.terminalId} is running ${this.running} requests; retry later`);
+      if (this.running >= TERMINAL_LIMITS.maxConcurrent)
+        throw new FsError(Errno.EAGAIN, `terminal ${this.terminalId} is running ${this.running} requests; retry later`);
       this.running++;
       try {
         const r = await runTerminalRequest(req, this.base);
@@ -333,7 +343,8 @@ export class TerminalBackend implements FsBackend {
       },
       write: async (data, position) => {
         if (closed) throw new FsError(Errno.EBADF);
-        if (position + data.length > TERMINAL_LIMITS.maxRequestBytes) throw new FsError(Errno.EFBIG, `a terminal request is at most ${TERMINAL_LIMITS.maxRequestBytes} bytes`);
+        if (position + data.length > TERMINAL_LIMITS.maxRequestBytes)
+          throw new FsError(Errno.EFBIG, `a terminal request is at most ${TERMINAL_LIMITS.maxRequestBytes} bytes`);
         chunks.push({ position, data: Buffer.from(data) });
         pending = true;
         result = null;
