@@ -48,7 +48,7 @@ export class ServerConfig {
   /**
    * A node daemon's control session that sends no frame and answers no ping for this long,
    * ms, is closed and the node marked `degraded` (`SVC_NODE_SESSION_TIMEOUT_MS`, default 5000;
-   * PROTOCOL.md 10a).
+   * docs/protocol.md "Liveness from daemon sessions").
    */
   nodeSessionTimeoutMs: number;
   /**

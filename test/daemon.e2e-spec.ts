@@ -4,7 +4,7 @@
  * labels, --no-fs-service, manifests and a services dir, lease recovery after the control plane
  * was down for 10 s, re-pairing after node_delete, the fatal cases (exit 3), and the lease at
  * the end: released by a clean stop (failover at once); after a kill, degraded when the
- * daemon's control session closed (PROTOCOL.md 5, 6, 10a).
+ * daemon's control session closed (docs/protocol.md "Liveness from daemon sessions").
  */
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * e2e: faults under load, on real processes (PROTOCOL.md 10, 10a).
+ * e2e: faults under load, on real processes (docs/operations.md, docs/protocol.md "Liveness from daemon sessions").
  *
  * The state database (on a PostgreSQL this file starts itself; skipped, saying why, where
  * PostgreSQL is not installed): two `svc` replicas while eight sessions mutate, then
@@ -20,7 +20,7 @@
  * stopped (immediate), the standby promoted and the proxy pointed at it: no exit, /readyz 503
  * then 200 within 5 s, mutations accepted, every acknowledged mutation read back on both.
  *
- * Node daemons (PROTOCOL.md 10a), with two replicas on PostgreSQL where it is installed, else
+ * Node daemons (docs/protocol.md "Liveness from daemon sessions"), with two replicas on PostgreSQL where it is installed, else
  * one on SQLite: a daemon SIGKILLed is `degraded` within 2 s on every replica (node_get,
  * `workspace_availability` to debug subscribers, a topology delta to a pinned session), long
  * before its 30 s lease ends; restarted, `online` again within 2 s; SIGSTOPped, `degraded`
@@ -361,7 +361,7 @@ pgMaybe('a standby promoted behind the same address (a proxy retargeted from the
   }, 40_000);
 });
 
-describe('node daemon sessions (PROTOCOL.md 10a)', () => {
+describe('node daemon sessions (docs/protocol.md "Liveness from daemon sessions")', () => {
   interface NodeInfo {
     node_id: string;
     state: string;

@@ -139,7 +139,7 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
 
   /**
    * `control.node_lease_refresh` (node_secret). From a node daemon's session (agent
-   * `svc-fs-node`) it also opens or renews the node's daemon session (PROTOCOL.md 10a), which
+   * `svc-fs-node`) it also opens or renews the node's daemon session (docs/protocol.md "Liveness from daemon sessions"), which
    * is then watched until it closes.
    */
   @SubscribeMessage('control.node_lease_refresh')

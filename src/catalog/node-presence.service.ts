@@ -1,5 +1,5 @@
 /**
- * Liveness of nodes from their daemons' control sessions (PROTOCOL.md 10a).
+ * Liveness of nodes from their daemons' control sessions (docs/protocol.md "Liveness from daemon sessions").
  *
  * A control session of agent `svc-fs-node` that refreshes a node's lease with its node
  * secret is the node's daemon session. Its opening is stored with that refresh (the write the
@@ -25,7 +25,7 @@ import { NodesService } from './nodes.service';
 export const PING_INTERVAL_MS = 1500;
 /**
  * How long after a daemon session closed its closing is stored, ms: a daemon reconnecting
- * within it stays `online`. Below PROTOCOL.md 10a's 2 s so that, with the commit, the node is
+ * within it stays `online`. Below the 2 s the protocol allows for a reconnect, so that, with the commit, the node is
  * `degraded` within 2 s of the close.
  */
 export const RECONNECT_GRACE_MS = 1500;
@@ -67,7 +67,7 @@ export class NodePresenceService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * Whether a refresh from `session` is its node's daemon session (PROTOCOL.md 10a): a control
+   * Whether a refresh from `session` is its node's daemon session (docs/protocol.md "Liveness from daemon sessions"): a control
    * session of agent `svc-fs-node` still open.
    */
   isDaemonSession(session: WsSession): boolean {

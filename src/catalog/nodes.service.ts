@@ -242,7 +242,7 @@ export class NodesService {
 
   /**
    * Extends a node's lease; optionally updates its advertised `fs_url` and FS auth token.
-   * @param daemon the caller's session when it is the node's daemon session (PROTOCOL.md 10a):
+   * @param daemon the caller's session when it is the node's daemon session (docs/protocol.md "Liveness from daemon sessions"):
    *   recorded as open in the same write when it is not already (a new or reconnected daemon);
    *   null: a refresh by hand, which leaves an open daemon session alone and forgets a closed
    *   one (the node is then judged by its lease)
@@ -296,7 +296,7 @@ export class NodesService {
   }
 
   /**
-   * Records that a node daemon's session closed without a lease release (PROTOCOL.md 10a), so
+   * Records that a node daemon's session closed without a lease release (docs/protocol.md "Liveness from daemon sessions"), so
    * that the node is `degraded` on every replica; nothing when the stored session is another
    * one (the daemon reconnected meanwhile) or no longer open.
    * @param closedAtMs when the session closed, epoch ms

@@ -59,7 +59,7 @@ export interface NodeRecord {
   readonly joined_at_ms: number;
   readonly last_seen_ms: number;
   /**
-   * The node daemon's control session as last stored (PROTOCOL.md 10a); absent: none known (a
+   * The node daemon's control session as last stored (docs/protocol.md "Liveness from daemon sessions"); absent: none known (a
    * node without a daemon, or one that released its lease), judged by its lease alone.
    */
   readonly daemon_session?: DaemonSessionRecord;
@@ -77,7 +77,7 @@ export interface DaemonSessionRecord {
 }
 
 /**
- * Whether a node is `online` at `now` (PROTOCOL.md 6, 10a): its lease has not expired and, for
+ * Whether a node is `online` at `now` (docs/protocol.md "Liveness from daemon sessions"): its lease has not expired and, for
  * a node with a daemon, the daemon's session is not stored as closed.
  * @param now epoch ms
  */

@@ -49,7 +49,7 @@ export const DEFAULT_AGENT_ID = 'default';
 /**
  * Agent of a node daemon's control session (`svc-fs-node --control-url`). A session of this
  * agent that refreshes a node's lease with its node secret is that node's daemon session,
- * whose liveness the node's state follows (PROTOCOL.md 10a).
+ * whose liveness the node's state follows (docs/protocol.md "Liveness from daemon sessions").
  */
 export const NODE_DAEMON_AGENT_ID = 'svc-fs-node';
 
