@@ -1,5 +1,5 @@
 /**
- * Where clients take their role token (PROTOCOL.md 1): `--auth-token`, else `SVC_AUTH_TOKEN`,
+ * Where clients take their role token (docs/protocol.md "Transport"): `--auth-token`, else `SVC_AUTH_TOKEN`,
  * else the admin token in `${SVC_STATE_DIR:-./.svc}/auth_tokens.json` when readable (local use).
  */
 import { readFileSync } from 'node:fs';

@@ -1,6 +1,6 @@
 /**
  * ClientModule: the protocol clients as injectable providers, so CLI commands receive them by
- * injection (ARCHITECTURE.md: nest-commander CLIs from the same DI container).
+ * injection (nest-commander CLIs from the same DI container).
  */
 import { Injectable, Module } from '@nestjs/common';
 import { ControlClient, ControlClientOptions } from './control-client';

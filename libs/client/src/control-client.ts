@@ -1,5 +1,5 @@
 /**
- * ControlClient: a control session on `svc` (PROTOCOL.md 1-5). Opens the WebSocket with the
+ * ControlClient: a control session on `svc`. Opens the WebSocket with the
  * bearer role token, performs `control.version` + `control.connect`, correlates replies by
  * `id`, and emits server pushes. Also carries runtime (Acheron) requests, correlated by `tag`.
  */

@@ -1,5 +1,5 @@
 /**
- * FsClient keepalive and deadlines (issue 11 item 3) against a tiny real `ws` node
+ * FsClient keepalive and deadlines against a tiny real `ws` node
  * (test/helpers/stub-fs-node.ts) that can stop answering altogether (no replies, no pongs: a
  * SIGSTOPped node), answer late while still answering pings (a busy node), or push without
  * ponging.

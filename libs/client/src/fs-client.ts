@@ -1,11 +1,11 @@
 /**
- * FsClient: one FS session on a node's `/v2/fs` endpoint (PROTOCOL.md 4 and 8). Sends
+ * FsClient: one FS session on a node's `/v2/fs` endpoint (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). Sends
  * `acheron.t_fs_hello` (with the auth token and, by default, a request for the binary data
  * path and every FS extension), correlates replies by `tag` with many requests in flight, and
  * emits the node's invalidation pushes. The extensions granted (docs/protocol.md "FS
  * extensions") are used through {@link FsClient.openRead} and {@link FsClient.prefetch}.
  *
- * Hung nodes (issue 11 item 3): a node that stops answering without closing its connection
+ * Hung nodes: a node that stops answering without closing its connection
  * (`SIGSTOP`, a network partition) is found by keepalive pings. While at least one request
  * waits for its reply, a WebSocket ping (RFC 6455 control frame; the node's `ws` server
  * answers it itself) is sent after every `keepaliveMs` in which nothing arrived; when nothing
@@ -87,12 +87,12 @@ export const DEFAULT_KEEPALIVE_MS = 1000;
 /** Default time without any answer after which a waiting session is hung, ms. */
 export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 2500;
 
-/** The `acheron.r_fs_exports` payload (PROTOCOL.md 8). */
+/** The `acheron.r_fs_exports` payload (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
 export interface FsExportsReply {
   exports: ExportInfo[];
 }
 
-/** The `acheron.r_fs_hello` payload (PROTOCOL.md 4). */
+/** The `acheron.r_fs_hello` payload (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
 export type FsHello = FsHelloReply;
 
 /**
@@ -290,7 +290,7 @@ export class FsClient extends EventEmitter {
   }
 
   /**
-   * The node's exports (`acheron.t_fs_exports`, PROTOCOL.md 8): the reply to the request sent
+   * The node's exports (`acheron.t_fs_exports`, docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): the reply to the request sent
    * behind the hello ({@link FsClientOptions.listExports}) the first time, a new request after.
    * @throws FsError / ConnectionError from the request
    */

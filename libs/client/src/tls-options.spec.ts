@@ -8,7 +8,7 @@ import { makeCa, opensslMissing } from '../../../test/helpers/tls';
 import { cleanupTmp } from '../../../test/helpers/processes';
 import { clientTlsFrom, describeTlsError, loadClientTls, TlsCaError, tlsSocketOptions } from './tls-options';
 
-describe('client TLS trust (PROTOCOL.md 1)', () => {
+describe('client TLS trust', () => {
   let dir: string;
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'svc-tls-options-'));

@@ -1,5 +1,5 @@
 /**
- * How every client verifies a `wss://` server (PROTOCOL.md 1 "TLS (wss://)"): against the
+ * How every client verifies a `wss://` server (docs/operations.md "Transport security (TLS)"): against the
  * system CAs plus the CA file of `--tls-ca FILE` / `SVC_TLS_CA`, with the host name checked,
  * and `rejectUnauthorized: true` passed explicitly so nothing (not even
  * `NODE_TLS_REJECT_UNAUTHORIZED=0`) turns verification off. There is no switch to skip it.

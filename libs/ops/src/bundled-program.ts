@@ -1,5 +1,5 @@
 /**
- * Start-up of the command-line programs from a bundle (issue 11 build item 4): what each
+ * Start-up of the command-line programs from a bundle: what each
  * program's `main.js` calls first.
  *
  * `npm run build` (tsc, then `scripts/bundle-clis.ts`) bundles a program's module

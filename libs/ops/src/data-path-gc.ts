@@ -12,7 +12,7 @@
  * (10-30 MB). `--initial-old-space-size=64` has the same effect but can only be given on the
  * node command line (not in NODE_OPTIONS, not at run time).
  *
- * Applied once the program knows it is a data path, not at start-up (issue 11 item 4): V8
+ * Applied once the program knows it is a data path, not at start-up: V8
  * accepts a code cache only under the flags it was made with, so a flag changed before the
  * program's modules are loaded makes Node's own code cache of its built-in modules useless (http,
  * crypto and their dependencies then compile from source: 5-7 ms more at every start, measured

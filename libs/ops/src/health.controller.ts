@@ -1,5 +1,5 @@
 /**
- * `/livez` and `/readyz` (SPEC.md "HTTP operational endpoints") through Terminus.
+ * `/livez` and `/readyz` through Terminus.
  * `/livez` is 200 while the process serves HTTP; `/readyz` is 200 only when
  * {@link ReadinessService} says ready, else 503.
  */

@@ -1,5 +1,5 @@
 /**
- * Structured logging: one JSON line per event on stderr (PROTOCOL.md 1), level from
+ * Structured logging: one JSON line per event on stderr (docs/operations.md "Logs"), level from
  * `SVC_LOG_LEVEL`, through nestjs-pino. Secrets are redacted by path as a second line of
  * defence; code never passes them to the logger in the first place.
  */

@@ -1,6 +1,6 @@
 /**
  * Operational HTTP endpoints and logging shared by the servers: `/livez`, `/readyz`,
- * `/metrics`, `/metrics.json` (SPEC.md "HTTP operational endpoints"), served only when the
+ * `/metrics`, `/metrics.json`, served only when the
  * program listens on `SVC_METRICS_PORT`.
  */
 import { DynamicModule, Global, Module } from '@nestjs/common';

@@ -1,6 +1,5 @@
 /**
- * The node service catalog record and its validation (SPEC.md "Node service catalog record",
- * "Service entry", "Mount entry", "Errors"; PROTOCOL.md 7). One validator, shared by the
+ * The node service catalog record and its validation. One validator, shared by the
  * control plane (`control.node_service_upsert`) and by `svc-fs-node` (manifests are checked
  * before publication with the same rules).
  */
@@ -17,7 +16,7 @@ export interface CatalogMount {
   state: string;
 }
 
-/** A service entry with defaults applied (SPEC.md "Service entry"). */
+/** A service entry with defaults applied. */
 export interface ServiceEntry {
   service_id: string;
   kind: string;
@@ -62,7 +61,7 @@ function isObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * Validates one service entry and applies the defaults (SPEC.md "Service entry").
+ * Validates one service entry and applies the defaults.
  * @param raw the entry as received
  * @param where the field prefix used in messages, e.g. `services[2]`
  * @throws ProtocolError `invalid_payload` / `missing_field` naming `<where>.<field>`
@@ -193,7 +192,7 @@ export function validatePlatform(raw: unknown): Platform {
 }
 
 /**
- * The resolved invoke path of a service (PROTOCOL.md 7): `ops.invoke`, else
+ * The resolved invoke path of a service: `ops.invoke`, else
  * `ops.paths.invoke`, else `control/invoke.json`.
  */
 export function invokePathOf(service: Pick<ServiceEntry, 'ops'>): string {

@@ -1,5 +1,5 @@
 /**
- * The strict unified v2 envelope (SPEC.md "Message envelope", PROTOCOL.md 2-3).
+ * The strict unified v2 envelope (docs/protocol.md "Envelope and errors").
  *
  * {@link parseFrame} turns one WebSocket frame into a {@link Frame} or throws an
  * {@link EnvelopeError} that says on which channel the rejection goes and with which code.
@@ -8,7 +8,7 @@ import { Channel, CHANNELS, MAX_TAG } from './constants';
 import { ErrorCode, ProtocolError } from './errors';
 import { FORBIDDEN_KEYS, forbiddenKeyPath } from './forbidden-keys';
 
-/** A request id on the control channel: string or number, echoed on the reply (PROTOCOL.md 2). */
+/** A request id on the control channel: string or number, echoed on the reply (docs/protocol.md "Envelope and errors"). */
 export type RequestId = string | number | null;
 
 /** One parsed request frame. */
@@ -24,7 +24,7 @@ export interface Frame {
   payload: Record<string, unknown>;
   /** The whole decoded object, for the acheron root fields (`fid`, `path`, `node`, `h`, ...). */
   root: Record<string, unknown>;
-  /** Raw bytes carried by a binary data frame (FS binary data path, PROTOCOL.md 8). */
+  /** Raw bytes carried by a binary data frame (FS binary data path, docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
   data?: Buffer;
 }
 
@@ -42,7 +42,7 @@ export class EnvelopeError extends ProtocolError {
   }
 }
 
-/** Legacy pre-v2 type prefixes and their unified v2 replacements (SPEC.md "Versioning"). */
+/** Legacy pre-v2 type prefixes and their unified v2 replacements. */
 const LEGACY_PREFIXES: Array<[string, string]> = [
   ['acheron.fs_t_', 'acheron.t_fs_'],
   ['acheron.fs_r_', 'acheron.r_fs_'],
@@ -52,7 +52,7 @@ const LEGACY_EXACT: Record<string, string> = { 'acheron.fs_error': 'acheron.err_
 
 const TYPE_SHAPE = /^[A-Za-z0-9_.-]{1,128}$/;
 
-/** Deepest nesting of objects and arrays accepted in a message (PROTOCOL.md 3; deeper is an envelope error). */
+/** Deepest nesting of objects and arrays accepted in a message (docs/protocol.md "Envelope and errors"; deeper is an envelope error). */
 export const MAX_NESTING = 64;
 
 /** True when `value` nests objects/arrays deeper than `limit` levels (iterative: no recursion). */
@@ -101,7 +101,7 @@ function extractTag(obj: Record<string, unknown>): number | null {
 }
 
 /**
- * Validates an already-decoded value as an envelope (PROTOCOL.md 2-3), including the rule for
+ * Validates an already-decoded value as an envelope (docs/protocol.md "Envelope and errors"), including the rule for
  * prototype keys (`__proto__`, `constructor`, `prototype` at any depth of the request).
  * @throws EnvelopeError `invalid_envelope`, `legacy_type_rejected`, `invalid_payload` (a
  *   prototype key; the message names its path)
@@ -158,7 +158,7 @@ export function validateEnvelope(value: unknown): Frame {
 }
 
 /**
- * The one rule for prototype keys (PROTOCOL.md 3): a `__proto__`, `constructor` or `prototype`
+ * The one rule for prototype keys (docs/protocol.md "Envelope and errors"): a `__proto__`, `constructor` or `prototype`
  * key anywhere in a request, in its payload or among the root fields beside it (acheron
  * `fid`, `path`, `node`, `h`, ...), makes the whole request `invalid_payload`, whatever its
  * type, before any gate or handler sees it.
@@ -206,7 +206,7 @@ export function parseFrame(text: string): Frame {
 }
 
 /**
- * Decodes a binary data frame of the FS binary data path (PROTOCOL.md 8): a 4-byte big-endian
+ * Decodes a binary data frame of the FS binary data path (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): a 4-byte big-endian
  * header length, the JSON envelope, then the raw bytes.
  * @throws EnvelopeError when the framing or the envelope is invalid
  */
@@ -243,7 +243,7 @@ export function encodeBinaryFrame(header: object, data: Uint8Array): Buffer {
 export const BINARY_HEADER_ROOM = 512;
 
 /**
- * Completes a binary data frame (PROTOCOL.md 8) around bytes that are already in place: `buf`
+ * Completes a binary data frame (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)") around bytes that are already in place: `buf`
  * holds the data at `[room, room + n)`; the 4-byte big-endian header length and the JSON
  * header are written just before it, so the data is never copied.
  * @param buf the buffer holding the data after `room` free bytes
@@ -268,7 +268,7 @@ export function completeBinaryFrame(buf: Buffer, room: number, n: number, header
   return buf.subarray(start, room + n);
 }
 
-/** A successful reply envelope (PROTOCOL.md 2). */
+/** A successful reply envelope (docs/protocol.md "Envelope and errors"). */
 export interface ReplyEnvelope {
   channel: Channel;
   type: string;
@@ -278,7 +278,7 @@ export interface ReplyEnvelope {
   payload: unknown;
 }
 
-/** An error reply envelope (PROTOCOL.md 2). */
+/** An error reply envelope (docs/protocol.md "Envelope and errors"). */
 export interface ErrorEnvelope {
   channel: Channel;
   type: 'control.error' | 'acheron.error' | 'acheron.err_fs';
@@ -288,7 +288,7 @@ export interface ErrorEnvelope {
   error: { code?: string; errno?: number; message: string };
 }
 
-/** A server push (event): no id or tag (PROTOCOL.md 2). */
+/** A server push (event): no id or tag (docs/protocol.md "Envelope and errors"). */
 export interface EventEnvelope {
   channel: Channel;
   type: string;
@@ -296,7 +296,7 @@ export interface EventEnvelope {
 }
 
 /**
- * The reply type of a request type (PROTOCOL.md 2): `control.X` -> `control.X` except
+ * The reply type of a request type (docs/protocol.md "Envelope and errors"): `control.X` -> `control.X` except
  * version/connect/ping; `acheron.t_X` -> `acheron.r_X`.
  */
 export function replyTypeOf(type: string): string {

@@ -1,19 +1,19 @@
 /**
- * Error codes and typed protocol errors (PROTOCOL.md 3, 5, 8, 9).
+ * Error codes and typed protocol errors (docs/protocol.md "Envelope and errors", 5, 8, 9).
  *
  * Every rejection a server sends is a {@link ProtocolError}; the envelope layer maps it to
  * `control.error` / `acheron.error` (`{code, message}`) or `acheron.err_fs` (`{errno, message}`).
  */
 
-/** Control and runtime error codes (PROTOCOL.md 3-5 and 9). */
+/** Control and runtime error codes. */
 export const ERROR_CODES = [
-  // envelope and negotiation (PROTOCOL.md 3-4)
+  // envelope and negotiation (docs/protocol.md "Envelope and errors")
   'invalid_envelope',
   'legacy_type_rejected',
   'unknown_type',
   'protocol_mismatch',
   'message_too_big',
-  // payloads and gates (PROTOCOL.md 5)
+  // payloads and gates (docs/protocol.md "Gates")
   'invalid_payload',
   'missing_field',
   'forbidden',
@@ -29,7 +29,7 @@ export const ERROR_CODES = [
   'mount_not_found',
   'internal_error',
   'unavailable',
-  // runtime namespace (PROTOCOL.md 9)
+  // runtime namespace (docs/namespace.md)
   'enoent',
   'eperm',
   'eisdir',
@@ -39,7 +39,7 @@ export const ERROR_CODES = [
 ] as const;
 export type ErrorCode = (typeof ERROR_CODES)[number];
 
-/** Linux errno numbers used on FS sessions (PROTOCOL.md 8). */
+/** Linux errno numbers used on FS sessions (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
 export const Errno = {
   EPERM: 1,
   ENOENT: 2,
@@ -147,7 +147,7 @@ const CODE_TO_ERRNO: Partial<Record<ErrorCode, number>> = {
 /**
  * A rejection with a protocol error code and a human-readable message.
  *
- * `errno` is set for FS errors (PROTOCOL.md 8); for control/runtime codes it is derived when
+ * `errno` is set for FS errors (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"); for control/runtime codes it is derived when
  * the error has to be sent on an FS session.
  */
 export class ProtocolError extends Error {
@@ -172,7 +172,7 @@ export class ProtocolError extends Error {
 }
 
 /**
- * An FS error (`acheron.err_fs` `{errno, message}`, PROTOCOL.md 8).
+ * An FS error (`acheron.err_fs` `{errno, message}`, docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)").
  * @param errno Linux errno number; `message` defaults to `strerror(errno)`.
  */
 export class FsError extends ProtocolError {

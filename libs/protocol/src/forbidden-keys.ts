@@ -1,5 +1,5 @@
 /**
- * Keys never accepted in a message (PROTOCOL.md 3, docs/protocol.md "Transport"): `__proto__`,
+ * Keys never accepted in a message (docs/protocol.md "Envelope and errors", docs/protocol.md "Transport"): `__proto__`,
  * `constructor` and `prototype` reach object prototypes in JavaScript. The one rule is applied
  * by the envelope parser ({@link ./envelope}) to every request on both endpoints, before any
  * handler runs; it lives apart from the DTO validation so that code which only needs this

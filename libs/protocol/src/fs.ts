@@ -1,28 +1,28 @@
 /**
- * Wire shapes of the FS session protocol on `/v2/fs` (PROTOCOL.md 4 and 8), shared by the FS
+ * Wire shapes of the FS session protocol on `/v2/fs` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"), shared by the FS
  * node server (libs/fs) and FS clients (libs/client, the workspace router).
  *
  * Units: sizes and offsets in bytes; `at`/`mt`/`ct` in ns since the epoch (JSON numbers: a
- * JavaScript reader loses precision below about 256 ns, which PROTOCOL.md 8 accepts); node ids
+ * JavaScript reader loses precision below about 256 ns, which docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" accepts); node ids
  * and handles are unsigned integers below 2^53.
  */
 import { Errno, FsError } from './errors';
 
-/** WebSocket path of FS sessions on an FS node (PROTOCOL.md 1). */
+/** WebSocket path of FS sessions on an FS node (docs/protocol.md "Transport"). */
 export const FS_ENDPOINT_PATH = '/v2/fs';
 
-/** Request type prefix of FS operations: `acheron.t_fs_<op>` (PROTOCOL.md 8). */
+/** Request type prefix of FS operations: `acheron.t_fs_<op>` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
 export const FS_REQUEST_PREFIX = 'acheron.t_fs_';
 /** Reply type prefix: `acheron.r_fs_<op>`. */
 export const FS_REPLY_PREFIX = 'acheron.r_fs_';
-/** Error reply type of FS sessions (PROTOCOL.md 2). */
+/** Error reply type of FS sessions (docs/protocol.md "Envelope and errors"). */
 export const FS_ERROR_TYPE = 'acheron.err_fs';
 /** Push: a node changed (payload {@link InvalEvent}). */
 export const FS_INVAL_EVENT = 'acheron.e_fs_inval';
 /** Push: a directory's entries changed (payload {@link InvalDirEvent}). */
 export const FS_INVAL_DIR_EVENT = 'acheron.e_fs_inval_dir';
 
-/** Every FS operation of PROTOCOL.md 8, in table order. */
+/** Every FS operation of docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)", in table order. */
 export const FS_OPS = [
   'hello',
   'exports',
@@ -48,7 +48,7 @@ export const FS_OPS = [
 export type FsOp = (typeof FS_OPS)[number];
 
 /**
- * FS extensions (PROTOCOL.md 8 "Extensions", written down in docs/protocol.md "FS
+ * FS extensions (docs/protocol.md "FS extensions", written down in docs/protocol.md "FS
  * extensions"): a client lists the names it wants in the hello payload `features`, the node
  * answers with those it grants in `caps.features`; a session that was granted none speaks the
  * base protocol exactly.
@@ -103,7 +103,7 @@ export const PREFETCH_MAX_FILE = 1024 * 1024;
 export const PREFETCH_DEFAULT_MAX_TOTAL = 1024 * 1024;
 export const PREFETCH_MAX_TOTAL = 4 * 1024 * 1024;
 
-/** Largest `read` `len` (larger is clamped) and `write` data (larger is EINVAL), bytes (PROTOCOL.md 8). */
+/** Largest `read` `len` (larger is clamped) and `write` data (larger is EINVAL), bytes (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
 export const MAX_READ = 1024 * 1024;
 export const MAX_WRITE = 1024 * 1024;
 
@@ -112,12 +112,15 @@ export const NAME_MAX = 255;
 /** Longest symlink target, bytes of UTF-8 (Linux PATH_MAX - 1). */
 export const SYMLINK_MAX = 4095;
 
-/** Node kind in {@link Attr.k} (PROTOCOL.md 8). Other file types (fifo, socket, device) report k=1 and their type in `m`. */
+/**
+ * Node kind in {@link Attr.k} (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). Other file types (fifo, socket, device)
+ * report k=1 and their type in `m`.
+ */
 export const NodeKind = { FILE: 1, DIR: 2, SYMLINK: 3 } as const;
 export type NodeKindValue = (typeof NodeKind)[keyof typeof NodeKind];
 
 /**
- * Linux open(2) flag bits as sent in `open` / `create` `flags` (PROTOCOL.md 8). The numbers are
+ * Linux open(2) flag bits as sent in `open` / `create` `flags` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). The numbers are
  * the x86-64/arm64 Linux values whatever the client's platform.
  */
 export const OpenFlags = {
@@ -149,7 +152,7 @@ export function wantsWrite(flags: number): boolean {
 }
 
 /**
- * Attributes of one node (PROTOCOL.md 8): `id` node id, `k` kind ({@link NodeKind}), `m` full
+ * Attributes of one node (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): `id` node id, `k` kind ({@link NodeKind}), `m` full
  * st_mode (type and permission bits), `n` link count, `u`/`g` owner ids, `sz` size in bytes,
  * `at`/`mt`/`ct` access/modification/change times in ns since the epoch, `gen` the node's
  * generation (grows whenever the node is seen or told to have changed).
@@ -175,7 +178,7 @@ export interface DirEntry {
 }
 
 /**
- * One export as listed by `exports` (PROTOCOL.md 8): `root` is the node id of its root
+ * One export as listed by `exports` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): `root` is the node id of its root
  * directory; `source_kind` says what serves it (`local_dir` for a directory on the node's
  * disk, `synthetic` for a generated tree such as a terminal service).
  */
@@ -188,19 +191,19 @@ export interface ExportInfo {
   caps: Record<string, unknown>;
 }
 
-/** `acheron.t_fs_hello` payload (PROTOCOL.md 4, 8). */
+/** `acheron.t_fs_hello` payload (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)", 8). */
 export interface FsHelloRequest {
   protocol: string;
   proto: number;
   /** FS session token, required when the node has FS session auth on. */
   auth_token?: string;
-  /** Ask for the binary data path (PROTOCOL.md 8). */
+  /** Ask for the binary data path (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
   binary?: boolean;
   /** Extensions asked for ({@link FS_FEATURES}; unknown names are ignored). */
   features?: string[];
 }
 
-/** Capabilities announced in `acheron.r_fs_hello` (PROTOCOL.md 4); `max_read`/`max_write` in bytes. */
+/** Capabilities announced in `acheron.r_fs_hello` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"); `max_read`/`max_write` in bytes. */
 export interface FsCaps {
   readdirp: boolean;
   symlink: boolean;
@@ -217,7 +220,7 @@ export interface FsCaps {
   features: string[];
 }
 
-/** `acheron.r_fs_hello` payload (PROTOCOL.md 4). */
+/** `acheron.r_fs_hello` payload (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
 export interface FsHelloReply {
   protocol: string;
   proto: number;
@@ -332,7 +335,7 @@ export interface InvalDirEvent {
 
 /**
  * Decodes standard base64 strictly (RFC 4648 section 4, padded): the length is a multiple of 4,
- * only the base64 alphabet, padding only at the end. Used for `data_b64` (PROTOCOL.md 8).
+ * only the base64 alphabet, padding only at the end. Used for `data_b64` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)").
  * Node's decoder skips characters outside the alphabet and stops at `=`, so any of those shows
  * as a decoded length other than the one the text's length implies; the URL-safe `-` and `_`,
  * which Node also accepts, are refused explicitly. Linear and without a regular expression (a

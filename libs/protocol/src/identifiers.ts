@@ -1,5 +1,5 @@
 /**
- * Identifier and path rules shared by servers and clients (PROTOCOL.md 4, 5).
+ * Identifier and path rules shared by servers and clients (5).
  */
 import { ProtocolError } from './errors';
 
@@ -7,7 +7,7 @@ const IDENTIFIER_SAFE = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
 
 /**
  * Identifier-safe: 1 to 128 characters of `A-Z a-z 0-9 . _ -`, not starting with `.`
- * (PROTOCOL.md 4). Given a string, it narrows nothing: false means a string that is not
+ *. Given a string, it narrows nothing: false means a string that is not
  * identifier-safe, not "not a string".
  */
 export function isIdentifierSafe(value: string): boolean;
@@ -16,7 +16,7 @@ export function isIdentifierSafe(value: unknown): boolean {
   return typeof value === 'string' && IDENTIFIER_SAFE.test(value);
 }
 
-/** True when `value` is an absolute-style path (starts with `/`), as catalog endpoints must be (SPEC.md "Service entry"). */
+/** True when `value` is an absolute-style path (starts with `/`), as catalog endpoints must be. */
 export function isAbsolutePath(value: unknown): value is string {
   return typeof value === 'string' && value.startsWith('/');
 }
@@ -25,7 +25,7 @@ export function isAbsolutePath(value: unknown): value is string {
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
 /**
- * Normalises a workspace mount path (PROTOCOL.md 5): it must be absolute, without `.` or `..`
+ * Normalises a workspace mount path (docs/protocol.md "Projects and tokens"): it must be absolute, without `.` or `..`
  * segments, NUL or control characters; repeated and trailing `/` are removed.
  * @returns the normalised path, e.g. `//src///app/` -> `/src/app`; `/` stays `/`
  * @throws ProtocolError `invalid_payload` naming `field`

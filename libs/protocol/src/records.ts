@@ -1,11 +1,11 @@
 /**
- * Wire records of the control protocol (PROTOCOL.md 5-6). Times are ms since the epoch.
+ * Wire records of the control protocol. Times are ms since the epoch.
  */
 
-/** Session role, from the bearer token of the WebSocket upgrade (PROTOCOL.md 1). */
+/** Session role, from the bearer token of the WebSocket upgrade (docs/protocol.md "Transport"). */
 export type Role = 'admin' | 'user';
 
-/** Mount availability state (SPEC.md "Mount availability states"). */
+/** Mount availability state. */
 export type MountState = 'online' | 'degraded' | 'missing';
 
 /** A node's platform; each member optional. */
@@ -15,12 +15,12 @@ export interface Platform {
   runtime_kind?: string;
 }
 
-/** `access_policy` of a project (PROTOCOL.md 6). */
+/** `access_policy` of a project (docs/protocol.md "Workspace status"). */
 export interface AccessPolicy {
   invoke: 'allow' | 'deny';
 }
 
-/** NodeInfo (PROTOCOL.md 5): no secrets. */
+/** NodeInfo (docs/protocol.md "Nodes"): no secrets. */
 export interface NodeInfo {
   node_id: string;
   node_name: string;
@@ -34,7 +34,7 @@ export interface NodeInfo {
   online: boolean;
 }
 
-/** NodeCredentials (PROTOCOL.md 5), returned once at join/approval. */
+/** NodeCredentials (docs/protocol.md "Nodes"), returned once at join/approval. */
 export interface NodeCredentials {
   node_id: string;
   node_name: string;
@@ -44,7 +44,7 @@ export interface NodeCredentials {
   lease_expires_at_ms: number;
 }
 
-/** MountView (PROTOCOL.md 5): one configured or selected mount of a project. */
+/** MountView (docs/protocol.md "Workspace status"): one configured or selected mount of a project. */
 export interface MountView {
   mount_path: string;
   node_id: string;
@@ -57,7 +57,7 @@ export interface MountView {
   lease_expires_at_ms: number | null;
 }
 
-/** ProjectSummary (PROTOCOL.md 5). */
+/** ProjectSummary (docs/protocol.md "Projects and tokens"). */
 export interface ProjectSummary {
   project_id: string;
   name: string;
@@ -68,14 +68,14 @@ export interface ProjectSummary {
   updated_at_ms: number;
 }
 
-/** ProjectDetail (PROTOCOL.md 5); `project_token` only on create. */
+/** ProjectDetail (docs/protocol.md "Projects and tokens"); `project_token` only on create. */
 export interface ProjectDetail extends ProjectSummary {
   access_policy: AccessPolicy;
   mounts: MountView[];
   project_token?: string;
 }
 
-/** Availability rollup of the selected mounts (SPEC.md "Workspace status"). */
+/** Availability rollup of the selected mounts. */
 export interface Availability {
   mounts_total: number;
   online: number;
@@ -83,7 +83,7 @@ export interface Availability {
   missing: number;
 }
 
-/** One drift item of WorkspaceStatus (PROTOCOL.md 6). */
+/** One drift item of WorkspaceStatus (docs/protocol.md "Workspace status"). */
 export interface DriftItem {
   mount_path: string;
   kind: 'missing_node' | 'node_offline' | 'failover_active';
@@ -93,7 +93,7 @@ export interface DriftItem {
   message: string;
 }
 
-/** WorkspaceStatus (PROTOCOL.md 6). */
+/** WorkspaceStatus (docs/protocol.md "Workspace status"). */
 export interface WorkspaceStatus {
   agent_id: string;
   project_id: string | null;
@@ -104,13 +104,13 @@ export interface WorkspaceStatus {
   drift: { count: number; items: DriftItem[] };
   availability: Availability;
   /**
-   * The project's revision (PROTOCOL.md 6): increased with every change of its selected
+   * The project's revision (docs/protocol.md "Workspace status"): increased with every change of its selected
    * mounts or their states; 0 when `project_id` is null. Topology deltas continue from it.
    */
   revision: number;
 }
 
-/** `control.workspace_availability` event payload (PROTOCOL.md 6). */
+/** `control.workspace_availability` event payload (docs/protocol.md "Workspace status"). */
 export interface AvailabilityEvent {
   project_id: string;
   mount_path: string;
@@ -122,7 +122,7 @@ export interface AvailabilityEvent {
 }
 
 /**
- * A `control.workspace_topology_delta` that changes the topology (PROTOCOL.md 6), pushed to
+ * A `control.workspace_topology_delta` that changes the topology (docs/protocol.md "Workspace status"), pushed to
  * sessions pinned to `project_id`. It carries only the mount paths whose topology changed:
  *  - `changed`: the new selected MountView of each such path (one per path);
  *  - `desired`: every configured mount of exactly those paths (MountView, as in
@@ -144,7 +144,7 @@ export interface TopologyChangeDelta {
 }
 
 /**
- * The last `control.workspace_topology_delta` of a pin (PROTOCOL.md 6): the session's pin on
+ * The last `control.workspace_topology_delta` of a pin (docs/protocol.md "Workspace status"): the session's pin on
  * `project_id` ended (project token rotated or revoked, project deleted), so its topology is
  * now empty. `changed`, `desired` and `removed` are empty; `revision` may be present.
  */
@@ -160,13 +160,13 @@ export interface TopologyEndDelta {
 }
 
 /**
- * `control.workspace_topology_delta` event payload (PROTOCOL.md 6): a change
+ * `control.workspace_topology_delta` event payload (docs/protocol.md "Workspace status"): a change
  * ({@link TopologyChangeDelta}, no `reason`) or the end of the pin ({@link TopologyEndDelta},
  * `reason: "access_ended"`).
  */
 export type TopologyDelta = TopologyChangeDelta | TopologyEndDelta;
 
-/** A mount of a declarative workspace, as `control.project_up` reports it (PROTOCOL.md 5a). */
+/** A mount of a declarative workspace, as `control.project_up` reports it (docs/protocol.md "Declarative workspaces"). */
 export interface MountSpec {
   mount_path: string;
   node_id: string;
@@ -175,7 +175,7 @@ export interface MountSpec {
   export_name: string;
 }
 
-/** `control.project_up` reply payload (PROTOCOL.md 5, 5a). */
+/** `control.project_up` reply payload (docs/protocol.md "Projects and tokens", 5a). */
 export interface ProjectUpResult {
   /** null only on a dry run for a project that does not exist yet. */
   project_id: string | null;
@@ -189,7 +189,7 @@ export interface ProjectUpResult {
   workspace_root?: string;
 }
 
-/** What an audit entry is about (PROTOCOL.md 5 `control.audit_list`); ids only, never a secret. */
+/** What an audit entry is about (docs/protocol.md "Audit log" `control.audit_list`); ids only, never a secret. */
 export interface AuditTarget {
   project_id?: string;
   node_id?: string;
@@ -198,7 +198,7 @@ export interface AuditTarget {
 }
 
 /**
- * One entry of the audit log (PROTOCOL.md 5 `control.audit_list`): a control mutation or a
+ * One entry of the audit log (docs/protocol.md "Audit log" `control.audit_list`): a control mutation or a
  * refused authentication, by whom (`role`, `agent_id` of the session), of which `type`, on what
  * `target`, with what `result` (`"ok"` or the error code). Never holds a token or secret.
  */

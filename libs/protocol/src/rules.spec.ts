@@ -5,12 +5,12 @@ import { MountSetDto, NodeJoinDto, ProjectCreateDto } from './dto/control.dto';
 import { matchesDigest, newSecret, secretsEqual, sha256Hex } from './secrets';
 import { ProtocolError } from './errors';
 
-describe('identifier-safe (PROTOCOL.md 4)', () => {
+describe('identifier-safe', () => {
   it.each(['a', 'A-b_c.d', '0', 'x'.repeat(128)])('accepts %s', (v) => expect(isIdentifierSafe(v)).toBe(true));
   it.each(['', '.hidden', 'a/b', 'a b', 'x'.repeat(129), 'é', 5, null])('rejects %s', (v) => expect(isIdentifierSafe(v)).toBe(false));
 });
 
-describe('normalizeMountPath (PROTOCOL.md 5)', () => {
+describe('normalizeMountPath', () => {
   it.each([
     ['/', '/'],
     ['//a///b//', '/a/b'],

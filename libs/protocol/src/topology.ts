@@ -1,5 +1,5 @@
 /**
- * The mount selection rule (SPEC.md "Mount availability states", PROTOCOL.md 6), shared by
+ * The mount selection rule (docs/protocol.md "Workspace status"), shared by
  * the control plane (which mount is selected) and the workspace router (failover order).
  */
 import type { Availability, MountState, MountView } from './records';
@@ -37,7 +37,7 @@ export function groupAndRank<T extends Pick<MountView, 'mount_path' | 'state' | 
   return out;
 }
 
-/** Availability counters of the selected mounts (SPEC.md "Workspace status"). */
+/** Availability counters of the selected mounts. */
 export function availabilityOf(selected: Array<Pick<MountView, 'state'>>): Availability {
   const a: Availability = { mounts_total: selected.length, online: 0, degraded: 0, missing: 0 };
   for (const m of selected) a[m.state]++;

@@ -1,5 +1,5 @@
 /**
- * Payload validation with class-validator DTOs (PROTOCOL.md 3: `invalid_payload` names the
+ * Payload validation with class-validator DTOs (docs/protocol.md "Envelope and errors": `invalid_payload` names the
  * field, `missing_field` for an absent required field). Prototype keys (`__proto__`,
  * `constructor`, `prototype`) never reach this point: the envelope parser refuses them in
  * every request ({@link ./envelope}, {@link ./forbidden-keys}).

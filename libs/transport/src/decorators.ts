@@ -2,7 +2,7 @@
  * Parameter decorators for gateway handlers on the envelope adapter.
  *
  * - `@Payload()` the request payload, validated against the parameter's DTO class
- *   (`invalid_payload` / `missing_field`, PROTOCOL.md 3);
+ *   (`invalid_payload` / `missing_field`, docs/protocol.md "Envelope and errors");
  * - `@Frame()` the whole parsed frame (acheron root fields: `fid`, `path`, `node`, `h`, ...);
  * - `@Session()` the connection's {@link WsSession};
  * - `@Ctx()` the {@link RequestContext} (for handlers that send their own binary reply).

@@ -1,5 +1,5 @@
 /**
- * The envelope WebSocket adapter (ARCHITECTURE.md "The way a message travels", PROTOCOL.md 1-4).
+ * The envelope WebSocket adapter (docs/protocol.md "Envelope and errors").
  *
  * One `ws` server per endpoint, on its own HTTP listener (`--bind`/`--port`). The adapter
  * authenticates the upgrade, keeps a {@link WsSession} per connection, parses each frame once
@@ -40,7 +40,7 @@ export interface EnvelopeWsAdapterOptions {
   http?: HttpExtension;
   observer?: RequestObserver;
   /**
-   * Serve TLS (`wss://`, PROTOCOL.md 1) with this certificate, followed for changes while
+   * Serve TLS (`wss://`, docs/operations.md "Transport security (TLS)") with this certificate, followed for changes while
    * listening; absent: plain `ws://`.
    */
   tls?: ServerTls | null;
@@ -111,7 +111,7 @@ export class EnvelopeWsAdapter extends WsAdapter {
   }
 
   /**
-   * Graceful stop (PROTOCOL.md 1): refuse new connections, wait up to `graceMs` for requests
+   * Graceful stop (docs/protocol.md "Transport"): refuse new connections, wait up to `graceMs` for requests
    * in flight, then close every session with 1001.
    */
   async shutdown(graceMs: number): Promise<void> {

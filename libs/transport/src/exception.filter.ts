@@ -1,7 +1,7 @@
 /**
  * Maps whatever a handler, guard or pipe threw to a {@link ProtocolError} and records it on
  * the request's {@link RequestContext}; the adapter then sends the one error reply
- * (ARCHITECTURE.md: "errors as typed classes mapped in one filter").
+ *.
  */
 import { ArgumentsHost, Catch, Logger, LoggerService, WsExceptionFilter } from '@nestjs/common';
 import { WsException } from '@nestjs/websockets';

@@ -1,5 +1,5 @@
 /**
- * What differs between the two WebSocket endpoints (PROTOCOL.md 1-4): who may connect, how
+ * What differs between the two WebSocket endpoints (docs/protocol.md "Envelope and errors"): who may connect, how
  * errors are shaped, and which message must come first.
  */
 import type { IncomingMessage } from 'node:http';
@@ -26,10 +26,10 @@ export interface EndpointProfile {
   authenticate(req: IncomingMessage): { role: Role | null } | undefined;
   /** Error reply type for `channel`: `control.error`, `acheron.error` or `acheron.err_fs`. */
   errorType(channel: Channel): 'control.error' | 'acheron.error' | 'acheron.err_fs';
-  /** Error reply body for `err` (PROTOCOL.md 2). */
+  /** Error reply body for `err` (docs/protocol.md "Envelope and errors"). */
   errorBody(err: ProtocolError, session: WsSession): ErrorBody;
   /**
-   * Negotiation gate (PROTOCOL.md 4): null lets the frame through; an error is replied and
+   * Negotiation gate (docs/protocol.md "Envelope and errors"): null lets the frame through; an error is replied and
    * the connection closed with 1008.
    */
   gate(session: WsSession, frame: Frame): ProtocolError | null;

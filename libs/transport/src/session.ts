@@ -1,6 +1,5 @@
 /**
- * Per-connection session state kept by the envelope adapter (ARCHITECTURE.md "The way a
- * message travels", step 1), and the registry of open sessions used for pushes.
+ * Per-connection session state kept by the envelope adapter, and the registry of open sessions used for pushes.
  */
 import { Injectable } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
@@ -8,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { WebSocket } from 'ws';
 import { Channel, CloseCode, DEFAULT_AGENT_ID, EventEnvelope, Role } from '@svc/protocol';
 
-/** Control negotiation phase (SPEC.md "Protocol session phases"). */
+/** Control negotiation phase. */
 export type ControlPhase = 'start' | 'versioned' | 'connected';
 /** Runtime (Acheron) negotiation phase. */
 export type RuntimePhase = 'none' | 'versioned' | 'attached';
@@ -75,7 +74,7 @@ export class WsSession extends EventEmitter {
     return !this.closed && this.ws.readyState === this.ws.OPEN;
   }
 
-  /** True once the session of `channel` has finished its negotiation (PROTOCOL.md 3-4). */
+  /** True once the session of `channel` has finished its negotiation (docs/protocol.md "Envelope and errors"). */
   negotiated(channel: Channel, fsEndpoint = false): boolean {
     if (fsEndpoint) return this.fs === 'ready';
     return channel === 'control' ? this.control === 'connected' : this.runtime === 'attached';
@@ -126,7 +125,7 @@ export class WsSession extends EventEmitter {
     });
   }
 
-  /** Sends a server push (no id/tag, PROTOCOL.md 2). */
+  /** Sends a server push (no id/tag, docs/protocol.md "Envelope and errors"). */
   push(channel: Channel, type: string, payload: unknown): void {
     const event: EventEnvelope = { channel, type, payload };
     this.send(event);

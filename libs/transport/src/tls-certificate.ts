@@ -1,5 +1,5 @@
 /**
- * The certificate and key of a TLS listener, read and checked (PROTOCOL.md 1 "TLS (wss://)").
+ * The certificate and key of a TLS listener, read and checked (docs/operations.md "Transport security (TLS)").
  * Only Node built-ins here: the programs' configuration loads this module (a bad file is a
  * configuration error, exit 2) without loading the server; `tls-listener.ts` serves the result.
  */
@@ -55,7 +55,7 @@ function readPem(file: string, what: string): Buffer {
 }
 
 /**
- * Reads and checks a certificate and its key (PROTOCOL.md 1).
+ * Reads and checks a certificate and its key (docs/protocol.md "Transport").
  * @param files the PEM files
  * @param now the time the certificate must be valid at, ms since the epoch
  * @returns the material to serve

@@ -13,7 +13,7 @@ describe('isLoopbackBind', () => {
   });
 });
 
-describe('resolveTransportSecurity (PROTOCOL.md 1)', () => {
+describe('resolveTransportSecurity', () => {
   const resolve = (flags: Parameters<typeof resolveTransportSecurity>[0], env: NodeJS.ProcessEnv = {}) => resolveTransportSecurity(flags, env, TestConfigError);
 
   it('loopback without TLS stays plain and quiet', () => {

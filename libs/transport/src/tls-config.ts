@@ -1,6 +1,6 @@
 /**
  * Transport security settings shared by the server programs (`svc`, `svc-fs-node`;
- * PROTOCOL.md 1 "TLS (wss://)"): which certificate and key files to serve, and the rule that
+ * docs/operations.md "Transport security (TLS)"): which certificate and key files to serve, and the rule that
  * a listener reachable from other hosts speaks TLS unless `--insecure-transport` says
  * otherwise. Only Node built-ins here, so a program's configuration can load it cheaply.
  */
@@ -38,7 +38,7 @@ export function isLoopbackBind(bind: string): boolean {
 }
 
 /**
- * Decides a server's transport security from its flags and environment (PROTOCOL.md 1):
+ * Decides a server's transport security from its flags and environment (docs/protocol.md "Transport"):
  * `--tls-cert`/`--tls-key` (else `SVC_TLS_CERT`/`SVC_TLS_KEY`) give TLS; a `--bind` outside
  * loopback ({@link isLoopbackBind}) without them is refused unless `--insecure-transport`.
  * @param flags the parsed flags (undefined when not given)

@@ -11,7 +11,7 @@ import { ServerTls } from './tls-listener';
 
 const fingerprint = (certFile: string) => new X509Certificate(readFileSync(certFile)).fingerprint256;
 
-describeWithOpenssl('loadCertificateMaterial (PROTOCOL.md 1)', () => {
+describeWithOpenssl('loadCertificateMaterial', () => {
   let ca: TestCa;
   beforeAll(() => {
     ca = makeCa();

@@ -1,5 +1,5 @@
 /**
- * The TLS side of a WebSocket listener (PROTOCOL.md 1 "TLS (wss://)"): the certificate and key
+ * The TLS side of a WebSocket listener (docs/operations.md "Transport security (TLS)"): the certificate and key
  * files of `--tls-cert`/`--tls-key`, checked at start, served by a Node `https.Server` under
  * the `ws` server, and re-read without a restart when they change.
  *

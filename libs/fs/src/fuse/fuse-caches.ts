@@ -1,14 +1,13 @@
 /**
- * The client-side caches of the FUSE layer (issue 4 item 4), keyed by workspace path:
+ * The client-side caches of the FUSE layer, keyed by workspace path:
  * attributes (filled by getattr and by readdir, whose readdirp carries attributes), negative
  * lookups, directory listings (readdir is answered from them), open proofs (what a read-only
- * open on the node proved, for lazy opens) and prefetched contents ({@link PrefetchCache},
- * issue 11). Entries live `ttl` ms and are bounded; the forget* methods drop them on
- * invalidation pushes, failovers and this mount's own mutations, and newer attributes of a path
+ * open on the node proved, for lazy opens) and prefetched contents ({@link PrefetchCache}). Entries live `ttl` ms and are bounded; the forget* methods
+ * drop them on invalidation pushes, failovers and this mount's own mutations, and newer attributes of a path
  * drop its prefetched content unless it was read with the same identity. A listing that one
  * of those made stale while it was read is read again once, and not kept if that one is stale too.
  *
- * Attributes in bulk (issue 11): once {@link LIST_AFTER_MISSES} distinct names of one directory missed
+ * Attributes in bulk: once {@link LIST_AFTER_MISSES} distinct names of one directory missed
  * the attribute cache within {@link LIST_WINDOW_MS} (`git status`, `make` and editors stat every
  * file of a tree one by one), the directory is listed once (metadata only: `readdirp` carries
  * every entry's attributes) and the following misses there are answered from it, rather than

@@ -1,5 +1,5 @@
 /**
- * The FUSE layer of `svc-fs-mount mount` (issue 4 item 4): fuse-native operations on top of
+ * The FUSE layer of `svc-fs-mount mount`: fuse-native operations on top of
  * the WorkspaceRouter (failover included), with the caches a FUSE user expects:
  *
  * - attribute cache, filled by getattr and by readdir (readdirp returns attributes, so
@@ -13,7 +13,7 @@
  *   not changed since (same node id, ctime, mode and owner), is opened on the node only when a
  *   read actually reaches it; with the kernel's page cache kept across opens (`auto_cache`:
  *   kept while mtime and size are unchanged) a warm `grep -R` then needs no round trip at all;
- * - small files in few round trips (issue 11, the FS extensions of docs/protocol.md): a
+ * - small files in few round trips (the FS extensions of docs/protocol.md): a
  *   read-only open brings the file's first bytes along (`open_read`: a small file is one round
  *   trip, no close), and a reader going through a directory's files gets the next small ones
  *   in batches (`prefetch`, {@link PrefetchPolicy}), held coherent and bounded by
@@ -30,7 +30,7 @@
  * invalidated from here, so they keep the short `attrTtlMs` (the mount's
  * `attr_timeout`/`entry_timeout`).
  *
- * This module composes the parts, each in its own module (issue 11 item 5): `./fuse-caches`
+ * This module composes the parts, each in its own module: `./fuse-caches`
  * (attributes, negative lookups, listings, open proofs), `./prefetch-cache` (prefetched
  * contents), `./prefetch-policy` (when to prefetch what), `./list-ahead`, `./fuse-handles` (open-file table,
  * lazy opens), `./read-ahead`, `./write-behind`, `./fuse-poller` (answering, watchdog,

@@ -1,5 +1,5 @@
 /**
- * The open-file table of the FUSE layer (issue 4 item 4): FUSE file handles -> {@link OpenState}
+ * The open-file table of the FUSE layer: FUSE file handles -> {@link OpenState}
  * (workspace path, router handle, read-ahead and write-behind state), and lazy read-only
  * opens: a file this mount opened for reading before, whose attributes still match that
  * open's {@link openProof}, is opened on the node only when a read reaches it. A read-only
@@ -46,7 +46,7 @@ export class OpenState {
  * Bit 30 of a FUSE handle number: the handle never holds pending writes (opened read-only), so a
  * flush of it has nothing to do. fuse-native as built by `scripts/fuse-native-build.cjs`
  * answers such a flush in its FUSE thread, without the hop to the event loop and back that each
- * close(2) costs otherwise (issue 11 item 2); a prebuilt fuse-native hands it to the flush
+ * close(2) costs otherwise; a prebuilt fuse-native hands it to the flush
  * operation, which answers it the same way.
  */
 export const FH_NOTHING_TO_FLUSH = 0x40000000;

@@ -1,5 +1,5 @@
 /**
- * The fuse-native operations table of the FUSE layer (issue 4 item 4): each operation over the
+ * The fuse-native operations table of the FUSE layer: each operation over the
  * router, the caches, the open-file table, read-ahead and write-behind, answered through the
  * poller. Mutations keep the caches coherent with what this mount did.
  */

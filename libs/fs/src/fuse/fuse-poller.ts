@@ -1,5 +1,5 @@
 /**
- * Answering fuse-native operations (issue 4 item 4): each callback answers once; one watchdog
+ * Answering fuse-native operations: each callback answers once; one watchdog
  * answers ETIMEDOUT to operations left unanswered for `opTimeoutMs`; after each answer the
  * event loop keeps polling for `pollMs` so the next operation of a busy caller is picked up
  * without the wake-up of an idle CPU.

@@ -1,6 +1,6 @@
 /**
  * What the FUSE layer hands to fuse-native: router attributes as fuse-native stats, and
- * failures as negative Linux errno numbers (PROTOCOL.md 8 errno; the numbers are the `Errno`
+ * failures as negative Linux errno numbers (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" errno; the numbers are the `Errno`
  * table of libs/protocol).
  */
 import { Attr, Errno, FsError } from '@svc/protocol/wire';

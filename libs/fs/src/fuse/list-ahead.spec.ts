@@ -1,5 +1,5 @@
 /**
- * Unit tests of listing ahead of a recursive walk (issue 11 item 1, list-ahead.ts): a descent
+ * Unit tests of listing ahead of a recursive walk (list-ahead.ts): a descent
  * lists the next subdirectories, a plain listing lists nothing, files are skipped, the bounds
  * hold, and the walker's own listing is then served from the cache.
  */

@@ -1,5 +1,5 @@
 /**
- * Listing ahead of a recursive walk (issue 11 item 1): `grep -R`, `find`, `rg`, `du` and build
+ * Listing ahead of a recursive walk: `grep -R`, `find`, `rg`, `du` and build
  * tools list a directory, then each of its subdirectories in turn, and each listing is a round
  * trip the walker waits for. Once a caller has listed directory P and then one of its
  * subdirectories P/x (a descent) within {@link ListAheadOptions.windowMs} of P's listing or of

@@ -1,5 +1,5 @@
 /**
- * Prefetched file contents of the FUSE layer (issue 11 item 1; the `prefetch` extension,
+ * Prefetched file contents of the FUSE layer (the `prefetch` extension,
  * docs/protocol.md "FS extensions"): whole small files a batched request brought before anyone
  * opened them, keyed by workspace path and by the identity of the attributes they were read
  * with ({@link contentKey}: node id, size, mtime, ctime, gen).

@@ -1,5 +1,5 @@
 /**
- * When the FUSE layer prefetches a directory's small files (issue 11 item 1; the `prefetch`
+ * When the FUSE layer prefetches a directory's small files (the `prefetch`
  * extension, docs/protocol.md "FS extensions"), and which ones.
  *
  * Only reads (and a recursive reader's opens, below) trigger it, never getattr, readdir or

@@ -1,5 +1,5 @@
 /**
- * Unit tests of the FUSE layer's prefetching (issue 11 item 1): the store of prefetched
+ * Unit tests of the FUSE layer's prefetching: the store of prefetched
  * contents (identity of attributes, one use, bounds, TTL, invalidation, batches in flight) and
  * the policy (only reads trigger, two files of a directory, listing order, bounds per batch,
  * growing batches, one batch per directory, a recursive reader's sibling directories, a node

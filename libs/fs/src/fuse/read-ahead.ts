@@ -1,5 +1,5 @@
 /**
- * Read-ahead of the FUSE layer (issue 4 item 4): a sequential reader of an open file is served
+ * Read-ahead of the FUSE layer: a sequential reader of an open file is served
  * from aligned chunks (1 MiB by default) fetched ahead, several in flight, tolerant of the
  * kernel's concurrent, slightly out-of-order read-ahead requests; any other read goes to the
  * node as asked.

@@ -1,5 +1,5 @@
 /**
- * Write-behind of the FUSE layer (issue 4 item 4): sequential writes to an open file are
+ * Write-behind of the FUSE layer: sequential writes to an open file are
  * gathered into chunks (1 MiB by default) sent in the background, 4 in flight, without copying
  * them again (the frame header is completed in room left in front of each block); flushed on
  * flush/fsync/release, where the errors of background writes are reported.

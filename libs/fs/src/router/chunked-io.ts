@@ -1,5 +1,5 @@
 /**
- * Chunked I/O on one remote handle (PROTOCOL.md 8 `max_read` / `max_write`): a read or write
+ * Chunked I/O on one remote handle (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" `max_read` / `max_write`): a read or write
  * larger than the session allows is split into requests that are all in flight at once, and a
  * short write is continued until every byte is written. Whole-file streaming over the router
  * is `./transfer`.

@@ -1,5 +1,5 @@
 /**
- * EndpointPool and hung endpoints (issue 11 item 3), against tiny real `ws` nodes
+ * EndpointPool and hung endpoints, against tiny real `ws` nodes
  * (test/helpers/stub-fs-node.ts): a hung endpoint fails at once instead of costing a connect
  * timeout per call, is reconnected in the background, and serves again by itself once it
  * answers; a connect cut short by an operation's deadline, or a refused one, is not "hung".

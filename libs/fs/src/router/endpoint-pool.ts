@@ -1,9 +1,9 @@
 /**
  * FS sessions shared by the router's mounts: one {@link FsClient} per (endpoint URL, auth token),
- * so several exports of one node use one session (PROTOCOL.md 8: handles and invalidation
+ * so several exports of one node use one session (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)": handles and invalidation
  * pushes belong to a session).
  *
- * Hung endpoints (issue 11 item 3): an endpoint whose session the keepalive found not
+ * Hung endpoints: an endpoint whose session the keepalive found not
  * answering, or that let a whole connect + hello time out, is *hung*. While it is, {@link
  * EndpointPool.get} fails at once (ConnectionError `hung`, `sent` false) instead of waiting for
  * another connect timeout, and the pool reconnects in the background every `probeIntervalMs`;
@@ -37,7 +37,7 @@ export class EndpointSession {
   }
 
   /**
-   * The node's exports (`acheron.t_fs_exports`, PROTOCOL.md 8), read once per session.
+   * The node's exports (`acheron.t_fs_exports`, docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"), read once per session.
    * @throws FsError / ConnectionError from the request
    */
   exports(): Promise<Map<string, ExportInfo>> {

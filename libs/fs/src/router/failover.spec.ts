@@ -1,5 +1,5 @@
 /**
- * The router's deadlines with hung nodes (issue 11 item 3), on tiny real `ws` nodes
+ * The router's deadlines with hung nodes, on tiny real `ws` nodes
  * (test/helpers/stub-fs-node.ts) in endpoint mode: a hung primary fails over within the
  * keepalive limit; a hung only-node is EIO at once after it was found hung and serves again
  * by itself; connect timeouts and retries of one operation never add up past its deadline.

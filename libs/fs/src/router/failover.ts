@@ -1,5 +1,5 @@
 /**
- * The failover state machine of the workspace router (issue 3 item 7, issue 11 item 5): per
+ * The failover state machine of the workspace router: per
  * mount path, its ordered candidates, the active endpoint serving it, per-candidate failure
  * backoff and last errors. Acquires an endpoint (connect, hello, export), runs operations with
  * retry on the next candidate ({@link MountRoutes.withMount}), records endpoint failures and
@@ -173,7 +173,7 @@ export class MountRoutes {
    * the next candidate unless `ctx.committed` was set (the mutating request was sent), which
    * is EIO.
    *
-   * Deadline (issue 11 item 3): the whole operation works to `deadline` (default: its start +
+   * Deadline: the whole operation works to `deadline` (default: its start +
    * `opDeadlineMs`). Connecting a candidate gets at most what is left (and never more than the
    * connect timeout); a hung candidate fails at once (EndpointPool); no candidate is tried
    * once the deadline has passed; an attempt after a failover that is not answered by the

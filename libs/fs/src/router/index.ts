@@ -1,4 +1,4 @@
-/** The workspace router (issue 3 item 7): path API over a project's mounts, with failover. */
+/** The workspace router: path API over a project's mounts, with failover. */
 export * from './fs-types';
 export * from './paths';
 export * from './mount-table';

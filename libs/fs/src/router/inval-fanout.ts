@@ -1,5 +1,5 @@
 /**
- * Invalidation fan-out of the workspace router (PROTOCOL.md 8 `acheron.e_fs_inval*`): a node's
+ * Invalidation fan-out of the workspace router (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" `acheron.e_fs_inval*`): a node's
  * push on one FS session becomes, for every mount that session serves, a `inval` /
  * `inval_dir` event naming the workspace paths the mount's {@link LookupCache} knows for the
  * node (marking them unverified on the way).

@@ -1,6 +1,6 @@
 /**
- * Path -> node id cache of one mount on one endpoint (issue 3 item 7). Filled by `lookup`
- * walks and `readdirp` listings; invalidation pushes (`acheron.e_fs_inval*`, PROTOCOL.md 8)
+ * Path -> node id cache of one mount on one endpoint. Filled by `lookup`
+ * walks and `readdirp` listings; invalidation pushes (`acheron.e_fs_inval*`, docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)")
  * mark entries *unverified* (still used to translate later pushes into paths, but looked up
  * again before a walk goes through them); the router's own removals and renames drop
  * subtrees; failover or a topology change drops everything (node ids belong to one node

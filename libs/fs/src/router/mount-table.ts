@@ -1,6 +1,6 @@
 /**
  * The mount table: which mount serves a path (longest `mount_path`
- * prefix) and the synthetic read-only directories above the mount paths (issue 3 item 7).
+ * prefix) and the synthetic read-only directories above the mount paths.
  * Path helpers live in `./paths`.
  */
 import { segmentsOf } from './paths';

@@ -1,5 +1,5 @@
 /**
- * The open-file table of the workspace router (issue 3 item 7): router file handles (`fh`) ->
+ * The open-file table of the workspace router: router file handles (`fh`) ->
  * mount, path, endpoint and remote handle; open/create, read/write/fsync/release on them, and
  * the transparent re-open of a read-only handle on the next candidate when its session died.
  *

@@ -1,5 +1,5 @@
 /**
- * Export-relative path -> node id resolution on one endpoint (issue 3 item 7): `lookup` walks
+ * Export-relative path -> node id resolution on one endpoint: `lookup` walks
  * from the deepest usable prefix of the endpoint's {@link LookupCache}, and the recovery when a
  * cached node id turned out stale (ENOENT/ESTALE after starting from it).
  */

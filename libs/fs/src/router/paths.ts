@@ -1,5 +1,5 @@
 /**
- * Path helpers of the workspace router and the FUSE layer, in one place (issue 11 item 5).
+ * Path helpers of the workspace router and the FUSE layer, in one place.
  *
  * Two kinds of path:
  * - *workspace paths*: absolute, normalised (`/`, `/docs/a`); what callers of the router and

@@ -1,5 +1,5 @@
 /**
- * Router failures (issue 3 item 7): an endpoint that cannot serve a request, and a mount none
+ * Router failures: an endpoint that cannot serve a request, and a mount none
  * of whose candidates can.
  */
 import { ConnectionError } from '@svc/client';

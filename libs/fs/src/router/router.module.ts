@@ -1,6 +1,6 @@
 /**
  * WorkspaceRouterModule: builds {@link WorkspaceRouter}s from a configuration, so CLI commands
- * (and later the FUSE mount) receive the factory by injection (ARCHITECTURE.md).
+ * (and later the FUSE mount) receive the factory by injection.
  */
 import { Injectable, Module } from '@nestjs/common';
 import { ClientModule, ClientTls, ControlClientFactory, FsClient } from '@svc/client';

@@ -1,6 +1,6 @@
 /**
  * Unit tests of {@link WorkspaceTopologySource} following `control.workspace_topology_delta`
- * (PROTOCOL.md 6), over a stub control session (the `connect` option): consecutive deltas are
+ * (docs/protocol.md "Workspace status"), over a stub control session (the `connect` option): consecutive deltas are
  * applied without a read, stale ones ignored, a gap re-reads the status, `access_ended`
  * empties the topology, and a read reply older than the deltas already applied is not
  * published.

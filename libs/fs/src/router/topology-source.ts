@@ -1,7 +1,7 @@
 /**
- * Where the router's topology comes from (issue 3 items 7-8):
+ * Where the router's topology comes from:
  *  - {@link WorkspaceTopologySource}: a control session on `svc` reading
- *    `control.workspace_status` (PROTOCOL.md 6), applying `control.workspace_topology_delta`
+ *    `control.workspace_status` (docs/protocol.md "Workspace status"), applying `control.workspace_topology_delta`
  *    pushes (re-reading the whole status on a revision gap), re-syncing periodically and
  *    reconnecting with backoff while keeping the last topology;
  *  - {@link StaticTopologySource}: a fixed `--endpoint` list.
@@ -109,9 +109,9 @@ const BACKOFF_MAX_MS = 1000;
 /**
  * Workspace mode. The session is pinned to the project (explicitly with `projectId`, or, when
  * the agent's binding selects it, by asking again with that `project_id` and no token, which
- * the binding allows: PROTOCOL.md 6), so `control.workspace_topology_delta` pushes arrive.
+ * the binding allows: docs/protocol.md "Workspace status"), so `control.workspace_topology_delta` pushes arrive.
  *
- * Deltas (PROTOCOL.md 6) are applied with {@link applyTopologyDelta} and the result published:
+ * Deltas (docs/protocol.md "Workspace status") are applied with {@link applyTopologyDelta} and the result published:
  * a delta carries the changed mount paths only (selected and configured mounts), so no full
  * re-read is needed. A full re-read ({@link refresh}, coalesced) happens instead when the delta
  * cannot be applied: a revision gap, an unknown revision (a server without revisions, or
@@ -227,7 +227,7 @@ export class WorkspaceTopologySource extends EventEmitter implements TopologySou
   }
 
   /**
-   * A `control.workspace_topology_delta` on `client` (PROTOCOL.md 6): applied when it continues
+   * A `control.workspace_topology_delta` on `client` (docs/protocol.md "Workspace status"): applied when it continues
    * {@link current}'s revision on the same session, ignored when stale, else a full re-read.
    */
   private onDelta(client: ControlClient, delta: TopologyDelta): void {

@@ -1,5 +1,5 @@
 /**
- * Unit tests of {@link applyTopologyDelta} (PROTOCOL.md 6 `control.workspace_topology_delta`):
+ * Unit tests of {@link applyTopologyDelta} (docs/protocol.md "Workspace status" `control.workspace_topology_delta`):
  * consecutive deltas apply, stale ones are ignored, gaps and other projects ask for a re-read,
  * removed paths go, a failover reorders the candidates, `access_ended` empties; the input
  * topology is never modified.

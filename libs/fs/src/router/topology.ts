@@ -1,6 +1,6 @@
 /**
- * Mount topology as the router sees it (issue 3 item 7): every mount path with its ordered
- * failover candidates, from the control plane's WorkspaceStatus (PROTOCOL.md 6) or from a
+ * Mount topology as the router sees it: every mount path with its ordered
+ * failover candidates, from the control plane's WorkspaceStatus (docs/protocol.md "Workspace status") or from a
  * static `--endpoint` list.
  */
 import { Errno, FsError, MountState, MountView, rankMounts, TopologyDelta, WorkspaceStatus } from '@svc/protocol/wire';
@@ -32,7 +32,7 @@ export interface Topology {
   agent_id: string | null;
   workspace_root: string | null;
   /**
-   * The project's revision this topology reflects (PROTOCOL.md 6); deltas apply only on top of
+   * The project's revision this topology reflects (docs/protocol.md "Workspace status"); deltas apply only on top of
    * it. Null when unknown: endpoint mode, a server that does not send one, or after the pin
    * ended.
    */
@@ -101,7 +101,7 @@ function comparePaths(a: string, b: string): number {
 }
 
 /**
- * Builds the candidate lists of a WorkspaceStatus (PROTOCOL.md 6): for each mount path the
+ * Builds the candidate lists of a WorkspaceStatus (docs/protocol.md "Workspace status"): for each mount path the
  * selected mount (`mounts`) first, then the other `desired_mounts` of that path ordered by the
  * selection rule ({@link rankMounts}: online, degraded, missing; later lease first; then
  * configured order). `revision` is the status's `revision`, or null when the server sent none.
@@ -117,7 +117,7 @@ export function topologyFromStatus(status: WorkspaceStatus, ts_ms = Date.now()):
 }
 
 /**
- * Applies a `control.workspace_topology_delta` (PROTOCOL.md 6) to a workspace topology. Pure:
+ * Applies a `control.workspace_topology_delta` (docs/protocol.md "Workspace status") to a workspace topology. Pure:
  * `current` is never modified; unchanged paths keep their candidate lists (same arrays).
  *
  * - `reason: "access_ended"` for `current`'s project: the pin ended; returns a topology with
@@ -163,7 +163,7 @@ export interface EndpointSpec {
 export const DEFAULT_ENDPOINT_EXPORT = 'work';
 
 /**
- * Parses `name=ws-url[#export][@/mount]` (issue 3 item 8). Defaults: export `work`, mount
+ * Parses `name=ws-url[#export][@/mount]`. Defaults: export `work`, mount
  * `/<name>`. Example: `a=ws://127.0.0.1:18891/v2/fs#docs@/docs`.
  * @throws FsError EINVAL naming what is wrong
  */
@@ -205,7 +205,7 @@ export function parseEndpointSpec(spec: string): EndpointSpec {
 
 /**
  * The topology of a static endpoint list: a mount path repeated over several endpoints is a
- * failover group in the order given (issue 3 item 8, endpoint mode).
+ * failover group in the order given (endpoint mode).
  * @param authToken FS session token used for every endpoint (`--auth-token` in endpoint mode)
  */
 export function topologyFromEndpoints(specs: EndpointSpec[], authToken?: string, ts_ms = Date.now()): Topology {

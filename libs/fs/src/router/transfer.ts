@@ -1,6 +1,6 @@
 /**
  * Whole-file transfers over a {@link WorkspaceRouter} with several requests in flight and
- * bounded memory (issue 3 item 8: `cat` of a 2 GiB file must not need 2 GiB).
+ * bounded memory (`cat` of a 2 GiB file must not need 2 GiB).
  */
 import { Readable, Writable } from 'node:stream';
 import type { FramedData } from '@svc/client';
@@ -11,7 +11,7 @@ import { WorkspaceRouter } from './workspace-router';
 
 /** Transfer tuning. */
 export interface TransferOptions {
-  /** Bytes per request (default 1 MiB = PROTOCOL.md 8 max_read/max_write). */
+  /** Bytes per request (default 1 MiB = docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" max_read/max_write). */
   chunkBytes?: number;
   /** Requests in flight (default 8 for reads, 4 for writes); memory is about chunkBytes x inFlight. */
   inFlight?: number;

@@ -1,6 +1,6 @@
 /**
- * WorkspaceRouter (issue 3 item 7): one path-based filesystem over a project's mounts. This
- * module is its path API (the façade); each part has its own module (issue 11 item 5):
+ * WorkspaceRouter: one path-based filesystem over a project's mounts. This
+ * module is its path API (the façade); each part has its own module:
  *
  * - `./mount-table`: a workspace path resolves to a mount by the longest `mount_path` prefix;
  *   the directories above mount paths form a synthetic read-only tree (`readdir /` lists first
@@ -30,7 +30,7 @@
  * ({@link UnavailableEvent}: the session serving a mount ended, so nothing learnt from it can
  * be invalidated any more), `inval` ({@link PathInval}), `inval_dir` ({@link DirInval}).
  *
- * Errors are {@link FsError} (Linux errno, PROTOCOL.md 8); {@link MountUnavailableError} when
+ * Errors are {@link FsError} (Linux errno, docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"); {@link MountUnavailableError} when
  * no candidate of a mount can be used.
  */
 import { EventEmitter } from 'node:events';
@@ -60,7 +60,7 @@ export type { DirInval, FailoverEvent, PathInval, RouterEvents, TopologyChange, 
 export type { CandidateStatus, MountStatus, ProbeResult } from './router-status';
 
 /**
- * Default deadlines of the router, ms (issue 11 item 3; docs/protocol.md "Deadlines"): a
+ * Default deadlines of the router, ms (docs/protocol.md "Workspace router and `svc-fs-mount` (client side)"): a
  * hung node is found by the keepalive (no answer for `keepaliveTimeoutMs` while requests
  * wait) or by a connect + hello that takes `connectTimeoutMs`; an operation's connects and
  * retries end by `opDeadlineMs` after its start; `requestTimeoutMs` bounds one request on a
@@ -208,7 +208,7 @@ export class WorkspaceRouter extends EventEmitter {
   // Path API (absolute workspace paths; errors are FsError with Linux errno)
 
   /**
-   * Attributes of a path (PROTOCOL.md 8 Attr). Synthetic directories get a read-only
+   * Attributes of a path (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" Attr). Synthetic directories get a read-only
    * directory attr (`id` 0, mode 040555, times of the last topology change).
    * @throws FsError ENOENT (nothing there), EINVAL (bad path), MountUnavailableError
    */
@@ -385,7 +385,7 @@ export class WorkspaceRouter extends EventEmitter {
   }
 
   /**
-   * Changes mode/owner/size/times (PROTOCOL.md 8 `setattr`; times in ns since the epoch).
+   * Changes mode/owner/size/times (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" `setattr`; times in ns since the epoch).
    * @throws FsError ENOENT, EPERM, EROFS, EIO
    */
   async setattr(path: string, attrs: SetAttr): Promise<Attr> {

@@ -1,5 +1,5 @@
 /**
- * The exports of an FS node (PROTOCOL.md 8 `exports`): each with its name, read-only flag,
+ * The exports of an FS node (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" `exports`): each with its name, read-only flag,
  * backend and root node.
  */
 import { Injectable } from '@nestjs/common';
@@ -55,7 +55,7 @@ export class ExportRegistry {
     return exp;
   }
 
-  /** The `exports` listing (PROTOCOL.md 8). */
+  /** The `exports` listing (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
   list(): ExportInfo[] {
     return this.all().map((e) => ({
       name: e.name,

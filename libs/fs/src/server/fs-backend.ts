@@ -1,6 +1,6 @@
 /**
- * The export provider port (ARCHITECTURE.md "services with repositories behind ports"): what
- * one export must do for the FS operations of PROTOCOL.md 8, in terms of paths below the export
+ * The export provider port: what
+ * one export must do for the FS operations of docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)", in terms of paths below the export
  * root. {@link FsService} owns node ids, handles, sessions and events and calls a backend for
  * the filesystem work; a backend owns its confinement.
  *

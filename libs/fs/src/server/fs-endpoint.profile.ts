@@ -1,6 +1,6 @@
 /**
- * Rules of the FS endpoint `/v2/fs` (PROTOCOL.md 1-4, 8): every upgrade is admitted (FS session
- * auth is in the hello), every error is `acheron.err_fs` `{errno, message}` (plus `code` for
+ * Rules of the FS endpoint `/v2/fs` (docs/protocol.md "Envelope and errors" and
+ * "FS sessions on `svc-fs-node` (`/v2/fs`)"): every upgrade is admitted (FS session auth is in the hello), every error is `acheron.err_fs` `{errno, message}` (plus `code` for
  * envelope and negotiation errors), `acheron.t_fs_hello` must come first (else EPROTO and a
  * close with 1008), only the `acheron` channel is served, and binary frames are accepted only
  * on sessions that negotiated the binary data path, and only for `acheron.t_fs_write`.
@@ -27,12 +27,12 @@ export class FsEndpointProfile implements EndpointProfile {
   readonly path = FS_ENDPOINT_PATH;
   readonly fsEndpoint = true;
 
-  /** Admits every upgrade: FS session auth is checked by `acheron.t_fs_hello` (PROTOCOL.md 4). */
+  /** Admits every upgrade: FS session auth is checked by `acheron.t_fs_hello` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
   authenticate(): { role: null } {
     return { role: null };
   }
 
-  /** Every error on this endpoint is `acheron.err_fs` (PROTOCOL.md 2). */
+  /** Every error on this endpoint is `acheron.err_fs` (docs/protocol.md "Envelope and errors"). */
   errorType(): typeof FS_ERROR_TYPE {
     return FS_ERROR_TYPE;
   }
@@ -71,7 +71,7 @@ export class FsEndpointProfile implements EndpointProfile {
     return null;
   }
 
-  /** True once the session's hello asked for the binary data path (PROTOCOL.md 8). */
+  /** True once the session's hello asked for the binary data path (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
   acceptsBinary(session: WsSession): boolean {
     return session.fs === 'ready' && fsSessionOf(session)?.binary === true;
   }

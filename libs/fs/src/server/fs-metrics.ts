@@ -1,5 +1,5 @@
 /**
- * FS node metrics (issue 3 item 5), prefix `svc_fs_`: operations by op and result
+ * FS node metrics, prefix `svc_fs_`: operations by op and result
  * (`svc_fs_ops_total{op,result}`, result `ok` or the errno name, and their duration), bytes
  * read and written through handles, open FS sessions, open handles, known nodes and the node
  * ids the sessions were given (what their memory holds for events). Gauges are

@@ -5,7 +5,7 @@
 import type { FsFeature } from '@svc/protocol';
 import type { FsBackend } from './fs-backend';
 
-/** One export to serve (PROTOCOL.md 8 `exports`). */
+/** One export to serve (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" `exports`). */
 export interface ExportDefinition {
   /** Identifier-safe export name. */
   name: string;

@@ -1,5 +1,5 @@
 /**
- * Per-session FS state (PROTOCOL.md 8): the session's open handles (closed when it ends), the
+ * Per-session FS state (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): the session's open handles (closed when it ends), the
  * node ids it was given (for invalidation pushes), whether it negotiated the binary data path
  * and which extensions it was granted, and its directory listings in progress (readdirp paging).
  */

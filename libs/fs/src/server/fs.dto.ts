@@ -1,5 +1,5 @@
 /**
- * Payload DTOs of the FS operations (PROTOCOL.md 8), validated by `@Payload()` with
+ * Payload DTOs of the FS operations (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"), validated by `@Payload()` with
  * class-validator. A failure is `invalid_payload`/`missing_field`, sent on the FS session as
  * errno 22 EINVAL with the field named. Names are checked by `validateName` (EINVAL,
  * ENAMETOOLONG), not here. Units: bytes for offsets and sizes, ns since the epoch for times.

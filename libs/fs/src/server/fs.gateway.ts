@@ -1,5 +1,5 @@
 /**
- * FsGateway: the FS session protocol on `/v2/fs` (PROTOCOL.md 4, 8). One thin handler per
+ * FsGateway: the FS session protocol on `/v2/fs` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)", 8). One thin handler per
  * operation: it reads the root fields (`node`, `h`) and the validated payload and delegates to
  * {@link FsService}; errors go through the one exception filter as `acheron.err_fs`.
  *
@@ -36,7 +36,7 @@ import { FsService } from './fs.service';
 import { CreateDto, MkdirDto, NameDto, OpenDto, PrefetchDto, ReaddirpDto, ReadDto, RenameDto, SetattrDto, SymlinkDto, TruncateDto, WriteDto } from './fs.dto';
 
 /**
- * A root field `node` or `h` (PROTOCOL.md 2), falling back to the payload.
+ * A root field `node` or `h` (docs/protocol.md "Envelope and errors"), falling back to the payload.
  * @throws FsError EINVAL when absent or not an unsigned integer below 2^53
  */
 export function rootId(frame: FrameT, field: 'node' | 'h'): number {
@@ -48,7 +48,7 @@ export function rootId(frame: FrameT, field: 'node' | 'h'): number {
 
 /** Reads above this many bytes use pooled buffers. */
 const POOL_MIN_READ = 64 * 1024;
-/** Read buffers: binary frame header room + 1 MiB (PROTOCOL.md 8 max_read). */
+/** Read buffers: binary frame header room + 1 MiB (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" max_read). */
 const readBuffers = new BufferPool(BINARY_HEADER_ROOM + MAX_READ, 32);
 
 /** Room for the envelope around `data_b64` in a JSON read reply, bytes. */
@@ -57,7 +57,7 @@ const JSON_READ_ENVELOPE_ROOM = 256;
 const jsonReplyBuffers = new BufferPool(JSON_READ_ENVELOPE_ROOM + base64Length(MAX_READ), 16);
 
 /**
- * The JSON `acheron.r_fs_read` reply (PROTOCOL.md 8) as UTF-8 bytes: the same text
+ * The JSON `acheron.r_fs_read` reply (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)") as UTF-8 bytes: the same text
  * JSON.stringify would give, with the base64 written straight into the buffer.
  * @param tag the request tag
  * @param data the bytes read
@@ -92,7 +92,7 @@ export class FsGateway {
     private readonly sessions: FsSessionService,
   ) {}
 
-  /** `acheron.t_fs_hello` (PROTOCOL.md 4): establishes the FS session. */
+  /** `acheron.t_fs_hello` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): establishes the FS session. */
   @SubscribeMessage('acheron.t_fs_hello')
   hello(@Session() session: WsSession, @Payload() payload: Record<string, unknown>) {
     if (session.fs === 'ready') throw new ProtocolError('protocol_mismatch', 'acheron.t_fs_hello was already negotiated on this session');
@@ -113,38 +113,38 @@ export class FsGateway {
     return reply;
   }
 
-  /** `acheron.t_fs_exports` (PROTOCOL.md 8): {@link FsService.exports}. */
+  /** `acheron.t_fs_exports` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.exports}. */
   @SubscribeMessage('acheron.t_fs_exports')
   exports(@Session() session: WsSession) {
     return this.fs.exports(fsOf(session));
   }
 
-  /** `acheron.t_fs_lookup` (PROTOCOL.md 8): {@link FsService.lookup}. */
+  /** `acheron.t_fs_lookup` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.lookup}. */
   @SubscribeMessage('acheron.t_fs_lookup')
   lookup(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: NameDto) {
     return this.fs.lookup(fsOf(session), rootId(frame, 'node'), body.name);
   }
 
-  /** `acheron.t_fs_getattr` (PROTOCOL.md 8): {@link FsService.getattr}. */
+  /** `acheron.t_fs_getattr` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.getattr}. */
   @SubscribeMessage('acheron.t_fs_getattr')
   getattr(@Session() session: WsSession, @Frame() frame: FrameT) {
     return this.fs.getattr(fsOf(session), rootId(frame, 'node'));
   }
 
-  /** `acheron.t_fs_setattr` (PROTOCOL.md 8): {@link FsService.setattr}. */
+  /** `acheron.t_fs_setattr` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.setattr}. */
   @SubscribeMessage('acheron.t_fs_setattr')
   setattr(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: SetattrDto) {
     return this.fs.setattr(fsOf(session), rootId(frame, 'node'), body);
   }
 
-  /** `acheron.t_fs_readdirp` (PROTOCOL.md 8): {@link FsService.readdirp}. */
+  /** `acheron.t_fs_readdirp` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.readdirp}. */
   @SubscribeMessage('acheron.t_fs_readdirp')
   readdirp(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: ReaddirpDto) {
     return this.fs.readdirp(fsOf(session), rootId(frame, 'node'), body.cookie ?? 0, body.max);
   }
 
   /**
-   * `acheron.t_fs_open` (PROTOCOL.md 8): {@link FsService.open}; with `read` on a session granted
+   * `acheron.t_fs_open` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.open}; with `read` on a session granted
    * `open_read`, {@link FsService.openRead}, whose bytes go in `data_b64` or, on the binary data
    * path, after the header of a binary frame (as `r_fs_read`).
    */
@@ -207,7 +207,7 @@ export class FsGateway {
     return undefined;
   }
 
-  /** `acheron.t_fs_create` (PROTOCOL.md 8): {@link FsService.create}. */
+  /** `acheron.t_fs_create` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.create}. */
   @SubscribeMessage('acheron.t_fs_create')
   create(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: CreateDto) {
     return this.fs.create(fsOf(session), rootId(frame, 'node'), body.name, body.mode, body.flags);
@@ -271,61 +271,61 @@ export class FsGateway {
     return this.fs.write(fsOf(session), rootId(frame, 'h'), body.off, data);
   }
 
-  /** `acheron.t_fs_fsync` (PROTOCOL.md 8): {@link FsService.fsync}. */
+  /** `acheron.t_fs_fsync` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.fsync}. */
   @SubscribeMessage('acheron.t_fs_fsync')
   fsync(@Session() session: WsSession, @Frame() frame: FrameT) {
     return this.fs.fsync(fsOf(session), rootId(frame, 'h'));
   }
 
-  /** `acheron.t_fs_close` (PROTOCOL.md 8): {@link FsService.close}. */
+  /** `acheron.t_fs_close` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.close}. */
   @SubscribeMessage('acheron.t_fs_close')
   close(@Session() session: WsSession, @Frame() frame: FrameT) {
     return this.fs.close(fsOf(session), rootId(frame, 'h'));
   }
 
-  /** `acheron.t_fs_truncate` (PROTOCOL.md 8): {@link FsService.truncate}. */
+  /** `acheron.t_fs_truncate` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.truncate}. */
   @SubscribeMessage('acheron.t_fs_truncate')
   truncate(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: TruncateDto) {
     return this.fs.truncate(fsOf(session), rootId(frame, 'node'), body.sz);
   }
 
-  /** `acheron.t_fs_unlink` (PROTOCOL.md 8): {@link FsService.unlink}. */
+  /** `acheron.t_fs_unlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.unlink}. */
   @SubscribeMessage('acheron.t_fs_unlink')
   unlink(@Frame() frame: FrameT, @Payload() body: NameDto) {
     return this.fs.unlink(rootId(frame, 'node'), body.name);
   }
 
-  /** `acheron.t_fs_mkdir` (PROTOCOL.md 8): {@link FsService.mkdir}. */
+  /** `acheron.t_fs_mkdir` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.mkdir}. */
   @SubscribeMessage('acheron.t_fs_mkdir')
   mkdir(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: MkdirDto) {
     return this.fs.mkdir(fsOf(session), rootId(frame, 'node'), body.name, body.mode);
   }
 
-  /** `acheron.t_fs_rmdir` (PROTOCOL.md 8): {@link FsService.rmdir}. */
+  /** `acheron.t_fs_rmdir` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.rmdir}. */
   @SubscribeMessage('acheron.t_fs_rmdir')
   rmdir(@Frame() frame: FrameT, @Payload() body: NameDto) {
     return this.fs.rmdir(rootId(frame, 'node'), body.name);
   }
 
-  /** `acheron.t_fs_rename` (PROTOCOL.md 8): {@link FsService.rename}. */
+  /** `acheron.t_fs_rename` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.rename}. */
   @SubscribeMessage('acheron.t_fs_rename')
   rename(@Payload() body: RenameDto) {
     return this.fs.rename(body.old_parent, body.old_name, body.new_parent, body.new_name);
   }
 
-  /** `acheron.t_fs_symlink` (PROTOCOL.md 8): {@link FsService.symlink}. */
+  /** `acheron.t_fs_symlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.symlink}. */
   @SubscribeMessage('acheron.t_fs_symlink')
   symlink(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: SymlinkDto) {
     return this.fs.symlink(fsOf(session), rootId(frame, 'node'), body.name, body.target);
   }
 
-  /** `acheron.t_fs_readlink` (PROTOCOL.md 8): {@link FsService.readlink}. */
+  /** `acheron.t_fs_readlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.readlink}. */
   @SubscribeMessage('acheron.t_fs_readlink')
   readlink(@Frame() frame: FrameT) {
     return this.fs.readlink(rootId(frame, 'node'));
   }
 
-  /** `acheron.t_fs_statfs` (PROTOCOL.md 8): {@link FsService.statfs}. */
+  /** `acheron.t_fs_statfs` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.statfs}. */
   @SubscribeMessage('acheron.t_fs_statfs')
   statfs(@Frame() frame: FrameT) {
     return this.fs.statfs(rootId(frame, 'node'));

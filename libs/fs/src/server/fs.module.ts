@@ -1,5 +1,5 @@
 /**
- * FsModule: the FS node server (PROTOCOL.md 8) — FsGateway on `/v2/fs`, the FS endpoint
+ * FsModule: the FS node server (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)") — FsGateway on `/v2/fs`, the FS endpoint
  * profile, the export registry, the node table, per-session state, invalidation events and FS
  * metrics. The host program provides a `SessionRegistry` (global) and hands
  * {@link FsEndpointProfile} and {@link FsMetrics}`.requests` to its EnvelopeWsAdapter.

@@ -1,5 +1,5 @@
 /**
- * FsService: the FS operations of PROTOCOL.md 8 on the node's exports, without transport.
+ * FsService: the FS operations of docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" on the node's exports, without transport.
  *
  * It owns what is common to every export: node ids ({@link NodeTable}), per-session handles
  * and seen nodes ({@link FsSession}), read-only enforcement, limits (`max_read`/`max_write`
@@ -86,12 +86,12 @@ export class FsService implements OnModuleDestroy {
     await this.registry.close();
   }
 
-  // ---- hello (PROTOCOL.md 4) -------------------------------------------------------------
+  // ---- hello (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)") -------------------------------------------------------------
 
   /**
    * Checks an `acheron.t_fs_hello` payload `{protocol, proto, auth_token?, binary?, features?}`.
    * @returns the `acheron.r_fs_hello` payload; `caps.binary_data` true when `binary` was asked
-   *   for; `caps.features` the extensions asked for that this node grants (PROTOCOL.md 8
+   *   for; `caps.features` the extensions asked for that this node grants (docs/protocol.md "FS extensions"
    *   "Extensions", docs/protocol.md "FS extensions"; unknown names are ignored)
    * @throws ProtocolError `protocol_mismatch` (errno 71 EPROTO) for another protocol or proto;
    *   `invalid_payload` (errno 22) when `features` is not an array of at most 64 strings of at
@@ -214,7 +214,7 @@ export class FsService implements OnModuleDestroy {
     this.inval.release(gone);
   }
 
-  // ---- operations (PROTOCOL.md 8) --------------------------------------------------------
+  // ---- operations (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)") --------------------------------------------------------
 
   /** `exports` -> `{exports:[{name, root, ro, desc, source_kind, caps}]}`; the roots count as seen. */
   exports(session: FsSession): { exports: ExportInfo[] } {

@@ -1,5 +1,5 @@
 /**
- * Invalidation events (PROTOCOL.md 8 "Events"): `acheron.e_fs_inval` `{node, what, gen}` and
+ * Invalidation events (docs/protocol.md "FS extensions"): `acheron.e_fs_inval` `{node, what, gen}` and
  * `acheron.e_fs_inval_dir` `{dir, dir_gen}`, pushed (without a tag) to every session that was
  * given that node, after this node's own mutations and for changes made on disk by anyone.
  *

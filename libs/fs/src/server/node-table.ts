@@ -1,5 +1,5 @@
 /**
- * The node table of an FS node (PROTOCOL.md 8): node ids assigned by the node, below 2^53,
+ * The node table of an FS node (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): node ids assigned by the node, below 2^53,
  * stable for a path for the life of the process.
  *
  * Nodes form one tree per export (parent, name, children), so a path is the chain of names up

@@ -1,5 +1,5 @@
 /**
- * Payload DTOs of the control operations (PROTOCOL.md 4-5). Validated by
+ * Payload DTOs of the control operations. Validated by
  * {@link validatePayload}; field names are the wire names. Every member has a type constraint
  * (`IsString`, `IsInt`, `IsObject`), whose message is the one a value of the wrong type gets.
  */
@@ -57,14 +57,14 @@ export class VersionDto {
   protocol: string;
 }
 
-/** `control.connect` `{agent_id?}` (PROTOCOL.md 4). */
+/** `control.connect` `{agent_id?}` (docs/protocol.md "Envelope and errors"). */
 export class ConnectDto {
   @IsOptional()
   @Ident('agent_id')
   agent_id?: string;
 }
 
-/** `access_policy` of a project: `invoke` is `"allow"` or `"deny"` (default deny, PROTOCOL.md 6). */
+/** `access_policy` of a project: `invoke` is `"allow"` or `"deny"` (default deny, docs/protocol.md "Workspace status"). */
 export class AccessPolicyDto {
   @IsOptional()
   @IsString({ message: 'access_policy.invoke must be a string ("allow" or "deny")' })
@@ -157,7 +157,7 @@ export class MountRemoveDto {
   export_name?: string;
 }
 
-/** `control.workspace_status` `{project_id?, project_token?}` (PROTOCOL.md 6). */
+/** `control.workspace_status` `{project_id?, project_token?}` (docs/protocol.md "Workspace status"). */
 export class WorkspaceStatusDto {
   @IsOptional()
   @Ident('project_id')
@@ -184,7 +184,7 @@ export class InviteCreateDto {
   ttl_ms?: number;
 }
 
-/** A node's platform (SPEC.md "Node service catalog record"): each member optional. */
+/** A node's platform: each member optional. */
 export class PlatformDto {
   @IsOptional()
   @IsString({ message: 'platform.os must be a string' })
@@ -282,7 +282,7 @@ export class LeaseRefreshDto {
 }
 
 /**
- * `control.node_lease_release` `{node_id, node_secret}` (PROTOCOL.md 5): a node stopping
+ * `control.node_lease_release` `{node_id, node_secret}` (docs/protocol.md "Nodes"): a node stopping
  * cleanly ends its lease now, so its mounts turn `degraded` and fail over at once instead of
  * after the lease TTL. Gated by `node_secret` like `node_lease_refresh` (`node_not_found`,
  * `node_auth_failed`); the reply is `{node_id, released:true, lease_expires_at_ms}`.
@@ -309,7 +309,7 @@ export class NodeServiceWatchDto {
 }
 
 /**
- * One mount of `control.project_up` (PROTOCOL.md 5a): its node by `node_id` or by
+ * One mount of `control.project_up` (docs/protocol.md "Declarative workspaces"): its node by `node_id` or by
  * `node_name` (exactly one of them; checked by the service, which knows the nodes).
  */
 export class MountSpecDto {
@@ -336,7 +336,7 @@ export const PROJECT_UP_MAX_MOUNTS = 10_000;
 
 /**
  * `control.project_up` `{name, vision?, access_policy?, mounts, prune?, activate?, dry_run?}`
- * (PROTOCOL.md 5a): the declarative form of a project and its mounts.
+ * (docs/protocol.md "Declarative workspaces"): the declarative form of a project and its mounts.
  */
 export class ProjectUpDto {
   @IsString({ message: 'name must be a string' })
@@ -379,7 +379,7 @@ export class ProjectUpDto {
 
 /**
  * `control.audit_list` `{since_ms?, until_ms?, actor_agent_id?, type?, limit?, cursor?}`
- * (PROTOCOL.md 5): times in ms since the epoch, both bounds inclusive; `limit` 1 to 1000
+ *: times in ms since the epoch, both bounds inclusive; `limit` 1 to 1000
  * (default 100); `cursor` is a previous reply's `next_cursor`.
  */
 export class AuditListDto {

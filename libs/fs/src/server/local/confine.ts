@@ -1,5 +1,5 @@
 /**
- * Confinement of a local export (PROTOCOL.md 8 "Confinement"): nothing outside an export's
+ * Confinement of a local export (docs/protocol.md "Confinement"): nothing outside an export's
  * root is ever read, written, listed or stat'ed.
  *
  * The rules, applied by {@link LocalDirBackend}:
@@ -28,7 +28,7 @@ const O_PATH = OpenFlags.O_PATH;
 export const MAX_SYMLINKS = 40;
 
 /**
- * Checks one directory-entry name (PROTOCOL.md 8).
+ * Checks one directory-entry name (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)").
  * @returns the name
  * @throws FsError EINVAL (not a string, empty, `.`, `..`, contains `/` or NUL), ENAMETOOLONG (over 255 bytes of UTF-8)
  */

@@ -1,5 +1,5 @@
 /**
- * Node.js system error codes to Linux errno numbers for `acheron.err_fs` (PROTOCOL.md 8).
+ * Node.js system error codes to Linux errno numbers for `acheron.err_fs` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)").
  * Messages never carry the server's paths: a Node error message names the local path, so only
  * `strerror(errno)` reaches the client.
  */

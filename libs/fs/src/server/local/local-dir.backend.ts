@@ -1,6 +1,6 @@
 /**
  * LocalDirBackend: an export served from a directory on the node's disk (`source_kind`
- * `local_dir`), through `fs/promises`, confined to its root (PROTOCOL.md 8; see confine.ts for
+ * `local_dir`), through `fs/promises`, confined to its root (docs/protocol.md "Confinement"; see confine.ts for
  * the rules).
  *
  * Every operation pins the directory it works in: `open(dir, O_PATH|O_DIRECTORY)`, then checks
@@ -525,7 +525,7 @@ export class LocalDirBackend implements FsBackend {
   async symlink(dir: readonly string[], name: string, target: string): Promise<FsStat> {
     this.refuseIfRo();
     return this.inDir(dir, async (fd) => {
-      // A link that leads out of the root is refused (issue 3: traversal attempts are refused),
+      // A link that leads out of the root is refused (traversal attempts are refused),
       // judged on its text resolved from the directory's real path; links found on disk that
       // lead out are still never followed (see atEntry and pinDir).
       if (target === '' || target.includes('\0')) throw new FsError(Errno.EINVAL, 'symlink target must be a non-empty string without NUL');

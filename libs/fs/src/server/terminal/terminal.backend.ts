@@ -1,6 +1,5 @@
 /**
- * The terminal service export `terminal-<id>` (PROTOCOL.md 8 "Terminal service"; issue 4
- * item 3): a synthetic tree
+ * The terminal service export `terminal-<id>`: a synthetic tree
  *
  * ```
  * README.md                   how to use it
@@ -22,7 +21,7 @@ import { isAbsolute, relative, resolve, sep } from 'node:path';
 import { Errno, FsError, StatFs } from '@svc/protocol';
 import type { FsAttrChanges, FsBackend, FsOpenFile, FsStat } from '../fs-backend';
 
-/** Limits of the terminal service (PROTOCOL.md 8). */
+/** Limits of the terminal service (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
 export const TERMINAL_LIMITS = {
   defaultTimeoutMs: 30_000,
   maxTimeoutMs: 600_000,
@@ -34,7 +33,7 @@ export const TERMINAL_LIMITS = {
   maxConcurrent: 8,
 } as const;
 
-/** A terminal request (PROTOCOL.md 8). */
+/** A terminal request (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
 export interface TerminalRequest {
   argv: string[];
   cwd?: string;
@@ -43,7 +42,7 @@ export interface TerminalRequest {
   timeout_ms?: number;
 }
 
-/** A terminal result (PROTOCOL.md 8), plus `timed_out`. */
+/** A terminal result (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"), plus `timed_out`. */
 export interface TerminalResult {
   exit_code: number | null;
   signal: string | null;
