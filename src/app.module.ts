@@ -1,5 +1,5 @@
 /**
- * Root module of the `svc` control-plane server (ARCHITECTURE.md layout): one module per
+ * Root module of the `svc` control-plane server: one module per
  * concern, wired with the validated configuration.
  */
 import { DynamicModule, Global, Module } from '@nestjs/common';

@@ -3,7 +3,7 @@ import { describeWithOpenssl, makeCa, TestCa } from '../test/helpers/tls';
 import { cleanupTmp } from '../test/helpers/processes';
 import { ConfigError, loadServerConfig } from './config';
 
-describeWithOpenssl('svc TLS configuration (PROTOCOL.md 1)', () => {
+describeWithOpenssl('svc TLS configuration', () => {
   let ca: TestCa;
   beforeAll(() => {
     ca = makeCa();

@@ -1,4 +1,4 @@
-/** The FS deadlines of svc's runtime namespace from the environment (issue 11 item 3). */
+/** The FS deadlines of svc's runtime namespace from the environment. */
 import { ConfigError, DEFAULT_FS_DEADLINES, loadServerConfig } from './config';
 
 describe('loadServerConfig: FS deadlines', () => {

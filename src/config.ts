@@ -1,6 +1,6 @@
 /**
  * Configuration of the `svc` control-plane server, read once at start from flags and the
- * environment (PROTOCOL.md 1, SPEC.md "Authentication", README "Configuration").
+ * environment (docs/protocol.md "Transport", README "Configuration").
  */
 import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -16,7 +16,7 @@ export class ServerConfig {
   bind: string;
   /** WebSocket port; 0 picks a free one. */
   port: number;
-  /** TLS of the WebSocket listener (`--tls-cert`/`--tls-key`, PROTOCOL.md 1), loaded and checked; null: plain `ws://`. */
+  /** TLS of the WebSocket listener (`--tls-cert`/`--tls-key`, docs/operations.md "Transport security (TLS)"), loaded and checked; null: plain `ws://`. */
   tls: LoadedServerTls | null;
   /** `--insecure-transport` let a non-loopback `--bind` serve plain `ws://` (a warning at start). */
   insecureTransport: boolean;
@@ -52,8 +52,8 @@ export class ServerConfig {
    */
   nodeSessionTimeoutMs: number;
   /**
-   * Deadlines of the FS sessions svc opens for the runtime namespace (PROTOCOL.md 9; issue 11
-   * item 3; docs/protocol.md "Deadlines and hung nodes"), ms: connect + hello
+   * Deadlines of the FS sessions svc opens for the runtime namespace (docs/namespace.md;
+   * docs/protocol.md "Deadlines and hung nodes"), ms: connect + hello
    * (`SVC_FS_CONNECT_TIMEOUT_MS`, 3000), one request on a node that answers pings
    * (`SVC_FS_REQUEST_TIMEOUT_MS`, 30000), keepalive interval while requests wait
    * (`SVC_FS_KEEPALIVE_MS`, 1000; 0 off) and limit without any answer
@@ -148,7 +148,7 @@ export function parseRetentionDays(value: string | undefined): number {
 /**
  * Parses the AES-256 state key.
  * @returns the 32-byte key, or null when unset
- * @throws ConfigError unless exactly 64 hexadecimal characters (SPEC.md "Limits")
+ * @throws ConfigError unless exactly 64 hexadecimal characters
  */
 export function parseStateKey(value: string | undefined): Buffer | null {
   if (value === undefined || value === '') return null;

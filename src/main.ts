@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 /**
- * `svc`: the control-plane server. Bootstrap only (ARCHITECTURE.md): configuration, the
+ * `svc`: the control-plane server. Bootstrap only: configuration, the
  * envelope WebSocket adapter, the ops HTTP listener, state loading, and graceful shutdown
- * (PROTOCOL.md 1).
+ * (docs/protocol.md "Transport").
  *
  * Exit codes: 0 after a clean shutdown; 2 when the configuration is invalid (including a TLS
  * certificate, key or CA file that cannot be used, or a `--bind` beyond loopback without TLS

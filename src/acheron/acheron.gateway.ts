@@ -1,6 +1,6 @@
 /**
- * AcheronGateway: the runtime session on `/` (SPEC.md "Protocol session phases"; PROTOCOL.md
- * 4 and 9): negotiation (`acheron.t_version`, `acheron.t_attach`), then 9P-style `t_walk`,
+ * AcheronGateway: the runtime session on `/` (docs/namespace.md): negotiation
+ * (`acheron.t_version`, `acheron.t_attach`), then 9P-style `t_walk`,
  * `t_open`, `t_read`, `t_write`, `t_stat`, `t_clunk`, `t_flush` over the per-session
  * namespace of {@link NamespaceService}. Fids belong to the session.
  */
@@ -321,7 +321,7 @@ export class AcheronGateway {
   }
 
   /**
-   * Runs a request so that `t_flush {oldtag}` can abandon it (PROTOCOL.md 9): the request then
+   * Runs a request so that `t_flush {oldtag}` can abandon it (docs/namespace.md): the request then
    * sends no reply, as in 9P. A routed FS request already sent to its node still completes there
    * (the FS protocol has no flush); what it yields after the flush is handed to `discard` (an
    * open handle is closed, so an abandoned `t_open` leaks nothing).

@@ -1,5 +1,5 @@
 /**
- * The Acheron runtime namespace (PROTOCOL.md 9): the control plane's catalog, nodes, projects
+ * The Acheron runtime namespace (docs/namespace.md): the control plane's catalog, nodes, projects
  * and debug state projected as a tree, computed per session (role, agent, pinned or bound
  * project) at every resolution and never cached across sessions. Hidden services and
  * projects are absent (`enoent`), so their existence does not leak.
@@ -24,7 +24,7 @@ import { WorkspaceService } from '../projects/workspace.service';
 import type { WsSession } from '@svc/transport';
 import { actorOf } from '../common/actor';
 
-/** One entry of a directory read (PROTOCOL.md 9: `{"entries":[{name, kind, size}]}`). */
+/** One entry of a directory read (docs/namespace.md: `{"entries":[{name, kind, size}]}`). */
 export interface NsEntry {
   name: string;
   kind: 'dir' | 'file';
@@ -75,8 +75,8 @@ function notFound(path: string[]): never {
 }
 
 /**
- * The resolved invoke path of a service (PROTOCOL.md 9 `STATUS.json`): the invoke path
- * (PROTOCOL.md 7) joined to the service's first endpoint; an absolute invoke path stands alone.
+ * The resolved invoke path of a service (docs/namespace.md `STATUS.json`): the invoke path
+ * joined to the service's first endpoint; an absolute invoke path stands alone.
  */
 export function resolvedInvokePath(service: Pick<ServiceEntry, 'ops' | 'endpoints'>): string | null {
   const invoke = invokePathOf(service);

@@ -1,6 +1,5 @@
 /**
- * Routed filesystems of the runtime namespace (PROTOCOL.md 9 "Routing uses the FS protocol of
- * section 8"): FS sessions held by the control plane to nodes (with each node's FS token, kept
+ * Routed filesystems of the runtime namespace (docs/namespace.md): FS sessions held by the control plane to nodes (with each node's FS token, kept
  * server-side), and the operations the runtime session needs on them.
  */
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
@@ -9,7 +8,7 @@ import { Errno, FsError, ProtocolError, ErrorCode } from '@svc/protocol';
 import { StateService } from '../persistence/state.service';
 import { ServerConfig } from '../config';
 
-/** The attributes of an FS node (PROTOCOL.md 8 Attr; times in ns). */
+/** The attributes of an FS node (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" Attr; times in ns). */
 export interface FsAttr {
   id: number;
   k: 1 | 2 | 3;
@@ -50,7 +49,7 @@ const ERRNO_TO_CODE: Record<number, ErrorCode> = {
 };
 
 /**
- * Maps an FS failure to a runtime error (PROTOCOL.md 9 codes): errno to `enoent`/`eperm`/
+ * Maps an FS failure to a runtime error (docs/namespace.md): errno to `enoent`/`eperm`/
  * `eisdir`/`enotdir`/`invalid`, anything else, and unreachable nodes, to `eio` naming the node.
  */
 export function toRuntimeError(e: unknown, label: string): ProtocolError {
@@ -248,7 +247,7 @@ export class NodeRoutesService implements OnModuleDestroy {
 
   private async open(nodeId: string, url: string, token: string, label: string): Promise<Connection> {
     const d = this.config.fsDeadlines;
-    // A wss:// node is verified against the system CAs plus --tls-ca (PROTOCOL.md 1).
+    // A wss:// node is verified against the system CAs plus --tls-ca (docs/operations.md "Transport security (TLS)").
     const client = await FsClient.connect({
       url,
       authToken: token,

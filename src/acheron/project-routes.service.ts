@@ -1,5 +1,5 @@
 /**
- * Project filesystems of the runtime namespace (PROTOCOL.md 9 `/projects/<project_id>/fs`):
+ * Project filesystems of the runtime namespace (docs/namespace.md `/projects/<project_id>/fs`):
  * each runtime session gets, per project it opens, a WorkspaceRouter whose topology is this
  * session's own view of the project (the control plane's workspace status for its actor, with
  * invoke gating for non-admin sessions), kept current from topology changes. The router gives
@@ -22,7 +22,7 @@ import { FsAttr, RoutedFs, RoutedHandle, toRuntimeError } from './node-routes.se
 /**
  * A topology source fed by the control plane itself: the workspace status of `actor` for
  * `projectId`, then the topology deltas of its class of caller applied as they commit
- * (PROTOCOL.md 6), re-read on a revision gap, a deletion or a token/binding change.
+ * (docs/protocol.md "Workspace status"), re-read on a revision gap, a deletion or a token/binding change.
  */
 export class ControlPlaneTopologySource extends EventEmitter implements TopologySource {
   current: Topology;

@@ -1,5 +1,5 @@
 /**
- * How control requests reach the audit log (PROTOCOL.md 5 `control.audit_list`), declared
+ * How control requests reach the audit log (docs/protocol.md "Audit log" `control.audit_list`), declared
  * once for every control gateway by `ControlChannelGateway` (src/control/gates.ts):
  *
  * 1. {@link AuditGate}, the first guard, opens the request's audit record; it never refuses.

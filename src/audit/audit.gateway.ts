@@ -1,4 +1,4 @@
-/** AuditGateway: `control.audit_list` (PROTOCOL.md 5), admin only. */
+/** AuditGateway: `control.audit_list` (docs/protocol.md "Audit log"), admin only. */
 import { SubscribeMessage } from '@nestjs/websockets';
 import { AuditListDto } from '@svc/protocol';
 import { Payload } from '@svc/transport';

@@ -1,5 +1,5 @@
 /**
- * AuditModule: the audit log (PROTOCOL.md 5 `control.audit_list`). Global, because every
+ * AuditModule: the audit log (docs/protocol.md "Audit log" `control.audit_list`). Global, because every
  * control gateway's guard, interceptor and filter (declared by `ControlChannelGateway`) record
  * through {@link AuditService}.
  */

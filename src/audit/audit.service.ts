@@ -1,5 +1,5 @@
 /**
- * The audit log (PROTOCOL.md 5 `control.audit_list`; issue 13 item 3): who changed what, and
+ * The audit log (docs/protocol.md "Audit log" `control.audit_list`): who changed what, and
  * which authentications were refused, kept in the state store so that it survives restarts
  * and is shared by the replicas of a PostgreSQL store.
  *
@@ -60,7 +60,7 @@ export interface AuditActor {
 /** An entry to record with {@link AuditService.record}; `ts_ms` defaults to now. */
 export type AuditInput = Omit<AuditEntry, 'ts_ms'> & { ts_ms?: number };
 
-/** `control.audit_list` filters (PROTOCOL.md 5). */
+/** `control.audit_list` filters (docs/protocol.md "Audit log"). */
 export interface AuditListInput {
   since_ms?: number;
   until_ms?: number;
@@ -71,7 +71,7 @@ export interface AuditListInput {
 }
 
 /**
- * The target of a request (PROTOCOL.md 5 `control.audit_list`): `project_id`, `node_id` and
+ * The target of a request (docs/protocol.md "Audit log" `control.audit_list`): `project_id`, `node_id` and
  * `request_id` from the reply (ids it created) or the payload, `mount_path` from the payload,
  * normalised. An id taken from the payload of a request that did not succeed is kept only
  * when the store knows it (`known`), so that a secret pasted into an id field is never
@@ -215,7 +215,7 @@ export class AuditService implements OnModuleInit, OnModuleDestroy {
   }
 
   /**
-   * `control.audit_list` (PROTOCOL.md 5): a page of entries, newest first, read from the store.
+   * `control.audit_list` (docs/protocol.md "Audit log"): a page of entries, newest first, read from the store.
    * @throws ProtocolError `invalid_payload` (since after until), `unavailable` (store unreachable),
    *   `internal_error` (an entry cannot be decrypted)
    */

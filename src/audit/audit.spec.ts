@@ -1,5 +1,5 @@
 /**
- * Unit tests of the audit rules (PROTOCOL.md 5 `control.audit_list`): which handlers are
+ * Unit tests of the audit rules (docs/protocol.md "Audit log" `control.audit_list`): which handlers are
  * audited, what a target holds, and the rate limit of entries that ride on no mutation.
  */
 import 'reflect-metadata';

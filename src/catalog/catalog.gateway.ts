@@ -1,6 +1,6 @@
 /**
- * CatalogGateway: nodes (invites, joins, join requests, leases, listing, deletion; PROTOCOL.md 5)
- * and the node service catalog (upsert, get, watch; PROTOCOL.md 7).
+ * CatalogGateway: nodes (invites, joins, join requests, leases, listing, deletion; docs/protocol.md "Nodes")
+ * and the node service catalog (upsert, get, watch).
  */
 import { OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { SubscribeMessage } from '@nestjs/websockets';
@@ -48,7 +48,7 @@ export class CatalogGateway implements OnModuleInit, OnModuleDestroy {
     this.sub?.unsubscribe();
   }
 
-  /** The viewer of a session for permission filtering (PROTOCOL.md 7). */
+  /** The viewer of a session for permission filtering. */
   private viewerOf(session: WsSession): Viewer {
     const actor = actorOf(session);
     return { role: actor.role, holdsProjectToken: heldProjectId(this.store.state, actor, controlLocals(session).pin) !== null };

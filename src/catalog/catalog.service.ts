@@ -1,5 +1,5 @@
 /**
- * The node service catalog (SPEC.md "Node service catalog record"; PROTOCOL.md 7): upsert with
+ * The node service catalog: upsert with
  * the shared validator and the node secret, permission-filtered views, and catalog events.
  */
 import { Injectable, OnModuleDestroy } from '@nestjs/common';
@@ -24,7 +24,7 @@ import { serviceVisible, Viewer } from './permissions';
 export type CatalogChange =
   { event: 'upsert'; node_id: string; before: ServiceEntry[]; after: ServiceEntry[]; ts_ms: number } | { event: 'delete'; node_id: string; ts_ms: number };
 
-/** `control.node_service_event` payload (PROTOCOL.md 7). */
+/** `control.node_service_event` payload. */
 export type CatalogEventPayload =
   | { event: 'upsert'; node_id: string; added: string[]; removed: string[]; changed: string[]; ts_ms: number }
   | { event: 'delete'; node_id: string; ts_ms: number };
@@ -120,7 +120,7 @@ export class CatalogService implements OnModuleDestroy {
 
   /**
    * `control.node_service_get`: the node's record, services filtered for the viewer
-   * (PROTOCOL.md 7; admins see everything). A node that never upserted has no services.
+   * (admins see everything). A node that never upserted has no services.
    * @throws ProtocolError `node_not_found`
    */
   view(nodeId: string, viewer: Viewer): CatalogView {

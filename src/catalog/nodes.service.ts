@@ -1,6 +1,6 @@
 /**
  * Nodes: invites, joins (by invite or by approved request), leases, listing and deletion
- * (PROTOCOL.md 5; issue 2 item 6). Node secrets, invite tokens and request secrets are
+ * (docs/protocol.md "Nodes"). Node secrets, invite tokens and request secrets are
  * returned once and stored only as SHA-256 digests; credentials approved but not yet fetched
  * are stored sealed to the request secret (see sealed-credentials.ts).
  */
@@ -45,7 +45,7 @@ export class NodesService {
     private readonly clock: Clock,
   ) {}
 
-  /** NodeInfo of a node record (PROTOCOL.md 5); no secrets. */
+  /** NodeInfo of a node record (docs/protocol.md "Nodes"); no secrets. */
   info(node: NodeRecord, now = this.clock.now()): NodeInfo {
     const online = nodeIsOnline(node, now);
     return {
@@ -277,7 +277,7 @@ export class NodesService {
   }
 
   /**
-   * `control.node_lease_release` (PROTOCOL.md 5): the lease ends now, so the node's mounts
+   * `control.node_lease_release` (docs/protocol.md "Nodes"): the lease ends now, so the node's mounts
    * turn `degraded` and fail over at once (a node stopping cleanly calls it).
    * @throws ProtocolError `node_not_found`, `node_auth_failed`
    */

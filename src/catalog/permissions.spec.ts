@@ -3,7 +3,7 @@ import type { ServiceEntry } from '../persistence/state.model';
 
 const svc = (permissions: Record<string, unknown>) => ({ permissions });
 
-describe('serviceVisible (PROTOCOL.md 7)', () => {
+describe('serviceVisible', () => {
   const user = { role: 'user' as const, holdsProjectToken: false };
   const userWithToken = { role: 'user' as const, holdsProjectToken: true };
   it('shows everything to admins', () => {
@@ -29,7 +29,7 @@ describe('serviceVisible (PROTOCOL.md 7)', () => {
   });
 });
 
-describe('invokeCapable (PROTOCOL.md 6)', () => {
+describe('invokeCapable', () => {
   it('recognises capabilities.invoke, ops.invoke and ops.paths.invoke', () => {
     expect(invokeCapable({ capabilities: { invoke: true }, ops: {} })).toBe(true);
     expect(invokeCapable({ capabilities: {}, ops: { invoke: 'x.json' } })).toBe(true);

@@ -1,5 +1,5 @@
 /**
- * Service permission and invoke rules (PROTOCOL.md 6 and 7), as pure functions so the
+ * Service permission and invoke rules (docs/protocol.md "Workspace status"), as pure functions so the
  * catalog, workspace status and the runtime namespace apply the same rule.
  */
 import type { Role } from '@svc/protocol';
@@ -12,7 +12,7 @@ export interface Viewer {
 }
 
 /**
- * Visibility of a service to a viewer (PROTOCOL.md 7): admin sees everything; otherwise, when
+ * Visibility of a service to a viewer: admin sees everything; otherwise, when
  * `allow_roles` is present it must contain `user`, `all` or `*` (then `default` is not
  * consulted); when absent, `default` of `deny`/`deny-by-default` hides it; on top of either,
  * `require_project_token`/`project_token_required` true requires a held project token.
@@ -30,7 +30,7 @@ export function serviceVisible(service: Pick<ServiceEntry, 'permissions'>, viewe
   return !requireToken || viewer.holdsProjectToken;
 }
 
-/** Invoke-capable (PROTOCOL.md 6): `capabilities.invoke == true`, or `ops.invoke` or `ops.paths.invoke` present. */
+/** Invoke-capable (docs/protocol.md "Workspace status"): `capabilities.invoke == true`, or `ops.invoke` or `ops.paths.invoke` present. */
 export function invokeCapable(service: Pick<ServiceEntry, 'capabilities' | 'ops'>): boolean {
   if (service.capabilities?.invoke === true) return true;
   const ops = service.ops ?? {};
@@ -39,7 +39,10 @@ export function invokeCapable(service: Pick<ServiceEntry, 'capabilities' | 'ops'
   return typeof paths === 'object' && paths !== null && (paths as Record<string, unknown>).invoke !== undefined;
 }
 
-/** The catalog service a project mount maps to (PROTOCOL.md 6): `export_name` equals its `service_id` or one of its `mounts[].mount_id`. */
+/**
+ * The catalog service a project mount maps to (docs/protocol.md "Workspace status"): `export_name` equals its `service_id` or one of
+ * its `mounts[].mount_id`.
+ */
 export function serviceOfExport(services: ServiceEntry[], exportName: string): ServiceEntry | undefined {
   return services.find((s) => s.service_id === exportName) ?? services.find((s) => s.mounts?.some((m) => m.mount_id === exportName));
 }

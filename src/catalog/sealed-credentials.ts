@@ -1,7 +1,7 @@
 /**
  * Credentials of an approved join request, kept until the node fetches them
  * (`control.node_join_status`), without keeping its node secret readable at rest
- * (PROTOCOL.md 5 "At rest"): the request secret, which only the node holds (the store keeps
+ * (docs/operations.md "Encryption at rest"): the request secret, which only the node holds (the store keeps
  * its SHA-256), deterministically derives an X25519 key pair; the request keeps the public
  * key, approval seals the credentials to it (ephemeral X25519, HKDF-SHA256, AES-256-GCM), and
  * only a caller presenting the request secret can open them. The sealed box is bound to its

@@ -13,7 +13,7 @@ export interface Actor {
   sessionId: string;
 }
 
-/** How a session came to hold a project (PROTOCOL.md 6). */
+/** How a session came to hold a project (docs/protocol.md "Workspace status"). */
 export interface ProjectPin {
   project_id: string;
   via: 'token' | 'binding';
@@ -59,7 +59,7 @@ export function pinIsValid(state: StateView, actor: Actor, pin: ProjectPin | nul
 }
 
 /**
- * The project whose token the session holds (PROTOCOL.md 7 `require_project_token`): a valid
+ * The project whose token the session holds (`require_project_token`): a valid
  * pin, else the actor's binding when the project still has a token.
  */
 export function heldProjectId(state: StateView, actor: Actor, pin: ProjectPin | null): string | null {

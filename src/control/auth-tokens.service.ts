@@ -1,5 +1,5 @@
 /**
- * Role tokens (PROTOCOL.md 1: how a session is identified as admin; 10: shared by every
+ * Role tokens (docs/protocol.md "Transport": how a session is identified as admin; shared by every
  * replica). Taken from `SVC_ADMIN_TOKEN` / `SVC_USER_TOKEN` when set; otherwise generated
  * (32 random bytes, base64url) once into the state store, which holds the truth (encrypted
  * with the records when a state key is set). `<state-dir>/auth_tokens.json` (mode 0600) is

@@ -1,5 +1,5 @@
 /**
- * Rules of the `svc` WebSocket endpoint `/` (PROTOCOL.md 1-4): bearer role tokens at the
+ * Rules of the `svc` WebSocket endpoint `/` (docs/protocol.md "Envelope and errors"): bearer role tokens at the
  * upgrade, `control.error` / `acheron.error` replies, and the negotiation order of the
  * control session (`control.version`, `control.connect`) and of the runtime session
  * (`acheron.t_version`, `acheron.t_attach`, only after `control.connect`).

@@ -1,6 +1,6 @@
 /**
  * ControlGateway: negotiation (`control.version`, `control.connect`), liveness and metrics,
- * role tokens, and debug subscriptions (PROTOCOL.md 4-6). Pushes
+ * role tokens, and debug subscriptions. Pushes
  * `control.workspace_availability` to debug subscribers.
  */
 import { OnModuleDestroy, OnModuleInit } from '@nestjs/common';

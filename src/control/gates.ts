@@ -1,5 +1,5 @@
 /**
- * Gates of control operations (PROTOCOL.md 5), declared per handler:
+ * Gates of control operations (docs/protocol.md "Gates"), declared per handler:
  * `@AdminOnly()` (role admin, else `forbidden`), `@Protected()` (operator token when
  * `SVC_CONTROL_OPERATOR_TOKEN` is set, else `operator_auth_failed`) and `@ProjectScoped()`
  * (a non-admin caller needs the matching project token or a binding, else

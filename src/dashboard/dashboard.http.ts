@@ -1,5 +1,5 @@
 /**
- * The web dashboard's HTTP side (issue 13 item 4), plugged into the `svc` WebSocket listener
+ * The web dashboard's HTTP side, plugged into the `svc` WebSocket listener
  * ({@link HttpExtension}): same port as `--port`, same TLS when configured.
  *
  * | Request | Answer |
@@ -15,7 +15,7 @@
  * WebSocket upgrades (`checkUpgrade`): an `Origin` that is not this server's own host is
  * refused with 403, whatever the credentials (cross-site WebSocket hijacking); without an
  * `Authorization` header, a valid session cookie with a same-origin `Origin` authenticates
- * the upgrade as admin. Everything else goes to the bearer-token check (PROTOCOL.md 1).
+ * the upgrade as admin. Everything else goes to the bearer-token check (docs/protocol.md "Transport").
  *
  * Every answer carries a strict Content-Security-Policy (scripts and styles from this origin
  * only, WebSocket to this host only, no framing), `no-store` for pages, and never a token:

@@ -1,5 +1,5 @@
 /**
- * DashboardModule (issue 13 item 4): the admin web dashboard under `/ui/` on the `svc`
+ * DashboardModule: the admin web dashboard under `/ui/` on the `svc`
  * WebSocket port. main.ts hands {@link DashboardHttp} to the envelope adapter as its
  * HttpExtension; the dashboard itself speaks the control protocol over the WebSocket.
  */

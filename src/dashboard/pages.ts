@@ -1,5 +1,5 @@
 /**
- * The dashboard's fixed documents (issue 13 item 4): the sign-in page, the application shell
+ * The dashboard's fixed documents: the sign-in page, the application shell
  * and the style sheet. They hold no data and no token: everything the dashboard shows comes
  * over the signed-in WebSocket session (ui/src), and nothing here is built from request input
  * except the fixed messages of {@link signInPage}.

@@ -1,5 +1,5 @@
 /**
- * Rate limit of dashboard sign-in attempts (issue 13 "Bad input": a wrong token at sign-in is
+ * Rate limit of dashboard sign-in attempts (a wrong token at sign-in is
  * refused, rate limited, logged without the token). Every attempt, right or wrong, takes one
  * token from the bucket of its remote address and one from a bucket for the whole process; an
  * empty bucket refuses the attempt before the token is even compared, so guessing cannot go

@@ -1,5 +1,5 @@
 /**
- * Dashboard sign-in sessions (issue 13 item 4): a browser cannot put an `Authorization`
+ * Dashboard sign-in sessions: a browser cannot put an `Authorization`
  * header on a WebSocket, so the admin signs in once with the admin token and gets a session
  * cookie, which the WebSocket upgrade on `/` then carries.
  *

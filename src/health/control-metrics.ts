@@ -1,5 +1,5 @@
 /**
- * Control-plane metrics (issue 2 item 9), all with the `svc_` prefix: sessions, requests by
+ * Control-plane metrics, all with the `svc_` prefix: sessions, requests by
  * type and result, request duration, nodes, nodes online, projects, mounts by state, catalog
  * services and watchers. Gauges
  * are computed when scraped, from the live state; no secret is ever a label.

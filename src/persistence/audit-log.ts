@@ -1,5 +1,5 @@
 /**
- * The audit log in the store (PROTOCOL.md 5 `control.audit_list`; issue 13 item 3): entries
+ * The audit log in the store (docs/protocol.md "Audit log" `control.audit_list`): entries
  * are insert-only rows of their own table (`svc_audit`), never part of the in-memory read
  * model. An entry that records a mutation is written in the transaction that commits the
  * mutation (see {@link AuditScope}); other entries (refusals, failures) are written by

@@ -2,7 +2,7 @@
  * PersistenceModule: the StateStore port bound to its engine (the embedded SQLite store, or
  * PostgreSQL with `--database-url`), and
  * the StateService every other module reads and mutates state through. Nothing outside this
- * module knows which engine runs (ARCHITECTURE.md "State").
+ * module knows which engine runs.
  */
 import { DynamicModule, Global, Module } from '@nestjs/common';
 import { PostgresStateStore } from './postgres-state.store';

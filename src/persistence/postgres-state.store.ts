@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL StateStore (PROTOCOL.md 10; `--database-url` / `SVC_DATABASE_URL`): the same
+ * The PostgreSQL StateStore (docs/operations.md "State"; `--database-url` / `SVC_DATABASE_URL`): the same
  * records, migrations and codec as the embedded store ({@link SqlRecords}), over `pg` through
  * Kysely. The schema is created and migrated at start under an advisory lock, after the state
  * key has been checked against the stored key check value (a wrong key writes nothing).

@@ -1,5 +1,5 @@
 /**
- * Record bodies at rest (PROTOCOL.md 10; SPEC.md "Authentication" 5): the JSON of a record,
+ * Record bodies at rest (docs/operations.md "State"): the JSON of a record,
  * or, with a state key, that JSON sealed with AES-256-GCM under a fresh 96-bit nonce per
  * write, authenticated together with its table and id (a body moved to another row does not
  * open). Ids, times and revisions stay in the clear in their own columns, for indexing.

@@ -1,5 +1,5 @@
 /**
- * Snapshot files (PROTOCOL.md 10): the `state.json` of earlier versions (imported on first
+ * Snapshot files (docs/operations.md "State"): the `state.json` of earlier versions (imported on first
  * start) and the files of `svc state export` / `svc state import`. One JSON document
  * `{format:"svc-control-state", saved_at_ms, state}`, or with a state key
  * `{format, saved_at_ms, encryption:{alg:"AES-256-GCM", iv, tag}, ciphertext}` (fresh

@@ -1,5 +1,5 @@
 /**
- * The records in SQL (ARCHITECTURE.md "State": one SQL layer for SQLite and PostgreSQL): one
+ * The records in SQL (one SQL layer for SQLite and PostgreSQL): one
  * table per kind of record (`id` primary key, the record's clear index columns, `body`),
  * written through Kysely in statements both engines accept, with versioned migrations
  * (Kysely's Migrator, tables `svc_migration` and `svc_migration_lock`) run at start.
@@ -72,7 +72,7 @@ export const MIGRATIONS: Record<string, Migration> = {
     },
   },
   // The change feed of a shared store: every commit, in order, with the rows it wrote (bodies
-  // encoded as in their tables), so other processes replay each commit (PROTOCOL.md 10).
+  // encoded as in their tables), so other processes replay each commit (docs/operations.md "State").
   '0002_commit_log': {
     async up(db: Kysely<unknown>): Promise<void> {
       const pg = db.getExecutor().adapter instanceof PostgresAdapter;
@@ -85,7 +85,7 @@ export const MIGRATIONS: Record<string, Migration> = {
         .execute();
     },
   },
-  // The audit log (PROTOCOL.md 5 `control.audit_list`): insert-only rows, in commit order
+  // The audit log (docs/protocol.md "Audit log" `control.audit_list`): insert-only rows, in commit order
   // (`seq`); time, agent and type in the clear for the filters, the rest in `body` (encrypted
   // with the state key when set). Never loaded into the read model.
   '0003_audit': {

@@ -1,5 +1,5 @@
 /**
- * The embedded StateStore (PROTOCOL.md 10): a SQLite database `<state-dir>/state.db` in WAL
+ * The embedded StateStore (docs/operations.md "State"): a SQLite database `<state-dir>/state.db` in WAL
  * mode through better-sqlite3, one process at a time (`state.lock`; a second `svc` waits as a
  * standby), and a key check file `state.keycheck.json` beside it so that a wrong or missing
  * state key is refused before anything in the directory is opened for writing.

@@ -1,6 +1,6 @@
 /**
- * One process per state directory (PROTOCOL.md 10 "a second `svc` on the same directory
- * waits as a standby"): `<state-dir>/state.lock`, created exclusively, holding the owner's pid
+ * One process per state directory (docs/operations.md "State": a second `svc` on the same directory
+ * waits as a standby): `<state-dir>/state.lock`, created exclusively, holding the owner's pid
  * and host. A lock left by a dead process on this host is taken over.
  */
 import { constants as fsc } from 'node:fs';

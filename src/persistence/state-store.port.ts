@@ -1,5 +1,5 @@
 /**
- * The StateStore port (ARCHITECTURE.md "State"): where the control plane's records live.
+ * The StateStore port: where the control plane's records live.
  * The embedded adapter is SQLite ({@link SqliteStateStore}); another engine implements this
  * interface and is bound to {@link STATE_STORE}. Nothing outside PersistenceModule knows
  * which engine runs.

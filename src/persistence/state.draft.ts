@@ -1,7 +1,7 @@
 /**
  * A draft of the state: reads fall through to the state below it (the committed read model,
  * or another draft), writes stay in the draft until it is committed or merged
- * (ARCHITECTURE.md "State": each mutation writes only the rows it changed). Records are
+ * (each mutation writes only the rows it changed). Records are
  * immutable: to change one, put a new record.
  */
 import type { AuditEntry } from '@svc/protocol';

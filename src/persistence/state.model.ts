@@ -1,11 +1,11 @@
 /**
- * The control-plane state as records (ARCHITECTURE.md "State"; PROTOCOL.md 5-7, 10): one table
+ * The control-plane state as records (docs/operations.md "State"): one table
  * per kind of record, each record a row keyed by its id. Records are immutable values: a
  * change puts a new record (see {@link StateDraft}); readers may keep references.
  *
  * Secrets that only need checking (project tokens, node secrets, invite tokens, join-request
  * secrets) are kept as SHA-256 hex digests; `fs_auth_token` and generated role tokens are kept
- * because they are handed out (PROTOCOL.md 5 "At rest"). Times are ms since the epoch.
+ * because they are handed out (docs/operations.md "Encryption at rest"). Times are ms since the epoch.
  */
 import type { AccessPolicy, AuditEntry, MountState, Platform, Role, ServiceEntry } from '@svc/protocol';
 
@@ -21,7 +21,7 @@ export interface ProjectRecord {
   readonly token_updated_at_ms: number;
   readonly created_at_ms: number;
   readonly updated_at_ms: number;
-  /** Increased with every change of the project's topology (PROTOCOL.md 6). */
+  /** Increased with every change of the project's topology (docs/protocol.md "Workspace status"). */
   readonly revision: number;
 }
 
@@ -123,7 +123,7 @@ export interface CatalogRecord {
   readonly updated_at_ms: number;
 }
 
-/** A generated role token (PROTOCOL.md 10); tokens from the environment are never stored. */
+/** A generated role token (docs/operations.md "State"); tokens from the environment are never stored. */
 export interface RoleTokenRecord {
   readonly role: Role;
   readonly token: string;
@@ -137,7 +137,7 @@ export interface UndeliveredRecord {
   readonly sealed: string;
 }
 
-/** Last known availability state of one configured mount (PROTOCOL.md 6, 10). */
+/** Last known availability state of one configured mount (docs/protocol.md "Workspace status"). */
 export interface MountStateRecord {
   readonly mount_id: string;
   readonly project_id: string;
@@ -145,14 +145,14 @@ export interface MountStateRecord {
   readonly ts_ms: number;
 }
 
-/** Key of a binding: bindings are per (role, agent) (PROTOCOL.md 6). */
+/** Key of a binding: bindings are per (role, agent) (docs/protocol.md "Workspace status"). */
 export function bindingKey(role: Role, agentId: string): string {
   return `${role}:${agentId}`;
 }
 
 /**
  * The tables: name -> how a record is keyed and which of its fields are kept in the clear
- * beside the (optionally encrypted) body, for indexing (ids and times only; PROTOCOL.md 10).
+ * beside the (optionally encrypted) body, for indexing (ids and times only; docs/operations.md "State").
  */
 export const TABLES = {
   projects: { key: (r: ProjectRecord) => r.project_id, clear: (r: ProjectRecord) => ({ revision: r.revision, updated_at_ms: r.updated_at_ms }) },

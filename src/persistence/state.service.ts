@@ -1,5 +1,5 @@
 /**
- * The control-plane state and its one write path (ARCHITECTURE.md "State"): every mutation
+ * The control-plane state and its one write path: every mutation
  * runs through {@link StateService.mutate} on a draft over the committed read model; the
  * draft's writes (only the rows it changed) are committed by the StateStore in one
  * transaction, and only then applied to the read model and acknowledged. Readers never see an

@@ -1,5 +1,5 @@
 /**
- * Availability and topology tracking (PROTOCOL.md 6, 10), as a commit hook of the state
+ * Availability and topology tracking (docs/protocol.md "Workspace status"), as a commit hook of the state
  * store: in the same transaction as any change that touches a mount (its node's lease, URL or
  * token, the mount itself, its node's catalog, the project's access policy), each affected
  * mount path is recomputed; mount states that changed are stored (`mount_states`, so a
@@ -199,7 +199,7 @@ export class AvailabilityService implements OnModuleInit, OnModuleDestroy {
 
   /**
    * The `control.workspace_topology_delta` payload of a change for a class of caller
-   * (PROTOCOL.md 6): the changed paths' selected mounts and configured mounts, the paths gone.
+   * (docs/protocol.md "Workspace status"): the changed paths' selected mounts and configured mounts, the paths gone.
    */
   deltaFor(change: TopologyChange, cls: ViewerClass): TopologyChangeDelta {
     const pub = this.published.get(change.project_id);

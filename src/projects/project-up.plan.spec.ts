@@ -1,5 +1,5 @@
 /**
- * Unit tests of the `control.project_up` rules (PROTOCOL.md 5a): node references, duplicates,
+ * Unit tests of the `control.project_up` rules (docs/protocol.md "Declarative workspaces"): node references, duplicates,
  * the project by name, and the mount diff with and without prune.
  */
 import { ProtocolError } from '@svc/protocol';

@@ -1,5 +1,5 @@
 /**
- * The rules of `control.project_up` (PROTOCOL.md 5a), as pure functions over a state view, so
+ * The rules of `control.project_up` (docs/protocol.md "Declarative workspaces"), as pure functions over a state view, so
  * that the service applies them to a draft that commits and a dry run to one that does not:
  *
  * - each mount's path is normalised; its node is named by exactly one of `node_id` and
@@ -126,7 +126,7 @@ export function planMounts(current: readonly MountRecord[], desired: readonly De
   return { added, removed, unchanged: current.length - removed.length };
 }
 
-/** The MountSpec of a desired mount (PROTOCOL.md 5a). */
+/** The MountSpec of a desired mount (docs/protocol.md "Declarative workspaces"). */
 export function specOfDesired(d: DesiredMount): MountSpec {
   return { mount_path: d.mount_path, node_id: d.node.node_id, node_name: d.node.node_name, export_name: d.export_name };
 }

@@ -1,5 +1,5 @@
 /**
- * `control.project_up` (PROTOCOL.md 5a; issue 13 item 1): makes a project and its mounts
+ * `control.project_up` (docs/protocol.md "Declarative workspaces"): makes a project and its mounts
  * equal to a declaration, in one mutation (all or nothing), idempotently: the same payload a
  * second time writes nothing, so no topology delta follows. A dry run runs the same code on a
  * draft that is never committed. The rules are in `project-up.plan.ts`.

@@ -1,6 +1,6 @@
 /**
  * ProjectsGateway: project, mount, binding and token operations and `control.workspace_status`
- * (PROTOCOL.md 5-6). Pushes `control.workspace_topology_delta` to sessions pinned to a
+ * (docs/protocol.md "Workspace status"). Pushes `control.workspace_topology_delta` to sessions pinned to a
  * project whose topology changed, carrying only the changed paths; a session whose pin no
  * longer holds (token rotated or revoked, project deleted) gets a last, empty delta with
  * `reason:"access_ended"` and is unpinned.
@@ -118,7 +118,7 @@ export class ProjectsGateway implements OnModuleInit, OnModuleDestroy {
     return this.projects.activate(actorOf(session), body.project_id);
   }
 
-  /** `control.project_up` (PROTOCOL.md 5a): a declarative project and its mounts; a dry run is not audited. */
+  /** `control.project_up` (docs/protocol.md "Declarative workspaces"): a declarative project and its mounts; a dry run is not audited. */
   @SubscribeMessage('control.project_up')
   @AdminOnly()
   @Protected()

@@ -1,6 +1,6 @@
 /**
  * Projects: records, mounts (failover groups), agent bindings and project tokens
- * (PROTOCOL.md 5-6; issue 2 item 5). Project tokens are returned once and stored as SHA-256
+ * (docs/protocol.md "Projects and tokens"). Project tokens are returned once and stored as SHA-256
  * digests; rotation and revocation end the old token at once and every user-role binding.
  */
 import { Injectable } from '@nestjs/common';
@@ -27,16 +27,16 @@ import { bindingKey, MountRecord, nodeIsOnline, ProjectRecord, StateView } from 
 import { StateDraft } from '../persistence/state.draft';
 import { StateService } from '../persistence/state.service';
 
-/** How a caller passed the project check (PROTOCOL.md 5-6). */
+/** How a caller passed the project check (docs/protocol.md "Projects and tokens"). */
 export type ProjectAccess = 'admin' | 'token' | 'binding';
 
-/** The runtime namespace path of a project's workspace (PROTOCOL.md 9). */
+/** The runtime namespace path of a project's workspace (docs/namespace.md). */
 export function workspaceRootOf(projectId: string): string {
   return `/projects/${projectId}/fs`;
 }
 
 /**
- * MountView of a configured mount (PROTOCOL.md 5-6): state from the node's lease at `now` and
+ * MountView of a configured mount (docs/protocol.md "Workspace status"): state from the node's lease at `now` and
  * its daemon's session ({@link nodeIsOnline});
  * `auth_token` only when `withToken` (the caller passed the project check) and the node has one.
  */
@@ -70,7 +70,7 @@ export function mountView(state: StateView, mount: MountRecord, now: number, wit
 }
 
 /**
- * The record of a new project (PROTOCOL.md 5 `project_create`): a fresh id, `vision` default
+ * The record of a new project (docs/protocol.md "Projects and tokens" `project_create`): a fresh id, `vision` default
  * `""`, `access_policy.invoke` default `"deny"`, the token kept as its SHA-256 digest.
  * @param now creation time, ms since the epoch
  */
@@ -102,7 +102,7 @@ export class ProjectsService {
     private readonly clock: Clock,
   ) {}
 
-  /** ProjectSummary (PROTOCOL.md 5). */
+  /** ProjectSummary (docs/protocol.md "Projects and tokens"). */
   summary(p: ProjectRecord, state: StateView = this.store.state): ProjectSummary {
     return {
       project_id: p.project_id,
@@ -115,7 +115,7 @@ export class ProjectsService {
     };
   }
 
-  /** ProjectDetail (PROTOCOL.md 5): every configured mount, without FS tokens. */
+  /** ProjectDetail (docs/protocol.md "Projects and tokens"): every configured mount, without FS tokens. */
   detail(p: ProjectRecord, state: StateView = this.store.state): ProjectDetail {
     const now = this.clock.now();
     return {
@@ -135,7 +135,7 @@ export class ProjectsService {
   }
 
   /**
-   * The project check (PROTOCOL.md 5-6): a presented token must match (bound or not); without
+   * The project check (docs/protocol.md "Projects and tokens"): a presented token must match (bound or not); without
    * a token, the actor's (role, agent) binding must name the project. Admins pass without
    * either when `adminBypass` (project operations), not for workspace selection.
    * @returns how the check was passed
@@ -184,7 +184,7 @@ export class ProjectsService {
     });
   }
 
-  /** Admin: every project; user: the projects bound to its agent (PROTOCOL.md 5). */
+  /** Admin: every project; user: the projects bound to its agent (docs/protocol.md "Projects and tokens"). */
   list(actor: Actor): { projects: ProjectSummary[] } {
     const s = this.store.state;
     let projects = [...s.projects.values()];

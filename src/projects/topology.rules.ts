@@ -1,5 +1,5 @@
 /**
- * Topology rules shared by workspace status and topology deltas (PROTOCOL.md 6): invoke
+ * Topology rules shared by workspace status and topology deltas (docs/protocol.md "Workspace status"): invoke
  * gating of non-admin callers, and the view of one mount path (selected mount, every
  * configured mount, and a signature of what a change of it means for clients).
  */
@@ -12,7 +12,7 @@ export type ViewerClass = 'admin' | 'other';
 
 /** One mount path as a class of caller sees it. */
 export interface PathView {
-  /** The selected mount (selection rule of PROTOCOL.md 6). */
+  /** The selected mount (selection rule of docs/protocol.md "Workspace status"). */
   selected: MountView;
   /** Every configured mount of the path, in configuration order. */
   desired: MountView[];
@@ -21,7 +21,7 @@ export interface PathView {
 }
 
 /**
- * Invoke gating (PROTOCOL.md 6): a mount mapping to an invoke-capable service is left out for
+ * Invoke gating (docs/protocol.md "Workspace status"): a mount mapping to an invoke-capable service is left out for
  * non-admin callers unless the project allows invoke and the service's permissions allow them.
  */
 export function gated(state: StateView, project: ProjectRecord, view: MountView): boolean {

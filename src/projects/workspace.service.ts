@@ -1,5 +1,5 @@
 /**
- * Workspace status (PROTOCOL.md 6; SPEC.md "Workspace status"): project selection and
+ * Workspace status (docs/protocol.md "Workspace status"): project selection and
  * pinning, per-path mount selection, drift, the availability rollup, `auth_token` per mount,
  * and invoke gating for non-admin callers.
  */

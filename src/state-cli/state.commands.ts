@@ -1,5 +1,5 @@
 /**
- * `svc state export [--out FILE]` and `svc state import FILE` (PROTOCOL.md 10): backups and
+ * `svc state export [--out FILE]` and `svc state import FILE` (docs/operations.md "State"): backups and
  * moves of the control plane's state (also between SQLite and PostgreSQL). Both find the
  * store as the server does (`--state-dir` / `SVC_STATE_DIR`, `--database-url` /
  * `SVC_DATABASE_URL`, `SVC_CONTROL_STATE_KEY_HEX`). Export writes a consistent snapshot
