@@ -6,8 +6,8 @@ import { ProtocolError } from './errors';
 const IDENTIFIER_SAFE = /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}$/;
 
 /**
- * Identifier-safe: 1 to 128 characters of `A-Z a-z 0-9 . _ -`, not starting with `.`
- *. Given a string, it narrows nothing: false means a string that is not
+ * Identifier-safe: 1 to 128 characters of `A-Z a-z 0-9 . _ -`, not starting with `.`.
+ * Given a string, it narrows nothing: false means a string that is not
  * identifier-safe, not "not a string".
  */
 export function isIdentifierSafe(value: string): boolean;

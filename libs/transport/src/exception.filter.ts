@@ -1,7 +1,6 @@
 /**
  * Maps whatever a handler, guard or pipe threw to a {@link ProtocolError} and records it on
- * the request's {@link RequestContext}; the adapter then sends the one error reply
- *.
+ * the request's {@link RequestContext}; the adapter then sends the one error reply.
  */
 import { ArgumentsHost, Catch, Logger, LoggerService, WsExceptionFilter } from '@nestjs/common';
 import { WsException } from '@nestjs/websockets';

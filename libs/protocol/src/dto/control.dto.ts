@@ -379,7 +379,7 @@ export class ProjectUpDto {
 
 /**
  * `control.audit_list` `{since_ms?, until_ms?, actor_agent_id?, type?, limit?, cursor?}`
- *: times in ms since the epoch, both bounds inclusive; `limit` 1 to 1000
+ * (docs/protocol.md "Audit log"): times in ms since the epoch, both bounds inclusive; `limit` 1 to 1000
  * (default 100); `cursor` is a previous reply's `next_cursor`.
  */
 export class AuditListDto {
