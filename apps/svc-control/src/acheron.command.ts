@@ -1,6 +1,6 @@
 /**
- * `svc-control acheron ls|cat|write|stat PATH [DATA|-]` (issue 5 item 6): the runtime
- * namespace (PROTOCOL.md 9) for people and scripts, over one runtime session.
+ * `svc-control acheron ls|cat|write|stat PATH [DATA|-]`: the runtime
+ * namespace (docs/namespace.md) for people and scripts, over one runtime session.
  *
  * - `ls PATH`: one entry per line, directories with a trailing `/`
  * - `cat PATH`: the bytes of a file (or a directory's JSON listing) on stdout

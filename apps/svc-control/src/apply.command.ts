@@ -1,7 +1,6 @@
 /**
- * `svc-control apply -f FILE|- [--dry-run] [--no-prune] [--json]` (PROTOCOL.md 5a; issue 13
- * item 2): sends a workspace file (YAML or JSON, see workspace-file.ts) as one
- * `control.project_up` and prints the plan, then the result:
+ * `svc-control apply -f FILE|- [--dry-run] [--no-prune] [--json]` (docs/protocol.md "Declarative workspaces"): sends a workspace
+ * file (YAML or JSON, see workspace-file.ts) as one `control.project_up` and prints the plan, then the result:
  *
  * ```
  * + /docs node-a:docs

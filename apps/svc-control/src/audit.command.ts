@@ -1,6 +1,6 @@
 /**
- * `svc-control audit [--since 1h] [--until T] [--agent A] [--type T] [--limit N] [--json]`
- * (issue 13 item 3): the audit log (`control.audit_list`, PROTOCOL.md 5), newest first, as a
+ * `svc-control audit [--since 1h] [--until T] [--agent A] [--type T] [--limit N] [--json]`:
+ * the audit log (`control.audit_list`, docs/protocol.md "Audit log"), newest first, as a
  * table: time (UTC), role, agent, type (without `control.`), target, result. `--since` and
  * `--until` take a duration back from now (`90s`, `15m`, `1h`, `7d`) or a date
  * (`2025-01-31T12:00:00Z`). `--json` prints one entry per line as JSON.

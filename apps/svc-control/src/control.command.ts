@@ -1,6 +1,6 @@
 /**
  * `svc-control [--url URL] [--auth-token T] [--operator-token T] [--agent-id A] [--tls-ca FILE] [--watch]
- * <op> [payload JSON | @file | -]` (issue 2 item 10): negotiates, sends one control operation
+ * <op> [payload JSON | @file | -]`: negotiates, sends one control operation
  * (`control.` prefix optional), prints the reply payload as JSON.
  *
  * Exit codes: 0 success; 1 the server answered `control.error` (printed as

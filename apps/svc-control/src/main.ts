@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 /**
- * `svc-control`: one control operation from the command line (issue 2 item 10). See
+ * `svc-control`: one control operation from the command line. See
  * {@link ControlCommand} for usage and exit codes.
  *
  * Runs `program.ts` from the bundle `npm run build` made of it, with its V8 code cache, so a
  * command starts in a fraction of the time loading its ~950 modules one by one takes
- * (issue 11 item 4, libs/ops/src/bundled-program.ts); without a bundle, `program.ts` itself.
+ * (libs/ops/src/bundled-program.ts); without a bundle, `program.ts` itself.
  */
 import { runBundled } from '../../../libs/ops/src/bundled-program';
 

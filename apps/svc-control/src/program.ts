@@ -1,5 +1,5 @@
 /**
- * The program of `svc-control`: one control operation from the command line (issue 2 item 10).
+ * The program of `svc-control`: one control operation from the command line.
  * See {@link ControlCommand} for usage and exit codes. `main.ts` runs it (bundled by
  * `npm run build`, see libs/ops/src/bundled-program.ts).
  */

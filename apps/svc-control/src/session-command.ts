@@ -38,7 +38,7 @@ export class CliOutput {
 
 /**
  * Opens the control session for a command; a `wss://` URL is verified against the system CAs
- * plus `--tls-ca` (PROTOCOL.md 1).
+ * plus `--tls-ca` (docs/operations.md "Transport security (TLS)").
  * @throws UsageError when no token can be found
  * @throws TlsCaError when the CA file cannot be used; ConnectionError `tls` when the server's
  *   certificate is refused (the token is not sent)

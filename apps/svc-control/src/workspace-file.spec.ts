@@ -1,5 +1,5 @@
 /**
- * Unit tests of workspace files (`svc-control apply -f`, PROTOCOL.md 5a): what is accepted,
+ * Unit tests of workspace files (`svc-control apply -f`, docs/protocol.md "Declarative workspaces"): what is accepted,
  * and that each problem names the line and the field.
  */
 import { fieldOfServerMessage, parseWorkspaceFile, WorkspaceFileError } from './workspace-file';

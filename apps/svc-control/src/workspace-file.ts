@@ -1,5 +1,5 @@
 /**
- * Workspace files of `svc-control apply -f` (PROTOCOL.md 5a; issue 13 item 2): the payload of
+ * Workspace files of `svc-control apply -f` (docs/protocol.md "Declarative workspaces"): the payload of
  * `control.project_up` in YAML (the `yaml` package) or JSON, checked before anything is sent,
  * with errors that name the file, the line and the field.
  *

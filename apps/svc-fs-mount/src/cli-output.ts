@@ -1,5 +1,5 @@
 /**
- * Output and exit codes of `svc-fs-mount` (issue 3 item 8):
+ * Output and exit codes of `svc-fs-mount`:
  *  - 0 success;
  *  - 1 an FS error answered by a node: `svc-fs-mount: <path>: <the server's message, or
  *    strerror> (errno N)` on stderr (a rejected hello shows `AuthMissing`/`AuthFailed`);

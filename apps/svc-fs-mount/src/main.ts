@@ -1,11 +1,11 @@
 #!/usr/bin/env node
 /**
- * `svc-fs-mount`: the workspace filesystem from the command line (issue 3 item 8). See
+ * `svc-fs-mount`: the workspace filesystem from the command line. See
  * {@link MountRootCommand} for usage and {@link CliOutput} for exit codes.
  *
  * Runs `program.ts` from the bundle `npm run build` made of it, with its V8 code cache, so a
  * command starts in a fraction of the time loading its ~950 modules one by one takes
- * (issue 11 item 4, libs/ops/src/bundled-program.ts); without a bundle, `program.ts` itself.
+ * (libs/ops/src/bundled-program.ts); without a bundle, `program.ts` itself.
  */
 import { runBundled } from '../../../libs/ops/src/bundled-program';
 

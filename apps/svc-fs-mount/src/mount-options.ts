@@ -1,5 +1,5 @@
 /**
- * Global options of `svc-fs-mount` (issue 3 item 8) and how they become a router configuration:
+ * Global options of `svc-fs-mount` and how they become a router configuration:
  * workspace mode (a control plane gives the topology) or endpoint mode (`--endpoint` list).
  */
 import { clientTlsFrom, resolveAuthToken, TlsCaError } from '@svc/client';
@@ -61,7 +61,7 @@ export const DEFAULT_WORKSPACE_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
  * FS extensions asked for: `--fs-features`, else `$SVC_FS_CLIENT_FEATURES`, else all.
  * Deadlines not given are left to the router's defaults ({@link ROUTER_DEADLINES}). In both
  * modes, `wss://` URLs (the control plane's, and the nodes' from the topology or `--endpoint`)
- * are verified against the system CAs plus `--tls-ca` (else `$SVC_TLS_CA`; PROTOCOL.md 1).
+ * are verified against the system CAs plus `--tls-ca` (else `$SVC_TLS_CA`; docs/operations.md "Transport security (TLS)").
  * @throws UsageError for contradictory or malformed options (also `--keepalive-timeout-ms`
  *   not larger than `--keepalive-ms`), an unusable CA file, or when no role token is found
  */

@@ -1,6 +1,5 @@
 /**
- * The program of `svc-fs-mount`: the workspace filesystem from the command line (issue 3
- * item 8). See {@link MountRootCommand} for usage and {@link CliOutput} for exit codes.
+ * The program of `svc-fs-mount`: the workspace filesystem from the command line. See {@link MountRootCommand} for usage and {@link CliOutput} for exit codes.
  * `main.ts` runs it (bundled by `npm run build`, see libs/ops/src/bundled-program.ts).
  */
 import 'reflect-metadata';

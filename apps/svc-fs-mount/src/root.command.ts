@@ -1,11 +1,11 @@
 /**
- * `svc-fs-mount [global options] <command> [args]` (issue 3 item 8): the workspace seen through
+ * `svc-fs-mount [global options] <command> [args]`: the workspace seen through
  * a {@link WorkspaceRouter}, one command per run.
  *
  * Global options (accepted before or after the command name):
  * `--workspace-url URL`, `--project-id ID`, `--project-token T`, `--auth-token T`,
  * `--agent-id A`, `--workspace-sync-interval-ms MS`, `--endpoint name=ws-url[#export][@/mount]`
- * (repeatable), `--tls-ca FILE`, `--no-binary`, `--fs-features LIST`, `--json`, and the deadlines (issue 11 item 3)
+ * (repeatable), `--tls-ca FILE`, `--no-binary`, `--fs-features LIST`, `--json`, and the deadlines
  * `--connect-timeout-ms`, `--request-timeout-ms`, `--keepalive-ms`, `--keepalive-timeout-ms`,
  * `--op-deadline-ms`. `mount MOUNTPOINT` (FUSE) sits beside the others on
  * the same router.

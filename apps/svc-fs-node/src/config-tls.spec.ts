@@ -6,7 +6,7 @@ import { describeWithOpenssl, makeCa, TestCa } from '../../../test/helpers/tls';
 import { cleanupTmp } from '../../../test/helpers/processes';
 import { ConfigError, loadFsNodeConfig } from './config';
 
-describeWithOpenssl('svc-fs-node TLS configuration (PROTOCOL.md 1)', () => {
+describeWithOpenssl('svc-fs-node TLS configuration', () => {
   let dir: string;
   let ca: TestCa;
   beforeAll(() => {

@@ -1,6 +1,6 @@
 /**
  * Configuration of `svc-fs-node`, read once at start from flags and the environment
- * (PROTOCOL.md 1, SPEC.md "Command-line programs", issue 3 item 5, issue 4 item 2). With
+ * (docs/protocol.md "Transport"). With
  * `--control-url` the node runs in control daemon mode (pairing, lease, catalog upsert).
  */
 import { statSync } from 'node:fs';
@@ -20,7 +20,7 @@ import {
   parseFsFeatures,
 } from '@svc/protocol/wire';
 // The values module only, not `@svc/ops` (logging, metrics, health): `--help` and a configuration
-// error load nothing else (issue 11 item 4).
+// error load nothing else.
 import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '../../../libs/ops/src/config-values';
 import { ClientTls, loadClientTls, TlsCaError } from '../../../libs/client/src/tls-options';
 import { isLoopbackBind, resolveTransportSecurity } from '../../../libs/transport/src/tls-config';
@@ -43,7 +43,7 @@ export class FsNodeConfig {
   bind: string;
   /** WebSocket port; 0 picks a free one. */
   port: number;
-  /** TLS of the FS listener (`--tls-cert`/`--tls-key`, PROTOCOL.md 1), loaded and checked; null: plain `ws://`. */
+  /** TLS of the FS listener (`--tls-cert`/`--tls-key`, docs/operations.md "Transport security (TLS)"), loaded and checked; null: plain `ws://`. */
   tls: LoadedServerTls | null;
   /** `--insecure-transport` let a non-loopback `--bind` serve plain `ws://` (a warning at start). */
   insecureTransport: boolean;
@@ -73,7 +73,7 @@ export class FsNodeConfig {
   help: boolean;
 }
 
-/** Control daemon mode settings (issue 4 item 2). */
+/** Control daemon mode settings. */
 export interface DaemonConfig {
   controlUrl: string;
   /** CAs a `wss://` control plane is verified against: system CAs plus `--tls-ca` / `SVC_TLS_CA`. */
@@ -85,7 +85,7 @@ export interface DaemonConfig {
   /** Advertised FS URL (`--fs-url`); null: derived from the listen address once bound. */
   fsUrl: string | null;
   stateFile: string;
-  /** Lease length asked for, ms (`--lease-ttl-ms`, default 30000, PROTOCOL.md 5). */
+  /** Lease length asked for, ms (`--lease-ttl-ms`, default 30000, docs/protocol.md "Nodes"). */
   leaseTtlMs: number;
   /** Lease refresh period, ms (`--refresh-interval-ms`, default a third of the lease). */
   refreshIntervalMs: number;

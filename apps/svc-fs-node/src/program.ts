@@ -3,7 +3,7 @@
  * the environment, prints the usage for `--help`, ends with exit code 2 on a configuration
  * error, and otherwise loads and runs the server (serve.ts). Only the configuration module is
  * loaded before that, so `--help` and configuration errors answer without loading Nest, the
- * validation libraries or the FS server (issue 11 item 4).
+ * validation libraries or the FS server.
  */
 import { useDataPathGc } from '../../../libs/ops/src/data-path-gc';
 import { ConfigError, FS_NODE_USAGE, FsNodeConfig, loadFsNodeConfig } from './config';

@@ -2,8 +2,8 @@
  * The server of `svc-fs-node` (see main.ts for what it prints and its exit codes): the exports
  * (directories and terminal services), the envelope WebSocket adapter on `/v2/fs`, the ops HTTP
  * listener, the control daemon with `--control-url` (pairing, lease, catalog), and graceful
- * shutdown (PROTOCOL.md 1, 8; issue 4 item 2). program.ts loads this module only once the
- * configuration is valid and is not `--help`, so those load none of Nest (issue 11 item 4).
+ * shutdown (docs/protocol.md "Transport" and "FS sessions on `svc-fs-node` (`/v2/fs`)"). program.ts loads this module only once the
+ * configuration is valid and is not `--help`, so those load none of Nest.
  */
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';

@@ -1,5 +1,5 @@
 /**
- * Data commands of `svc-fs-mount` (issue 3 item 8): `cat` streams a file to stdout with
+ * Data commands of `svc-fs-mount`: `cat` streams a file to stdout with
  * several reads in flight and bounded memory; `write` replaces a file's content with an
  * argument or with stdin (`-`), streamed.
  */

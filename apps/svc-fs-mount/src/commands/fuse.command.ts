@@ -1,6 +1,6 @@
 /**
  * `svc-fs-mount [global options] mount MOUNTPOINT [--daemon] [--allow-other] [--attr-ttl-ms N]
- * [--read-only]` (issue 4 item 4): the workspace as a real filesystem through FUSE
+ * [--read-only]`: the workspace as a real filesystem through FUSE
  * (fuse-native, libfuse2), on the same WorkspaceRouter as the other commands (failover
  * included). Runs in the foreground until SIGINT/SIGTERM, then unmounts, or until the mount
  * point is unmounted from outside (`fusermount -u`, `umount`: seen within

@@ -1,5 +1,5 @@
 /**
- * Metadata and namespace commands of `svc-fs-mount` (issue 3 item 8): `getattr`, `readdir`,
+ * Metadata and namespace commands of `svc-fs-mount`: `getattr`, `readdir`,
  * `mkdir`, `rmdir`, `unlink`, `rename`, `truncate`. Each formats what the router returns.
  */
 import { Injectable } from '@nestjs/common';

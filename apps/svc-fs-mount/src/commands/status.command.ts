@@ -1,5 +1,5 @@
 /**
- * `svc-fs-mount status [--no-probe]` (issue 3 item 8): the topology, each mount's candidates
+ * `svc-fs-mount status [--no-probe]`: the topology, each mount's candidates
  * and state, and (unless `--no-probe`) a probe of every candidate (connect, hello, export,
  * getattr of its root), as a table or, with `--json`, as JSON. Tokens are never printed.
  */
@@ -18,7 +18,7 @@ export interface StatusReport {
   project_id: string | null;
   agent_id: string | null;
   workspace_root: string | null;
-  /** The project revision the topology reflects (PROTOCOL.md 6); null when unknown or in endpoint mode. */
+  /** The project revision the topology reflects (docs/protocol.md "Workspace status"); null when unknown or in endpoint mode. */
   revision: number | null;
   binary_requested: boolean;
   availability: { mounts_total: number; online: number; degraded: number; missing: number } | null;

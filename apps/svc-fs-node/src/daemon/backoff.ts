@@ -1,7 +1,6 @@
 /**
  * Exponential backoff with full jitter, for reconnecting to the control plane and polling a
- * join request (issue 4: "exponential backoff and jitter while the control plane is
- * unreachable").
+ * join request while the control plane is unreachable.
  */
 export class Backoff {
   private attempt = 0;

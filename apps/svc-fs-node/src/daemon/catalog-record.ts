@@ -1,6 +1,5 @@
 /**
- * The catalog record `svc-fs-node` publishes in control daemon mode (SPEC.md "Built-in
- * providers published by the FS node program"; PROTOCOL.md 7): platform, labels, the `fs`
+ * The catalog record `svc-fs-node` publishes in control daemon mode: platform, labels, the `fs`
  * service, one `terminal-<id>` per `--terminal-id`, then the manifest services, all checked
  * with the same validator the control plane uses before anything is published.
  */
@@ -18,7 +17,7 @@ export interface CatalogInputs {
   fsService: boolean;
   /** `--terminal-id` values. */
   terminalIds: string[];
-  /** `--terminal-allow-user`: terminals visible to users holding a project token (PROTOCOL.md 7). */
+  /** `--terminal-allow-user`: terminals visible to users holding a project token. */
   terminalAllowUser: boolean;
   /** Manifest services (already loaded and validated). */
   manifests: ServiceEntry[];
@@ -33,7 +32,7 @@ export function nodePlatform(): Platform {
   return { os: osPlatform(), arch: arch(), runtime_kind: 'native' };
 }
 
-/** The built-in `fs` service entry (SPEC.md table row "FS"). */
+/** The built-in `fs` service entry. */
 export function fsServiceEntry(nodeId: string, exports: Array<{ name: string; ro: boolean }>): ServiceEntry {
   const mountPath = `/nodes/${nodeId}/fs`;
   return validateServiceEntry(
@@ -49,7 +48,7 @@ export function fsServiceEntry(nodeId: string, exports: Array<{ name: string; ro
   );
 }
 
-/** The built-in `terminal-<id>` service entry (SPEC.md table row "Terminal"; PROTOCOL.md 7 permissions). */
+/** The built-in `terminal-<id>` service entry. */
 export function terminalServiceEntry(nodeId: string, terminalId: string, allowUser: boolean): ServiceEntry {
   const mountPath = `/nodes/${nodeId}/terminal/${terminalId}`;
   return validateServiceEntry(
@@ -69,8 +68,7 @@ export function terminalServiceEntry(nodeId: string, terminalId: string, allowUs
 }
 
 /**
- * The services of the record, built-ins first, then manifests (SPEC.md "appended after the
- * built-in providers").
+ * The services of the record, built-ins first, then manifests.
  * @throws ManifestError when a manifest service repeats a built-in or another manifest's id
  */
 export function buildServices(inputs: CatalogInputs): ServiceEntry[] {
@@ -86,8 +84,8 @@ export function buildServices(inputs: CatalogInputs): ServiceEntry[] {
 }
 
 /**
- * Reads one manifest file: one service entry object, or `{"services":[entries]}`
- * (PROTOCOL.md 7), validated like an upsert.
+ * Reads one manifest file: one service entry object, or `{"services":[entries]}`,
+ * validated like an upsert.
  * @throws ManifestError naming the file and the field
  */
 export function loadManifestFile(file: string): ServiceEntry[] {
@@ -106,7 +104,7 @@ export function loadManifestFile(file: string): ServiceEntry[] {
 }
 
 /**
- * The `service_id`s of the built-in providers a node publishes (SPEC.md "Built-in providers"):
+ * The `service_id`s of the built-in providers a node publishes:
  * `fs` unless `--no-fs-service`, and `terminal-<id>` per `--terminal-id`. Manifests cannot use them.
  */
 export function builtInServiceIds(fsService: boolean, terminalIds: readonly string[]): string[] {

@@ -1,10 +1,10 @@
 /**
- * Control daemon mode of `svc-fs-node` (`--control-url`; issue 4 item 2): pairs the node with
+ * Control daemon mode of `svc-fs-node` (`--control-url`): pairs the node with
  * the control plane (by invite or by approved request), keeps its lease, publishes its catalog
  * record after pairing and after every reconnect, and re-publishes when `--services-dir`
  * changes. The FS server keeps serving throughout; the control plane being unreachable only
  * means retries with exponential backoff and jitter. A clean stop releases the lease
- * (`control.node_lease_release`, PROTOCOL.md 5) so the node's mounts fail over at once.
+ * (`control.node_lease_release`, docs/protocol.md "Nodes") so the node's mounts fail over at once.
  */
 import { Logger } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
@@ -48,7 +48,7 @@ export const LEASE_RELEASE_TIMEOUT_MS = 2000;
 export interface DaemonStopOptions {
   /**
    * Release the lease before closing the control session (`control.node_lease_release`,
-   * PROTOCOL.md 5), so the node's mounts turn `degraded` and fail over now rather than when
+   * docs/protocol.md "Nodes"), so the node's mounts turn `degraded` and fail over now rather than when
    * the lease expires. Default false.
    */
   releaseLease?: boolean;
@@ -105,7 +105,7 @@ export class ControlDaemon extends EventEmitter {
    * Stops the loop and closes the control session. With `releaseLease` (a clean shutdown,
    * SIGTERM/SIGINT) it first lets a lease refresh in flight finish (so it cannot land after
    * the release and extend the lease again), then calls `control.node_lease_release`
-   * `{node_id, node_secret}` (PROTOCOL.md 5) on the open session, or on a new one when there
+   * `{node_id, node_secret}` (docs/protocol.md "Nodes") on the open session, or on a new one when there
    * is none. The whole release is bounded by `releaseTimeoutMs` (default 2000 ms); a release
    * that fails or times out (svc down or not answering, node deleted, `node_auth_failed`, a
    * server without the operation) is logged as a warning and otherwise ignored: the lease then
