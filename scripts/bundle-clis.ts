@@ -1,5 +1,5 @@
 /**
- * Build step after `tsc` (`npm run build`, issue 11 build item 4): bundles each program's
+ * Build step after `tsc` (`npm run build`): bundles each program's
  * `dist/apps/<app>/src/program.js` with what it imports into `dist/apps/<app>/src/program.bundle.js`
  * (esbuild, CommonJS, node 20, a source map beside it), stamps the bundle with its content id,
  * then runs the program a few times to record V8's code cache of the bundle
@@ -16,7 +16,7 @@
  * load the real package on first use: nest-commander requires both at start-up, our commands use
  * neither (together about 300 files).
  *
- * Start-up work deferred to first use inside the bundles (issue 11 item 4; each measured on
+ * Start-up work deferred to first use inside the bundles (each measured on
  * `svc-fs-mount cat`, 704 -> 412 modules run, code cache 1.28 -> 1.02 MB): modules the
  * frameworks load but a command-line program does not run ({@link DEFERRED}), Node built-ins
  * the clients use on some paths only ({@link LAZY_BUILTINS}), ws's native masking for small

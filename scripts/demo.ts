@@ -1,5 +1,5 @@
 /**
- * `npm run demo`: the end-to-end demo (issue 3 item 9). Builds if needed, starts `svc` and two
+ * `npm run demo`: the end-to-end demo. Builds if needed, starts `svc` and two
  * `svc-fs-node`s exporting real directories in control daemon mode (each pairs with an invite,
  * keeps its lease and publishes its catalog record), sets the workspace (a project and its
  * mounts) from docs/workspace.example.yaml with `svc-control apply`, and

@@ -7,13 +7,13 @@
  * 1. utimens fix: fuse-native 2.2.6 (the last release) hands `utimens` the access time twice
  *    (it marshals `l->atime` into the mtime arguments; upstream issue sagemathinc/fuse-native#3),
  *    so through a FUSE mount `cp -p`, `rsync -t` and `touch -d` set mtime to the atime they meant.
- * 2. flush without a hop (issue 11 item 2): the kernel sends FLUSH at every close(2), and
+ * 2. flush without a hop: the kernel sends FLUSH at every close(2), and
  *    fuse-native hands each one from its FUSE thread to the event loop and back (tens of µs
  *    on a virtual machine). A handle whose number has bit 30 set ({@link FH_NOTHING_TO_FLUSH}
  *    in libs/fs/src/fuse/fuse-handles.ts: the mount sets it on read-only handles, which never
  *    hold pending writes) is answered in the FUSE thread at once. Without this change the
  *    flush reaches JS as before, which answers it the same way: only the hop is saved.
- * 3. answer wait that spins (issue 11 item 2): a FUSE thread waits for the event loop's answer
+ * 3. answer wait that spins: a FUSE thread waits for the event loop's answer
  *    spinning up to 30 µs before it sleeps (on more than one CPU): most answers come from the
  *    mount's caches within a few µs, and waking a sleeping thread costs tens of µs on a virtual
  *    machine (bench:fuse-latency: a cached stat(2) 43-58 -> 19-24 µs). An answer that takes
