@@ -1,5 +1,5 @@
 /**
- * `npm run bench:cli` (issue 11 build item 4 and its benchmark): wall time of whole CLI
+ * `npm run bench:cli`: wall time of whole CLI
  * commands, each a fresh `node` process as a user runs it, next to plain `node -e 0`.
  *
  * Starts what the commands need itself, on loopback: `svc` (embedded store, temp state dir), one
@@ -17,7 +17,7 @@
  *    (then SIGTERM).
  * Every run's exit code (and cat's output) is checked: a failing command stops the bench.
  * Prints, per command, the median and p90 of its wall time and of its CPU time (user + system) in
- * ms, each median's ratio to `node -e 0`'s, and the issue's target (each CLI command under
+ * ms, each median's ratio to `node -e 0`'s, and the target (each CLI command under
  * 150 ms wall). bash times each command (wall from fork to exit, CPU of the reaped child); the
  * server's CPU until listening is read from /proc. Prints figures; it asserts nothing.
  *

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:control` (issue 2 benchmark): starts the built `svc`, then measures
+ * `npm run bench:control`: starts the built `svc`, then measures
  *  - control.ping throughput and latency from 64 concurrent sessions,
  *  - control.workspace_status latency for a project with 1,000 mounts over 200 nodes,
  *  - the server's RSS with 1,000 idle sessions.

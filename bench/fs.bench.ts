@@ -1,5 +1,5 @@
 /**
- * `npm run bench:fs` (issue 3 benchmark): starts the built `svc-fs-node` on a temporary
+ * `npm run bench:fs`: starts the built `svc-fs-node` on a temporary
  * directory (loopback) and measures, for the JSON data path and the binary data path:
  *  - sequential write and read of a 256 MiB file through the real `svc-fs-mount write -` /
  *    `svc-fs-mount cat` (stdout to /dev/null), wall time including the program's start-up, and
@@ -12,8 +12,8 @@
  * measured a second time over `wss://` (a second node on the same directory serving TLS with a
  * throwaway CA made by `openssl`; skipped with the reason when it is missing), and the TLS cost
  * on sequential read is measured apart, in process (no start-up): plain and TLS reads of the
- * file alternated, medians compared (issue 12 target: at most 25 %). Prints figures; it asserts nothing. Targets (2 cores): JSON
- * path >= 200 MB/s sequential read, binary >= 500 MB/s.
+ * file alternated, medians compared (target: at most 25 %). Prints figures; it asserts nothing.
+ * Targets (2 cores): JSON path >= 200 MB/s sequential read, binary >= 500 MB/s.
  *
  * Environment: BENCH_FILE_MIB (default 256), BENCH_TREE_FILES (default 10000),
  * BENCH_RANDOM_READS (default 4000), BENCH_DIR (default the OS temp dir), BENCH_TLS_RUNS

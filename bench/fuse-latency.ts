@@ -1,5 +1,5 @@
 /**
- * `npm run bench:fuse-latency` (issue 11, build item 2): where the time of one small-file
+ * `npm run bench:fuse-latency`: where the time of one small-file
  * operation through the FUSE mount goes. It starts the built `svc-fs-node` on a temporary export
  * holding a tree of BENCH_TREE_FILES (10,000) files of about 1 KiB (and a git repository) and mounts it with
  * `svc-fs-mount ... mount`, both with `bench/latency-probe` preloaded (and, unless

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:fuse` (issue 4 and issue 11 benchmarks): the `svc-fs-mount` FUSE mount side by
+ * `npm run bench:fuse`: the `svc-fs-mount` FUSE mount side by
  * side with sshfs on the same export, both over loopback.
  *
  * It starts the built `svc-fs-node` on a temporary export directory and mounts it with the built
@@ -39,17 +39,17 @@
  * for both). Warm: after one untimed run on the same mount.
  *
  * It prints, for each figure, svc seconds, sshfs seconds, the ratio svc/sshfs (lower is better)
- * and the issue's target with met / NOT met (issue 11: cold `grep -R` and cold `git status` at
+ * and the target with met / NOT met (cold `grep -R` and cold `git status` at
  * most 0.5x sshfs, warm `grep -R` at most 0.5x, `find` and sequential read at most 1.0x), and the
  * same work on the local disk (page cache warm) for scale. Every sample goes to stderr as it is
  * taken. It asserts nothing. The machine is usually shared: the load average before and after is
  * printed with the table.
  *
- * TLS (issue 12): a second `svc-fs-node` on the same export serving `wss://` with a throwaway CA
+ * TLS: a second `svc-fs-node` on the same export serving `wss://` with a throwaway CA
  * made by `openssl` (bench/tls.ts), mounted a second time with `--tls-ca` ("svc TLS"), is measured
  * in the same alternation on the sequential read and the small-file rows (`find`, `grep -R`); the
  * table gives its seconds and the TLS cost (the throughput given up against the plain svc mount;
- * issue 12 target on sequential read: at most 25 %). BENCH_TLS=0, or no `openssl`, leaves it out
+ * target on sequential read: at most 25 %). BENCH_TLS=0, or no `openssl`, leaves it out
  * (the output says why).
  *
  * Skipped with a message (exit 0) where FUSE is unavailable: no /dev/fuse, fuse-native not
@@ -127,13 +127,13 @@ interface Row {
   sshfs?: number;
   /** svc over TLS seconds; undefined when not measured. */
   tls?: number;
-  /** Largest TLS cost the issue accepts (throughput given up, 0.25 = 25 %); undefined when only reported. */
+  /** Largest TLS cost accepted (throughput given up, 0.25 = 25 %); undefined when only reported. */
   tlsTarget?: number;
   /** Local disk seconds (page cache warm); undefined when not measured. */
   local?: number;
   /** Bytes moved, for MB/s. */
   bytes?: number;
-  /** Largest svc/sshfs ratio the issue accepts; undefined when only reported. */
+  /** Largest svc/sshfs ratio accepted; undefined when only reported. */
   target?: number;
 }
 

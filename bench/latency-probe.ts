@@ -1,5 +1,5 @@
 /**
- * Latency probe for `bench/fuse-latency.ts` (issue 11, build item 2): preloaded into the
+ * Latency probe for `bench/fuse-latency.ts`: preloaded into the
  * `svc-fs-node` and `svc-fs-mount mount` processes with `node -r dist/bench/latency-probe.js`,
  * it timestamps, without changing what they do:
  *  - every WebSocket frame sent and received (the `ws` module's `send` and `message` event),

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:soak` (issue 14 item 4): is memory bounded under sustained hostile input?
+ * `npm run bench:soak`: is memory bounded under sustained hostile input?
  *
  * Starts the built `svc` and a built `svc-fs-node` (loopback only), then sends each of them a
  * long stream of frames, valid and invalid mixed, and prints the server's resident memory

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:state` (issue 9 benchmark; with PostgreSQL and replicas, issue 10's): how the
+ * `npm run bench:state` (also with PostgreSQL and replicas): how the
  * control-plane state scales with the number of nodes. For each of two scales (BENCH_SMALL_NODES,
  * default 100, first; then BENCH_NODES, default 10,000) it starts the built `svc` on a fresh
  * store (loopback only) and
@@ -46,7 +46,7 @@
  *    are the largest replica's (each replica's is printed). The restart phase stops every
  *    replica and starts them all at once, timed until the last one prints its listening line.
  *
- * Targets (issue 9, 2 cores, 10,000 nodes): >= 2,000 lease refreshes/s; project_mount_set p99
+ * Targets (2 cores, 10,000 nodes): >= 2,000 lease refreshes/s; project_mount_set p99
  * < 20 ms; workspace_status p99 < 10 ms; restart < 3 s; every 10,000-node figure within 2x of
  * the 100-node one (the big project has 1,000 mounts at both scales, so its replies are the
  * same size). Issue 10, two replicas on PostgreSQL: >= 2,000 acknowledged lease refreshes/s and
@@ -652,7 +652,7 @@ async function runScale(n: number): Promise<Figures> {
     const perReplica = () => sessions.slice(0, REPLICAS);
     const pop = await populate(label, sessions, n, projectCount, bigMounts);
     const statusPayload = { project_id: pop.big.project_id, project_token: pop.big.project_token };
-    // every replica must show what the others committed (PROTOCOL.md 10: within 1 s)
+    // every replica must show what the others committed (docs/operations.md "State": within 1 s)
     await expectBigOnline(perReplica(), statusPayload, bigMounts, REPLICAS > 1 ? 10_000 : 0, 'after population');
     const populateMutPerS = pop.mutations / pop.seconds;
     const spread = REPLICAS > 1 ? `${SESSIONS} sessions over ${REPLICAS} replicas` : `${SESSIONS} sessions`;

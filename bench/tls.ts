@@ -1,5 +1,5 @@
 /**
- * Throwaway certificates for the TLS rows of the benches (PROTOCOL.md 1 "TLS (wss://)"): a CA
+ * Throwaway certificates for the TLS rows of the benches (docs/operations.md "Transport security (TLS)"): a CA
  * and one server certificate for 127.0.0.1 and localhost (EC P-256, as an operator following
  * docs/operations.md would make them), made with the `openssl` command line.
  */
