@@ -1,5 +1,5 @@
 /**
- * e2e fuzz of the runtime namespace (issue 5 "Bad input") with real routed filesystems: 3,000
+ * e2e fuzz of the runtime namespace with real routed filesystems: 3,000
  * random and mutated `acheron.t_*` frames (walks over node, service, project and routed FS
  * paths, opens, reads, writes with broken base64, stats, clunks, flushes, unknown fids)
  * against a two-node workspace with a terminal. `svc` stays up, every frame gets a reply or a

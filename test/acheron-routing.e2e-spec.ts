@@ -1,5 +1,5 @@
 /**
- * e2e: routed filesystems in the runtime namespace (PROTOCOL.md 9; issue 5): node exports
+ * e2e: routed filesystems in the runtime namespace (docs/namespace.md): node exports
  * under /nodes/<id>/fs and terminals under /nodes/<id>/terminal/<tid>, project workspaces under
  * /projects/<id>/fs with failover and invoke gating, errors as runtime codes, and the
  * `svc-control acheron` subcommand.
@@ -110,7 +110,7 @@ describe('projected files of a real daemon node', () => {
   });
 });
 
-describe('invoke gating of /projects/<id>/fs (PROTOCOL.md 6)', () => {
+describe('invoke gating of /projects/<id>/fs', () => {
   it.each([
     ['allow', 'allow', 'user', true],
     ['allow', 'deny', 'user', false],
@@ -159,7 +159,7 @@ describe('routed node filesystems', () => {
     expect(await r.ls(`/nodes/${ws.nodeIds.a}/fs`)).toEqual(['shared', 'work']);
     expect(sha(await r.read(`/nodes/${ws.nodeIds.a}/fs/work/from-disk.bin`))).toBe(sha(data));
     const up = randomBytes(2 * 1024 * 1024 + 5);
-    // files are created through the FS protocol, not the runtime namespace (PROTOCOL.md 9)
+    // files are created through the FS protocol, not the runtime namespace (docs/namespace.md)
     writeFileSync(join(ws.dirs.a, 'from-runtime.bin'), 'old content, longer than nothing');
     await r.write(`/nodes/${ws.nodeIds.a}/fs/work/from-runtime.bin`, up);
     expect(sha(readFileSync(join(ws.dirs.a, 'from-runtime.bin')))).toBe(sha(up));

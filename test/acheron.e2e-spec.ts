@@ -1,7 +1,7 @@
 /**
- * e2e: the Acheron runtime namespace (PROTOCOL.md 9) on the built `svc`: projected node and
- * service files equal to the catalog, invoke_path resolution, the permission matrix of
- * PROTOCOL.md 7, fid rules and errors, per-session projections, /debug for admins.
+ * e2e: the Acheron runtime namespace (docs/namespace.md) on the built `svc`: projected node and
+ * service files equal to the catalog, invoke_path resolution, the service permission
+ * matrix, fid rules and errors, per-session projections, /debug for admins.
  */
 import { Client, closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
 import { cleanupTmp, killAll, Running, startSvc } from './helpers/processes';
@@ -104,7 +104,7 @@ describe('projected node and service files', () => {
   });
 });
 
-describe('permission matrix (PROTOCOL.md 7)', () => {
+describe('permission matrix', () => {
   const allowRoles = [undefined, ['user'], ['admin'], ['*']];
   const defaults = [undefined, 'deny'];
   const requireToken = [false, true];
@@ -121,7 +121,7 @@ describe('permission matrix (PROTOCOL.md 7)', () => {
       }
     }
   }
-  /** The rule of PROTOCOL.md 7, written out independently of the implementation. */
+  /** The service permission rule, written out independently of the implementation. */
   const expected = (c: (typeof cases)[number], role: 'admin' | 'user', token: boolean) => {
     if (role === 'admin') return true;
     let visible: boolean;

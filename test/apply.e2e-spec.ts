@@ -1,7 +1,7 @@
 /**
- * e2e: `svc-control apply -f FILE|- [--dry-run] [--no-prune]` (PROTOCOL.md 5a; issue 13 item
- * 2), the built CLI against the built `svc`: YAML and JSON files, the plan and the result,
- * exit codes, and every bad-input case of the issue (a duplicate mount path for one node, a
+ * e2e: `svc-control apply -f FILE|- [--dry-run] [--no-prune]` (docs/protocol.md "Declarative workspaces"),
+ * the built CLI against the built `svc`: YAML and JSON files, the plan and the result,
+ * exit codes, and every bad-input case (a duplicate mount path for one node, a
  * relative path, an unknown node name, a name shared by two nodes, wrong types) answered with
  * the file, line and field, and nothing changed on the server.
  */

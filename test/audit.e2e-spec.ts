@@ -1,5 +1,5 @@
 /**
- * e2e: the audit log (PROTOCOL.md 5 `control.audit_list`; issue 13 item 3) against the built
+ * e2e: the audit log (docs/protocol.md "Audit log" `control.audit_list`) against the built
  * `svc` and `svc-control`: each mutation of a scripted session appears once with the right
  * actor, type, target and result; refused operator tokens, project tokens and node secrets
  * appear as refusals; reads, heartbeats and dry runs do not appear; no entry, row or log line

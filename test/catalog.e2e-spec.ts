@@ -1,6 +1,5 @@
 /**
- * e2e: the node service catalog (SPEC.md "Node service catalog record", "Errors";
- * PROTOCOL.md 6-7): upsert validation, defaults, secrets, get with permission filtering,
+ * e2e: the node service catalog: upsert validation, defaults, secrets, get with permission filtering,
  * watch/unwatch events, and invoke gating in workspace_status.
  */
 import { Client, closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
@@ -33,7 +32,7 @@ function upsert(c: Client, creds: Credentials, body: Record<string, unknown>) {
   return c.request<Record<string, unknown>>('node_service_upsert', { node_id: creds.node_id, node_secret: creds.node_secret, ...body });
 }
 
-describe('node_service_upsert validation (SPEC.md "Errors")', () => {
+describe('node_service_upsert validation', () => {
   const rules: Array<[string, unknown[], string]> = [
     ['service_id not identifier-safe', [fsService({ service_id: '../x' })], 'services[0].service_id'],
     ['service_id with a space', [fsService(), fsService({ service_id: 'a b' })], 'services[1].service_id'],
@@ -208,7 +207,7 @@ describe('watch', () => {
   });
 });
 
-describe('permission filtering for non-admin sessions (PROTOCOL.md 7)', () => {
+describe('permission filtering for non-admin sessions', () => {
   it('filters by allow_roles, default and require_project_token', async () => {
     const n = await joinNode(admin, 'perm');
     const p = await admin.request<ProjectDetail>('project_create', { name: 'perm' });
@@ -238,7 +237,7 @@ describe('permission filtering for non-admin sessions (PROTOCOL.md 7)', () => {
   });
 });
 
-describe('invoke gating in workspace_status (PROTOCOL.md 6)', () => {
+describe('invoke gating in workspace_status', () => {
   it.each([
     ['allow', 'allow', 'user', true],
     ['allow', 'deny', 'user', false],

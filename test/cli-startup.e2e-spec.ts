@@ -1,5 +1,5 @@
 /**
- * e2e: the programs' start-up (issue 11 build item 4). `npm run build` bundles `svc-control`,
+ * e2e: the programs' start-up. `npm run build` bundles `svc-control`,
  * `svc-fs-mount` and `svc-fs-node` and records a V8 code cache of each bundle
  * (scripts/bundle-clis.ts, libs/ops/src/bundled-program.ts). Checked here on the built programs:
  * each runs from its bundle with its cache accepted; the bundle behaves as the program it was

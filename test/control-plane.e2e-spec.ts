@@ -1,6 +1,6 @@
 /**
  * e2e: projects, nodes, mounts, tokens, bindings, workspace status, availability and gates
- * (PROTOCOL.md 5-6) against the built `svc` over real WebSockets.
+ * (docs/protocol.md "Gates" to "Workspace status") against the built `svc` over real WebSockets.
  */
 import { Client, closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
 import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';

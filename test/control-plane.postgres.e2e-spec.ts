@@ -1,6 +1,6 @@
 /**
- * e2e: the control-plane suite (test/control-plane.e2e-spec.ts) on PostgreSQL (issue 10,
- * PROTOCOL.md 10 `--database-url`): the same tests, each `svc` on a fresh database of a
+ * e2e: the control-plane suite (test/control-plane.e2e-spec.ts) on PostgreSQL
+ * (docs/operations.md "Replicas on PostgreSQL", `--database-url`): the same tests, each `svc` on a fresh database of a
  * PostgreSQL that this file starts and stops. Skipped, saying why, where PostgreSQL is not
  * installed.
  */

@@ -1,6 +1,6 @@
 /**
- * e2e: `svc-fs-node` control daemon mode (issue 4 item 2) against the built `svc`: pairing by
- * invite and by approved request, the published catalog record (SPEC.md "Built-in providers"),
+ * e2e: `svc-fs-node` control daemon mode against the built `svc`: pairing by
+ * invite and by approved request, the published catalog record,
  * labels, --no-fs-service, manifests and a services dir, lease recovery after the control plane
  * was down for 10 s, re-pairing after node_delete, the fatal cases (exit 3), and the lease at
  * the end: released by a clean stop (failover at once); after a kill, degraded when the

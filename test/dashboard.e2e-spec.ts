@@ -1,5 +1,5 @@
 /**
- * e2e: the web dashboard (issue 13 item 4, "Acceptance" Dashboard bullet) in a real browser:
+ * e2e: the web dashboard ("Acceptance" Dashboard bullet) in a real browser:
  * Debian's headless Chromium driven by playwright-core, against the built `svc` with two
  * real `svc-fs-node` daemons and a project (test/helpers/workspace.ts).
  *

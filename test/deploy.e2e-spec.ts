@@ -1,5 +1,5 @@
 /**
- * e2e: the deployment files of deploy/ (issue 13 item 5) against the code. No container
+ * e2e: the deployment files of deploy/ against the code. No container
  * engine runs here, so instead of building images this checks that everything the files rely
  * on exists in the programs they run:
  *
@@ -115,7 +115,7 @@ function checkContainer(where: string, program: Program, args: string[], env: st
 const LOOPBACK = /^(127\.|::1$|localhost$)/;
 
 /**
- * PROTOCOL.md 1 "Secure by default": a server whose `--bind` is beyond loopback serves TLS
+ * Secure by default (docs/operations.md "Transport security (TLS)"): a server whose `--bind` is beyond loopback serves TLS
  * (`--tls-cert` and `--tls-key`) or says `--insecure-transport`.
  * @returns whether it serves TLS
  */

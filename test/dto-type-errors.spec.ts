@@ -1,5 +1,5 @@
 /**
- * Unit test (issue 14, item 3): a payload member of the wrong JSON type is reported as a type
+ * Unit test: a payload member of the wrong JSON type is reported as a type
  * error, for every member of every payload DTO (control DTOs in libs/protocol/src/dto, FS DTOs
  * in libs/fs/src/server/fs.dto.ts), nested members included. The members are read from the
  * class-validator metadata, so a member added later without a type constraint fails here.

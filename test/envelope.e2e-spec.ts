@@ -1,5 +1,5 @@
 /**
- * e2e: the strict envelope (PROTOCOL.md 2-3) and negotiation (PROTOCOL.md 4) against the
+ * e2e: the strict envelope and negotiation (docs/protocol.md "Envelope and errors") against the
  * built `svc` process over real WebSockets.
  */
 import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc, USER_TOKEN } from './helpers/processes';
@@ -30,7 +30,7 @@ async function attached(): Promise<RawPeer> {
   return peer;
 }
 
-describe('upgrade authentication (PROTOCOL.md 1)', () => {
+describe('upgrade authentication', () => {
   it('refuses an upgrade without a bearer token with HTTP 401', async () => {
     await expect(RawPeer.open(svc.url, null)).rejects.toMatchObject({ status: 401 });
   });
@@ -50,7 +50,7 @@ describe('upgrade authentication (PROTOCOL.md 1)', () => {
   });
 });
 
-describe('control negotiation (PROTOCOL.md 4)', () => {
+describe('control negotiation', () => {
   it('acks control.version with the protocol versions', async () => {
     const peer = await RawPeer.open(svc.url, ADMIN_TOKEN);
     const v = await peer.roundTrip({ channel: 'control', type: 'control.version', id: 1, payload: { protocol: 'unified-v2' } });
@@ -140,7 +140,7 @@ describe('control negotiation (PROTOCOL.md 4)', () => {
   });
 });
 
-describe('runtime negotiation (PROTOCOL.md 4)', () => {
+describe('runtime negotiation', () => {
   it('rejects acheron messages before control.connect with protocol_mismatch and closes', async () => {
     const peer = await RawPeer.open(svc.url, ADMIN_TOKEN);
     const r = await peer.roundTrip({ channel: 'acheron', type: 'acheron.t_version', tag: 5, version: 'acheron-1' });
@@ -183,7 +183,7 @@ describe('runtime negotiation (PROTOCOL.md 4)', () => {
   });
 });
 
-/** Rows of PROTOCOL.md 3 as [name, frame, expected reply type, expected code]. */
+/** Rows of docs/protocol.md "Envelope and errors" as [name, frame, expected reply type, expected code]. */
 const ENVELOPE_ROWS: Array<[string, unknown, string, string]> = [
   ['text that is not JSON', '{"channel":', 'control.error', 'invalid_envelope'],
   ['a JSON array', '[1,2,3]', 'control.error', 'invalid_envelope'],
@@ -219,7 +219,7 @@ const REPLACEMENTS: Record<string, string> = {
   version: 'control.version',
 };
 
-describe('envelope errors after negotiation keep the session open (PROTOCOL.md 3)', () => {
+describe('envelope errors after negotiation keep the session open', () => {
   it.each(ENVELOPE_ROWS)('%s', async (_name, frame, replyType, code) => {
     const peer = await attached();
     const before = peer.messages.length;

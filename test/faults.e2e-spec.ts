@@ -98,7 +98,7 @@ pgMaybe('the state database fails under load (two replicas, eight mutating sessi
   }
 
   /**
-   * One fault under load, then recovery, with every check of the issue.
+   * One fault under load, then recovery, with every check.
    * @param fault makes the database go away (or cut its sessions); resolves once done
    * @param restore brings it back (nothing for a terminate); resolves once it answers
    * @param stops whether the database stops (then /readyz must answer 503 within 2 s)

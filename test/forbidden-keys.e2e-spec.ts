@@ -1,6 +1,6 @@
 /**
- * e2e (issue 14, item 1): one rule for prototype keys. Every operation of PROTOCOL.md 4-5
- * (control, on `svc`), 9 (acheron runtime, on `svc`) and 8 (FS, on `svc-fs-node`), sent with
+ * e2e: one rule for prototype keys. Every operation of the
+ * control protocol (on `svc`), the acheron runtime (on `svc`) and FS sessions (on `svc-fs-node`), sent with
  * an otherwise valid payload plus `__proto__`, `constructor` or `prototype` at the top level
  * of the payload, one level down (inside an object member such as `platform`, `labels`,
  * `access_policy`, a service entry, or a synthetic `{"x":{...}}` where the operation has no
@@ -63,7 +63,7 @@ function payloadVariants(base: Record<string, unknown>, key: Key): Variant[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// svc: control operations (PROTOCOL.md 4-5) and the acheron runtime (PROTOCOL.md 9)
+// svc: control operations and the acheron runtime (docs/namespace.md)
 // ---------------------------------------------------------------------------------------------
 
 describe('svc: every control and runtime operation refuses prototype keys', () => {
@@ -146,7 +146,7 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
     };
   }
 
-  /** Valid payloads of every control operation (PROTOCOL.md 4-5; `project_up` and `audit_list` included). */
+  /** Valid payloads of every control operation (`project_up` and `audit_list` included). */
   function controlCases(): Array<[string, Record<string, unknown>]> {
     const { project_id, project_token } = project;
     const { node_id, node_secret } = node;
@@ -207,7 +207,7 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
     ];
   }
 
-  it('covers the control operations of PROTOCOL.md 5', () => {
+  it('covers the control operations', () => {
     expect(controlCases()).toHaveLength(38);
   });
 
@@ -246,7 +246,7 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
     expect(await admin.request('node_join_status', cases.get('node_join_status'))).toMatchObject({ state: 'pending' });
   });
 
-  /** Valid requests of every runtime operation (PROTOCOL.md 4 and 9), root fields as sent on the wire. */
+  /** Valid requests of every runtime operation, root fields as sent on the wire. */
   function runtimeCases(): Array<[string, Record<string, unknown>]> {
     return [
       ['t_version', { version: 'acheron-1', msize: 65536 }],
@@ -329,7 +329,7 @@ describe('svc: every control and runtime operation refuses prototype keys', () =
 });
 
 // ---------------------------------------------------------------------------------------------
-// svc-fs-node: FS operations (PROTOCOL.md 8)
+// svc-fs-node: FS operations (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)")
 // ---------------------------------------------------------------------------------------------
 
 describe('svc-fs-node: every FS operation refuses prototype keys', () => {
@@ -379,7 +379,7 @@ describe('svc-fs-node: every FS operation refuses prototype keys', () => {
     cleanupTmp();
   });
 
-  /** Valid requests of every FS operation (PROTOCOL.md 8): root fields, payload. */
+  /** Valid requests of every FS operation (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): root fields, payload. */
   function fsCases(): Array<[string, Record<string, unknown>, Record<string, unknown>]> {
     return [
       ['hello', {}, { protocol: 'unified-v2-fs', proto: 2 }],
@@ -405,7 +405,7 @@ describe('svc-fs-node: every FS operation refuses prototype keys', () => {
     ];
   }
 
-  it('covers the FS operations of PROTOCOL.md 8', () => {
+  it('covers the FS operations', () => {
     expect(fsCases()).toHaveLength(20);
   });
 

@@ -1,6 +1,5 @@
 /**
- * e2e: confinement of `svc-fs-node` exports (PROTOCOL.md 8 "Confinement", issue 3 item 2 and
- * "Bad input"). Traversal attempts across every operation, each refused; then a sentinel tree
+ * e2e: confinement of `svc-fs-node` exports (docs/protocol.md "Confinement"). Traversal attempts across every operation, each refused; then a sentinel tree
  * OUTSIDE the export root is checked byte for byte, mode for mode and mtime for mtime, and the
  * directory holding the root is checked for new entries. The node process must stay up.
  */

@@ -1,5 +1,5 @@
 /**
- * e2e fuzz of the FS endpoint (issue 3 "Bad input"): 6,000 random and mutated frames against
+ * e2e fuzz of the FS endpoint: 6,000 random and mutated frames against
  * a running `svc-fs-node` with a rw export, a ro export and a terminal: every FS operation
  * with wrong types, huge and traversal names, bad handles and node ids, broken base64,
  * binary frames with bad headers. The process stays up, every frame gets a reply or a close,

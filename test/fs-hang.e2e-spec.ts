@@ -1,5 +1,5 @@
 /**
- * e2e (issue 11 item 3, acceptance "Hung node"): a node that stops answering without closing
+ * e2e (acceptance "Hung node"): a node that stops answering without closing
  * its connections (`SIGSTOP`) is found by the client's keepalive and deadlines.
  *
  * Two real `svc-fs-node`s export different directories as `shared`, both for mount path `/s`
@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { fuseUnavailable, killMount, runMount, startFsNode } from './helpers/fs-mount';
 import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './helpers/processes';
 
-/** The bound the issue states for a whole user operation, ms. */
+/** The bound set for a whole user operation, ms. */
 const BOUND_MS = 5000;
 
 const fuseReason = fuseUnavailable();

@@ -1,6 +1,5 @@
 /**
- * e2e: `svc-fs-mount` in endpoint mode against real `svc-fs-node` processes on temp dirs
- * (issue 3 items 7-8): every command checked against the filesystem itself, binary-exact
+ * e2e: `svc-fs-mount` in endpoint mode against real `svc-fs-node` processes on temp dirs: every command checked against the filesystem itself, binary-exact
  * round trips on the binary and the JSON data path, the error format and exit codes
  * (ENOENT, EROFS, AuthMissing/AuthFailed, usage), EXDEV across mounts, the synthetic tree,
  * and failover over a repeated mount path (CLI and in-process router, including a read-only

@@ -1,7 +1,7 @@
 /**
- * e2e: `svc-fs-node` in standalone mode over real processes and real WebSockets (issue 3 items
- * 1-5, PROTOCOL.md 4 and 8): start-up and exit codes, the hello rows, every FS operation on a
- * real temporary directory checked against the filesystem itself, readdirp paging, byte-exact
+ * e2e: `svc-fs-node` in standalone mode over real processes and real WebSockets
+ * (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): start-up and exit codes, the hello rows,
+ * every FS operation on a real temporary directory checked against the filesystem itself, readdirp paging, byte-exact
  * round trips on the JSON and binary paths, invalidation events, bad input, read-only exports,
  * metrics, and graceful shutdown.
  */
@@ -124,7 +124,7 @@ describe('start-up and configuration', () => {
   });
 
   it('warns when it listens beyond this host without FS session auth', async () => {
-    // Beyond loopback without TLS needs --insecure-transport (PROTOCOL.md 1; test/tls.e2e-spec.ts).
+    // Beyond loopback without TLS needs --insecure-transport (docs/operations.md "Transport security (TLS)"; test/tls.e2e-spec.ts).
     const open = await startFsNode([`work=${work}`], { args: ['--bind', '0.0.0.0', '--insecure-transport'] });
     await waitFor(
       () =>
@@ -149,7 +149,7 @@ describe('start-up and configuration', () => {
   });
 });
 
-describe('hello (PROTOCOL.md 4)', () => {
+describe('hello', () => {
   let authNode: Running;
   beforeAll(async () => {
     authNode = await startFsNode([`work=${work}`], { args: ['--auth-token', TOKEN], env: { SVC_LOG_LEVEL: 'trace' } });
@@ -260,7 +260,7 @@ describe('hello (PROTOCOL.md 4)', () => {
       protocol: 'unified-v2-fs',
       proto: 2,
       node: { os: 'linux' },
-      // No extension unless asked for (PROTOCOL.md 8 "Extensions").
+      // No extension unless asked for (docs/protocol.md "FS extensions").
       caps: {
         readdirp: true,
         symlink: true,
@@ -293,7 +293,7 @@ describe('hello (PROTOCOL.md 4)', () => {
   });
 });
 
-describe('operations on a real directory (PROTOCOL.md 8)', () => {
+describe('operations on a real directory', () => {
   let p: FsPeer;
   let root: number;
   beforeAll(async () => {
@@ -570,7 +570,7 @@ describe('operations on a real directory (PROTOCOL.md 8)', () => {
   });
 });
 
-describe('bad input (issue 3 "Bad input")', () => {
+describe('bad input', () => {
   let p: FsPeer;
   let root: number;
   let file: number;
@@ -723,7 +723,7 @@ describe('byte-exact round trips (write then read, SHA-256)', () => {
   }
 });
 
-describe('invalidation events (PROTOCOL.md 8 "Events")', () => {
+describe('invalidation events', () => {
   let a: FsPeer;
   let b: FsPeer;
   let bystander: FsPeer;

@@ -1,5 +1,5 @@
 /**
- * e2e (issue 11, build item 1): fewer round trips per small file, as negotiated FS extensions
+ * e2e: fewer round trips per small file, as negotiated FS extensions
  * (docs/protocol.md "FS extensions"), over real processes, WebSockets, files and FUSE mounts.
  *
  * - The wire: `open_read` and `prefetch` granted or not (`--fs-features`), byte-exact on the

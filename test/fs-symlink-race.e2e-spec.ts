@@ -1,6 +1,6 @@
 /**
  * e2e: symlinks and directories that change on disk while `svc-fs-node` resolves them
- * (issue 14 item 2, PROTOCOL.md 8 "Confinement"). A child process started by this test unlinks
+ * (docs/protocol.md "Confinement"). A child process started by this test unlinks
  * and recreates, in a tight loop for a few seconds, a link pointing inside the export (to a
  * directory and to a file), a link pointing outside it, an entry that keeps changing kind
  * (directory, link inside, link outside, regular file, self-loop, nothing) and one that is a

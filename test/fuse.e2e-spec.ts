@@ -1,5 +1,5 @@
 /**
- * e2e: a real FUSE mount of a two-node workspace (issue 4 item 4) used with ordinary tools:
+ * e2e: a real FUSE mount of a two-node workspace used with ordinary tools:
  * ls, cat, cp of 64 MiB in and out, mkdir -p, mv, rm -r, grep -R, git, find; failover while
  * mounted; a clean unmount and stale-mount cleanup. Skipped, with the reason printed, where
  * /dev/fuse or fuse-native is missing (.ci/run installs libfuse2 and fuse3).

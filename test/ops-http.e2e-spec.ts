@@ -1,5 +1,5 @@
 /**
- * e2e: the ops HTTP endpoints on SVC_METRICS_PORT (SPEC.md "HTTP operational endpoints"):
+ * e2e: the ops HTTP endpoints on SVC_METRICS_PORT:
  * /livez, /readyz (503 until the state is owned and loaded, 200 after), /metrics as valid
  * Prometheus text, /metrics.json equal in figures to control.metrics. Also graceful SIGTERM.
  */

@@ -1,5 +1,5 @@
 /**
- * e2e: durable, optionally encrypted state (issue 2 item 8): restart after SIGKILL restores
+ * e2e: durable, optionally encrypted state: restart after SIGKILL restores
  * every acknowledged mutation; wrong or malformed keys refuse to start and leave the file
  * untouched; secrets are never in the snapshot in plaintext; torn writes never corrupt it.
  */

@@ -1,5 +1,5 @@
 /**
- * e2e: `control.project_up` (PROTOCOL.md 5a; issue 13 item 1) against the built `svc` over
+ * e2e: `control.project_up` (docs/protocol.md "Declarative workspaces") against the built `svc` over
  * real WebSockets: create, the same payload again (nothing changes, no topology delta), add
  * and remove mounts, prune off, dry run, nodes by name and by id, all or nothing on an invalid
  * entry, the operator gate and the user role.

@@ -1,5 +1,5 @@
 /**
- * e2e: several `svc` replicas on one PostgreSQL (issue 10; PROTOCOL.md 10), on a server this
+ * e2e: several `svc` replicas on one PostgreSQL (docs/operations.md "State"), on a server this
  * file starts itself: a mutation on one is read on the other within 1 s; catalog events and
  * availability transitions reach every replica's subscribers once; the sweep moves to a
  * surviving replica; role and project tokens rotated on one are refused on the other within

@@ -1,5 +1,5 @@
 /**
- * e2e: the router's lookup cache against a real `svc-fs-node` (issue 3 item 7), counted with
+ * e2e: the router's lookup cache against a real `svc-fs-node`, counted with
  * the node's own `svc_fs_ops_total`: a lookup of a missing name below a cached directory costs
  * one lookup and one check of the directory, and keeps the cache; a path removed and created
  * again through another session is found again; candidates reordered with the serving node

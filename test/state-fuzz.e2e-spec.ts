@@ -1,5 +1,5 @@
 /**
- * e2e fuzz of stored state (issue 2 "Bad input ... stored state unchanged"): 800 mutations
+ * e2e fuzz of stored state: 800 mutations
  * with randomly mangled members (null, wrong types, huge and traversal strings, nested
  * junk) through a real admin session. Whatever is accepted or refused, what the server
  * stores (checked every 10 mutations) keeps its types (names and URLs strings, policies `allow`/`deny`, mount paths
@@ -43,7 +43,7 @@ afterAll(async () => {
   cleanupTmp();
 });
 
-/** Every stored record as the API shows it keeps the types of PROTOCOL.md 5. */
+/** Every stored record as the API shows it keeps its types (docs/protocol.md "Projects and tokens", "Nodes"). */
 async function invariants(c: ControlClient, nodeId: string): Promise<string[]> {
   const bad: string[] = [];
   const { projects } = await c.request<{ projects: Array<Record<string, unknown>> }>('project_list');

@@ -1,5 +1,5 @@
 /**
- * e2e: the control-plane state store, from outside (issue 9 "Acceptance", PROTOCOL.md 10).
+ * e2e: the control-plane state store, from outside (docs/operations.md "State").
  * Store-agnostic: nothing here knows how the store lays out its files, only that the state
  * lives in `--state-dir`.
  *  a. a `state.json` of the previous version (test/fixtures/state-v1, plaintext and encrypted)

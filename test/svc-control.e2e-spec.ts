@@ -1,5 +1,5 @@
 /**
- * e2e: the `svc-control` CLI (issue 2 item 10): every exit-code path, payload sources,
+ * e2e: the `svc-control` CLI: every exit-code path, payload sources,
  * operator token handling, token discovery from the state directory, and `--watch`.
  */
 import { spawn } from 'node:child_process';

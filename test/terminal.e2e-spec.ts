@@ -1,5 +1,5 @@
 /**
- * e2e: the terminal service (PROTOCOL.md 8; issue 4 item 3) through `svc-fs-mount` in
+ * e2e: the terminal service (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)") through `svc-fs-mount` in
  * workspace mode: write a request to control/invoke.json, then cat the result; the timeout is
  * enforced; an invalid request is EINVAL and runs nothing.
  */

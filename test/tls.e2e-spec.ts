@@ -1,5 +1,5 @@
 /**
- * e2e: TLS on every listener (PROTOCOL.md 1 "TLS (wss://)", issue 12), with a CA and
+ * e2e: TLS on every listener (docs/operations.md "Transport security (TLS)"), with a CA and
  * certificates the test makes with `openssl`:
  *  - `svc` and two `svc-fs-node` daemons on `wss://`: pairing, lease refresh, catalog upsert,
  *    the topology's `wss://` fs_url, `svc-fs-mount` reads and writes, a FUSE mount, the runtime

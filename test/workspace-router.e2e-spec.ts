@@ -1,6 +1,6 @@
 /**
  * e2e: workspace mode against a real `svc` and two real `svc-fs-node`s with FS session auth
- * (issue 3 items 7-8 and the workspace/auth acceptance bullets): a project with two nodes on
+ * (workspace and auth acceptance): a project with two nodes on
  * one mount path; reads from the primary; SIGKILL of the primary and the next `cat` served by
  * the survivor within 5 s; restart on the same port; the topology's `auth_token` opens each
  * node (and a client without it is refused); project selection by binding; a mount path

@@ -32,7 +32,7 @@ export async function failure(p: Promise<unknown>): Promise<{ code: string; mess
   }
 }
 
-/** Node credentials as returned by `node_join` (PROTOCOL.md 5). */
+/** Node credentials as returned by `node_join` (docs/protocol.md "Nodes"). */
 export type Credentials = NodeCredentials;
 
 /** Creates an invite and joins a node with it. */

@@ -1,5 +1,5 @@
 /**
- * A small raw FS peer for e2e tests of `svc-fs-node` (PROTOCOL.md 4, 8): hello, tag
+ * A small raw FS peer for e2e tests of `svc-fs-node` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): hello, tag
  * correlation with many requests in flight, binary frames both ways, and the pushed events.
  * It adds no protocol help beyond that, so tests see exactly what the node sends.
  */

@@ -1,5 +1,5 @@
 /**
- * Kill -9 durability (issues 9 and 10): a model of every acknowledged mutation of 8 sessions
+ * Kill -9 durability: a model of every acknowledged mutation of 8 sessions
  * running random mutations concurrently, checked against the server after each SIGKILL and
  * restart. Requests that got no reply are unknown and not checked.
  */
@@ -199,7 +199,7 @@ export async function killCycles(env: NodeJS.ProcessEnv, cycles: number, seed: n
 }
 
 /**
- * Kill -9 durability with two replicas on one PostgreSQL database (issue 10): each cycle, 4
+ * Kill -9 durability with two replicas on one PostgreSQL database: each cycle, 4
  * sessions on each replica run the load; one replica, chosen at random, is SIGKILLed at a
  * random instant while the other keeps serving (its sessions must see no error); the load
  * stops, the killed replica is restarted, and every acknowledged mutation must be there.

@@ -1,6 +1,6 @@
 /**
  * A tiny FS node for unit tests of the client side's fault handling (FsClient keepalive,
- * EndpointPool hung endpoints): a real `ws` server that speaks just enough of PROTOCOL.md 8
+ * EndpointPool hung endpoints): a real `ws` server that speaks just enough of docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"
  * (hello; `exports` with one export `work`; `lookup`/`getattr` with one file attribute whose
  * size is the node's `size`; `open` with handle 1; `read` with the text `size N`; other
  * requests answered by echoing the operation) and can
