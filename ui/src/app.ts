@@ -1,5 +1,5 @@
 /**
- * The svc dashboard (issue 13 item 4), loaded by the signed-in application shell. It speaks
+ * The svc dashboard, loaded by the signed-in application shell. It speaks
  * the control protocol over one WebSocket session, authenticated as admin by the HttpOnly
  * session cookie:
  *

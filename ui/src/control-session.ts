@@ -1,5 +1,5 @@
 /**
- * The dashboard's WebSocket session with `svc` (PROTOCOL.md 2-4, 9): the same control
+ * The dashboard's WebSocket session with `svc` (docs/protocol.md "Envelope and errors", docs/namespace.md): the same control
  * protocol every client speaks. The upgrade is authenticated by the dashboard's HttpOnly
  * session cookie (the browser sends it; this code never sees it) and the server checks the
  * page's Origin. Negotiates `control.version` / `control.connect`, then the runtime session

@@ -1,11 +1,11 @@
 /**
- * The records the dashboard reads, as PROTOCOL.md 5-7 defines them (the server's own
+ * The records the dashboard reads, as the control protocol defines them (the server's own
  * definitions are in libs/protocol/src/records.ts; only the fields shown here are used).
  */
 
 export type MountState = 'online' | 'degraded' | 'missing';
 
-/** NodeInfo (PROTOCOL.md 5). Times in ms since the epoch. */
+/** NodeInfo (docs/protocol.md "Nodes"). Times in ms since the epoch. */
 export interface NodeInfo {
   node_id: string;
   node_name: string;
@@ -18,7 +18,7 @@ export interface NodeInfo {
   state: 'online' | 'degraded';
 }
 
-/** MountView (PROTOCOL.md 5); `auth_token` is dropped on receipt and never shown. */
+/** MountView (docs/protocol.md "Projects and tokens"); `auth_token` is dropped on receipt and never shown. */
 export interface MountView {
   mount_path: string;
   node_id: string;
@@ -44,7 +44,7 @@ export interface DriftItem {
   message: string;
 }
 
-/** WorkspaceStatus (PROTOCOL.md 6), as `/projects/<id>/STATUS.json` gives it to an admin. */
+/** WorkspaceStatus (docs/protocol.md "Workspace status"), as `/projects/<id>/STATUS.json` gives it to an admin. */
 export interface WorkspaceStatus {
   project_id: string;
   revision: number;
@@ -75,7 +75,7 @@ export interface PendingJoin {
   requested_at_ms: number;
 }
 
-/** `control.workspace_availability` push (PROTOCOL.md 6). */
+/** `control.workspace_availability` push (docs/protocol.md "Workspace status"). */
 export interface AvailabilityEvent {
   project_id: string;
   mount_path: string;
@@ -86,7 +86,7 @@ export interface AvailabilityEvent {
   ts_ms: number;
 }
 
-/** `control.node_service_event` push (PROTOCOL.md 7). */
+/** `control.node_service_event` push. */
 export interface CatalogEvent {
   event: 'upsert' | 'delete';
   node_id: string;
@@ -96,7 +96,7 @@ export interface CatalogEvent {
   ts_ms: number;
 }
 
-/** One `control.audit_list` entry (PROTOCOL.md 5). */
+/** One `control.audit_list` entry (docs/protocol.md "Audit log"). */
 export interface AuditEntry {
   ts_ms: number;
   role: string;
