@@ -1,5 +1,5 @@
 /**
- * Metrics of the state store that every engine exports (docs/operations.md "Metrics"), so a
+ * Metrics of the state store that every engine exports (docs/operations.md "Health and metrics"), so a
  * dashboard's queries find them in either mode: `svc_sweeper_leader` (1 while this process
  * runs the availability sweep; the embedded store's one process always does once loaded) and
  * `svc_store_replication_lag_seconds` (time from a commit on another replica to its replay
