@@ -16,8 +16,8 @@
  * load the real package on first use: nest-commander requires both at start-up, our commands use
  * neither (together about 300 files).
  *
- * Start-up work deferred to first use inside the bundles (each measured on
- * `svc-fs-mount cat`, 704 -> 412 modules run, code cache 1.28 -> 1.02 MB): modules the
+ * Start-up work deferred to first use inside the bundles (measured on
+ * `svc-fs-mount cat`: 412 modules run, code cache 1.02 MB): modules the
  * frameworks load but a command-line program does not run ({@link DEFERRED}), Node built-ins
  * the clients use on some paths only ({@link LAZY_BUILTINS}), ws's native masking for small
  * frames ({@link smallFrameMask}), optional addons that are not installed

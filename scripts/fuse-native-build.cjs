@@ -16,7 +16,7 @@
  * 3. answer wait that spins: a FUSE thread waits for the event loop's answer
  *    spinning up to 30 µs before it sleeps (on more than one CPU): most answers come from the
  *    mount's caches within a few µs, and waking a sleeping thread costs tens of µs on a virtual
- *    machine (bench:fuse-latency: a cached stat(2) 43-58 -> 19-24 µs). An answer that takes
+ *    machine (bench:fuse-latency: a cached stat(2) takes 19-24 µs). An answer that takes
  *    longer (a round trip to a node) costs at most those 30 µs of one CPU.
  * 4. create given the open flags: fuse-native hands `create` only the path and the mode, so
  *    O_EXCL, O_APPEND and O_TRUNC of an open(2) that creates could not reach the node, where
