@@ -23,9 +23,9 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
-import { missingProjects, Mutators, timeTo } from './support/faults';
+import { missingProjects, Mutators, startNodeDaemon, timeTo } from './support/faults';
 import { Postgres, postgresBinDir, startPostgres } from './support/postgres';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './support/processes';
+import { ADMIN_TOKEN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from './support/processes';
 import { startTcpProxy } from './support/tcp-proxy';
 
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
@@ -141,27 +141,7 @@ async function daemonFaults(): Promise<void> {
   const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
   const dir = tmpDir('bench-faults-node-');
   mkdirSync(join(dir, 'work'));
-  const startDaemon = (args: string[] = []) =>
-    startProcess(
-      BIN.fsNode,
-      [
-        '--port',
-        '0',
-        '--export',
-        `work=${join(dir, 'work')}`,
-        '--control-url',
-        svc.url,
-        '--state-file',
-        join(dir, 'state.json'),
-        '--node-name',
-        'bench',
-        ...args,
-      ],
-      {
-        SVC_AUTH_TOKEN: ADMIN_TOKEN,
-        SVC_LOG_LEVEL: 'warn',
-      },
-    );
+  const startDaemon = (args: string[] = []) => startNodeDaemon(dir, svc.url, 'bench', args, { SVC_LOG_LEVEL: 'warn' });
   let daemon = await startDaemon(['--invite-token', invite_token]);
   const nodeId = await waitFor(
     async () =>

@@ -32,10 +32,10 @@ import { closeSessions, failure, joinNode, session } from './helpers/control';
 import { Postgres, postgresBinDir, Standby, startPostgres } from './helpers/postgres';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ADMIN_TOKEN, USER_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, USER_TOKEN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from './helpers/processes';
 import { Client as PgClient } from 'pg';
 import { startTcpProxy, TcpProxy } from '../bench/support/tcp-proxy';
-import { missingProjects, Mutators, readyz, timeTo } from '../bench/support/faults';
+import { missingProjects, Mutators, readyz, startNodeDaemon, timeTo } from '../bench/support/faults';
 
 afterEach(() => closeSessions());
 afterAll(async () => {
@@ -385,26 +385,7 @@ describe('node daemon sessions (docs/protocol.md "Liveness from daemon sessions"
   });
 
   /** Starts the daemon of node `liveness` on `dir` (state file kept), against replica 0; default lease (30 s) and backoff. */
-  const startDaemon = (args: string[] = []): Promise<Running> =>
-    startProcess(
-      BIN.fsNode,
-      [
-        '--port',
-        '0',
-        '--export',
-        `work=${join(dir, 'work')}`,
-        '--control-url',
-        replicas[0].url,
-        '--state-file',
-        join(dir, 'state.json'),
-        '--node-name',
-        'liveness',
-        ...args,
-      ],
-      {
-        SVC_AUTH_TOKEN: ADMIN_TOKEN,
-      },
-    );
+  const startDaemon = (args: string[] = []): Promise<Running> => startNodeDaemon(dir, replicas[0].url, 'liveness', args);
 
   const stateOn = async (r: Running): Promise<string> => {
     const c = await session(r.url);
