@@ -10,6 +10,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FsClient } from '../libs/client/src';
+import { FS_OPS } from '../libs/protocol/src/fs';
 import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
 import { startFsNode } from './helpers/fs-peer';
 import { prng } from './helpers/prng';
@@ -90,29 +91,8 @@ function fsFrame(rand: () => number, ids: number[]): string | Buffer {
       : Buffer.concat([head, Buffer.from('{"channel":"acheron","type":"acheron.t_fs_write","tag":1,"h":1,"payload":{"off":0}}'), body]);
   }
   if (r < 0.07) return Array.from({ length: 1 + Math.floor(rand() * 40) }, () => String.fromCharCode(32 + Math.floor(rand() * 95))).join('');
-  const op = pick([
-    'lookup',
-    'getattr',
-    'setattr',
-    'readdirp',
-    'open',
-    'create',
-    'read',
-    'write',
-    'fsync',
-    'close',
-    'truncate',
-    'unlink',
-    'mkdir',
-    'rmdir',
-    'rename',
-    'symlink',
-    'readlink',
-    'statfs',
-    'exports',
-    'hello',
-    'nope',
-  ]);
+  // Every op of the protocol, and one it does not have.
+  const op = pick([...FS_OPS, 'nope']);
   const node = pick([...ids, ...ids, 0, 999_999, -5]);
   const payloads: Record<string, Record<string, unknown>> = {
     lookup: { name: pick(NAMES) },
