@@ -14,6 +14,8 @@ import { AcheronCommand } from './acheron.command';
 import { ApplyCommand } from './apply.command';
 import { AuditCommand } from './audit.command';
 import { CliOutput, openSession, reportFailure, SessionCommand } from './session-command';
+import { commanderOption } from '../../../libs/ops/src/option-specs';
+import { CONTROL_OPTIONS } from './option-table';
 
 @RootCommand({
   name: 'svc-control',
@@ -33,7 +35,7 @@ export class ControlCommand extends SessionCommand {
     super();
   }
 
-  @Option({ flags: '--watch', description: 'after the reply, keep the session open and print pushed events as JSON lines' })
+  @Option(commanderOption(CONTROL_OPTIONS.watch))
   parseWatch(): boolean {
     return true;
   }

@@ -1,13 +1,14 @@
 /**
  * What every svc-control command shares: the session options (`--url`, `--auth-token`,
- * `--operator-token`, `--agent-id`, `--timeout-ms`, `--tls-ca`), opening the control session,
+ * `--operator-token`, `--agent-id`, `--timeout-ms`, `--tls-ca`; option-table.ts), opening the control session,
  * and the mapping of failures to messages and exit codes (1: the server refused; 2: usage,
  * connection, TLS verification or authentication).
  */
 import { Option, CommandRunner } from 'nest-commander';
 import { clientTlsFrom, ControlClient, ControlClientFactory, ControlError, ConnectionError, resolveAuthToken } from '@svc/client';
-import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
 import { UsageError } from './payload';
+import { commanderOption } from '../../../libs/ops/src/option-specs';
+import { CONTROL_OPTIONS, DEFAULT_URL } from './option-table';
 
 export interface ControlOptions {
   url: string;
@@ -20,7 +21,7 @@ export interface ControlOptions {
   tlsCa?: string;
 }
 
-export const DEFAULT_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
+export { DEFAULT_URL };
 
 /** Writes to stdout/stderr and sets the exit code; shared by the svc-control commands. */
 export class CliOutput {
@@ -61,38 +62,32 @@ export function reportFailure(out: CliOutput, e: unknown, prefix = 'error'): voi
 
 /** Options shared by every svc-control command (declared once, parsed by commander). */
 export abstract class SessionCommand extends CommandRunner {
-  @Option({ flags: '--url <url>', description: `control-plane WebSocket URL (default ${DEFAULT_URL}, or $SVC_URL)` })
+  @Option(commanderOption(CONTROL_OPTIONS.url))
   parseUrl(v: string): string {
     return v;
   }
 
-  @Option({
-    flags: '--auth-token <token>',
-    description: 'role token (default $SVC_AUTH_TOKEN, else the admin token in ${SVC_STATE_DIR:-./.svc}/auth_tokens.json)',
-  })
+  @Option(commanderOption(CONTROL_OPTIONS.authToken))
   parseAuthToken(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--operator-token <token>', description: 'operator token for protected operations (default $SVC_CONTROL_OPERATOR_TOKEN)' })
+  @Option(commanderOption(CONTROL_OPTIONS.operatorToken))
   parseOperatorToken(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--agent-id <id>', description: 'agent id for control.connect (default "default")' })
+  @Option(commanderOption(CONTROL_OPTIONS.agentId))
   parseAgentId(v: string): string {
     return v;
   }
 
-  @Option({
-    flags: '--tls-ca <file>',
-    description: 'CA certificates (PEM) trusted for a wss:// URL besides the system CAs (default $SVC_TLS_CA); verification cannot be turned off',
-  })
+  @Option(commanderOption(CONTROL_OPTIONS.tlsCa))
   parseTlsCa(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--timeout-ms <ms>', description: 'per-request time limit in ms (default 30000)' })
+  @Option(commanderOption(CONTROL_OPTIONS.timeout))
   parseTimeout(v: string): number {
     const n = Number(v);
     if (!Number.isInteger(n) || n <= 0) throw new UsageError('--timeout-ms must be a positive integer');

@@ -1,6 +1,6 @@
 /**
  * `svc-fs-mount [global options] mount MOUNTPOINT [--daemon] [--allow-other] [--attr-ttl-ms N]
- * [--read-only]`: the workspace as a real filesystem through FUSE
+ * [--cache-ttl-ms N] [--poll-us N] [--read-only]` (option-table.ts): the workspace as a real filesystem through FUSE
  * (fuse-native, libfuse2), on the same WorkspaceRouter as the other commands (failover
  * included). Runs in the foreground until SIGINT/SIGTERM, then unmounts, or until the mount
  * point is unmounted from outside (`fusermount -u`, `umount`: seen within
@@ -21,6 +21,8 @@ import { useDataPathGc } from '../../../../libs/ops/src/data-path-gc';
 import { CliOutput } from '../cli-output';
 import { MountSession } from '../mount-session';
 import { UsageError } from '../mount-options';
+import { FUSE_MAX_POLL_US, FUSE_MAX_TTL_MS, FUSE_MOUNT_DEFAULTS, MOUNT_OPTIONS } from '../option-table';
+import { commanderOption } from '../../../../libs/ops/src/option-specs';
 import { MountCommand } from './base.command';
 
 /** Runs a program (fusermount, umount) and waits for it; child_process is loaded on first use. */
@@ -124,44 +126,38 @@ export class FuseMountCommand extends MountCommand {
     super();
   }
 
-  @Option({ flags: '--daemon', description: 'detach once mounted and print the pid' })
+  @Option(commanderOption(MOUNT_OPTIONS.daemon))
   parseDaemon(): boolean {
     return true;
   }
 
-  @Option({ flags: '--allow-other', description: 'let other users see the mount (needs user_allow_other in /etc/fuse.conf)' })
+  @Option(commanderOption(MOUNT_OPTIONS.allowOther))
   parseAllowOther(): boolean {
     return true;
   }
 
-  @Option({ flags: '--attr-ttl-ms <ms>', description: 'attribute and entry cache lifetime, ms (default 1000)' })
+  @Option(commanderOption(MOUNT_OPTIONS.attrTtl))
   parseTtl(v: string): number {
     const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 3_600_000) throw new UsageError('--attr-ttl-ms must be an integer from 0 to 3600000');
+    if (!Number.isInteger(n) || n < 0 || n > FUSE_MAX_TTL_MS) throw new UsageError(`--attr-ttl-ms must be an integer from 0 to ${FUSE_MAX_TTL_MS}`);
     return n;
   }
 
-  @Option({
-    flags: '--cache-ttl-ms <ms>',
-    description: "lifetime of the client-side attribute, listing and open caches, invalidated by the nodes' change events, ms (default 60000)",
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.cacheTtl))
   parseCacheTtl(v: string): number {
     const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 3_600_000) throw new UsageError('--cache-ttl-ms must be an integer from 0 to 3600000');
+    if (!Number.isInteger(n) || n < 0 || n > FUSE_MAX_TTL_MS) throw new UsageError(`--cache-ttl-ms must be an integer from 0 to ${FUSE_MAX_TTL_MS}`);
     return n;
   }
 
-  @Option({
-    flags: '--poll-us <us>',
-    description: 'after each operation keep polling this long instead of sleeping, µs (default 1000; 0 never): trades a little CPU for latency on virtual CPUs',
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.pollUs))
   parsePoll(v: string): number {
     const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 100_000) throw new UsageError('--poll-us must be an integer from 0 to 100000');
+    if (!Number.isInteger(n) || n < 0 || n > FUSE_MAX_POLL_US) throw new UsageError(`--poll-us must be an integer from 0 to ${FUSE_MAX_POLL_US}`);
     return n;
   }
 
-  @Option({ flags: '--read-only', description: 'refuse every change with EROFS' })
+  @Option(commanderOption(MOUNT_OPTIONS.readOnly))
   parseReadOnly(): boolean {
     return true;
   }
@@ -190,8 +186,13 @@ export class FuseMountCommand extends MountCommand {
     }
     if (cleaned) process.stderr.write(`svc-fs-mount: ${cleaned}\n`);
     await this.session.run(this.command, null, async (router) => {
-      const ttl = options.attrTtlMs ?? 1000;
-      const fs = new FuseFs(router, { attrTtlMs: ttl, cacheTtlMs: options.cacheTtlMs, pollUs: options.pollUs, readOnly: options.readOnly === true });
+      const ttl = options.attrTtlMs ?? FUSE_MOUNT_DEFAULTS.attrTtlMs;
+      const fs = new FuseFs(router, {
+        attrTtlMs: ttl,
+        cacheTtlMs: options.cacheTtlMs ?? FUSE_MOUNT_DEFAULTS.cacheTtlMs,
+        pollUs: options.pollUs ?? FUSE_MOUNT_DEFAULTS.pollUs,
+        readOnly: options.readOnly === true,
+      });
       const fuse = new Fuse(mountpoint, fs.ops, {
         // `fsname` is passed through to libfuse's -o list: it also carries big_writes (128 KiB
         // writes instead of 4 KiB) which fuse-native has no option for.

@@ -9,6 +9,8 @@ import { ProbeResult, WorkspaceRouter } from '../../../../libs/fs/src/router';
 import { CliOutput } from '../cli-output';
 import { table } from '../format';
 import { MountSession } from '../mount-session';
+import { MOUNT_OPTIONS } from '../option-table';
+import { commanderOption } from '../../../../libs/ops/src/option-specs';
 import { MountCommand } from './base.command';
 
 /** The JSON document of `status --json`. */
@@ -119,7 +121,7 @@ export class StatusCommand extends MountCommand {
     super();
   }
 
-  @Option({ flags: '--no-probe', description: 'do not connect to the endpoints' })
+  @Option(commanderOption(MOUNT_OPTIONS.noProbe))
   parseNoProbe(): boolean {
     return false;
   }
