@@ -3,8 +3,8 @@
  * the parser (src/config.ts), rendered into `svc --help` and into docs/configuration.md
  * (`npm run docs:config`).
  */
-import { DEFAULT_BIND, DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_STATE_DIR, DEFAULT_SVC_PORT } from '@svc/protocol';
-import { DEFAULT_LOG_LEVEL, DEFAULT_SHUTDOWN_GRACE_MS, helpLines, LOG_LEVELS, OptionSpec, sectionEntries } from '@svc/ops';
+import { DEFAULT_STATE_DIR, DEFAULT_SVC_PORT } from '@svc/protocol';
+import { helpLines, OptionSpec, sectionEntries, SERVER_COMMON_OPTIONS } from '@svc/ops';
 
 /** Availability sweep period, ms, unless `SVC_SWEEP_INTERVAL_MS` says otherwise; and the shortest it accepts. */
 export const DEFAULT_SWEEP_INTERVAL_MS = 1000;
@@ -59,13 +59,8 @@ function fsDeadline(what: string, mountFlag: string): string {
 
 /** The flags and variables of `svc` (the server), in the order `--help` lists them. */
 export const SERVER_OPTIONS = {
-  bind: {
-    flag: 'bind',
-    value: 'ADDR',
-    default: DEFAULT_BIND,
-    description: 'listen address of the WebSocket and ops listeners; beyond loopback it needs TLS or `--insecure-transport`',
-  },
-  port: { flag: 'port', value: 'PORT', default: String(DEFAULT_SVC_PORT), description: 'WebSocket port; 0 picks a free one' },
+  bind: SERVER_COMMON_OPTIONS.bind,
+  port: { ...SERVER_COMMON_OPTIONS.port, default: String(DEFAULT_SVC_PORT) },
   stateDir: {
     flag: 'state-dir',
     value: 'DIR',
@@ -80,22 +75,17 @@ export const SERVER_OPTIONS = {
     description:
       'keep the state in PostgreSQL (`postgres://...`, 13 or later), shared by any number of `svc` replicas, instead of SQLite in the state directory',
   },
-  tlsCert: {
-    flag: 'tls-cert',
-    value: 'FILE',
-    env: 'SVC_TLS_CERT',
-    description: 'serve `wss://` with this PEM certificate chain; re-read within 10 s of a change and on SIGHUP',
-  },
-  tlsKey: { flag: 'tls-key', value: 'FILE', env: 'SVC_TLS_KEY', description: 'the PEM private key of `--tls-cert`' },
-  insecureTransport: { flag: 'insecure-transport', description: 'allow a `--bind` beyond loopback without TLS (tokens and data in clear; warns at start)' },
+  tlsCert: SERVER_COMMON_OPTIONS.tlsCert,
+  tlsKey: SERVER_COMMON_OPTIONS.tlsKey,
+  insecureTransport: SERVER_COMMON_OPTIONS.insecureTransport,
   tlsCa: {
     flag: 'tls-ca',
     value: 'FILE',
     env: 'SVC_TLS_CA',
     description: 'PEM CA certificates trusted for `wss://` FS nodes besides the system CAs; verification cannot be turned off',
   },
-  help: { flag: 'help', short: 'h', description: 'print this text' },
-  metricsPort: { env: 'SVC_METRICS_PORT', description: 'serve `/livez`, `/readyz`, `/metrics` and `/metrics.json` on this port (same bind address)' },
+  help: SERVER_COMMON_OPTIONS.help,
+  metricsPort: SERVER_COMMON_OPTIONS.metricsPort,
   stateKey: {
     env: 'SVC_CONTROL_STATE_KEY_HEX',
     description:
@@ -112,25 +102,15 @@ export const SERVER_OPTIONS = {
   },
   adminToken: { env: 'SVC_ADMIN_TOKEN', description: 'the admin role token; unset: generated once into the store (and `auth_tokens.json`)' },
   userToken: { env: 'SVC_USER_TOKEN', description: 'the user role token (must differ from the admin token); unset: generated like the admin token' },
-  maxMessageBytes: {
-    env: 'SVC_MAX_MESSAGE_BYTES',
-    default: String(DEFAULT_MAX_MESSAGE_BYTES),
-    unit: 'bytes',
-    description: 'largest frame; a larger one closes the connection with 1009',
-  },
-  logLevel: { env: 'SVC_LOG_LEVEL', default: DEFAULT_LOG_LEVEL, description: `log level: ${LOG_LEVELS.join(', ')}` },
+  maxMessageBytes: SERVER_COMMON_OPTIONS.maxMessageBytes,
+  logLevel: SERVER_COMMON_OPTIONS.logLevel,
   sweepInterval: {
     env: 'SVC_SWEEP_INTERVAL_MS',
     default: String(DEFAULT_SWEEP_INTERVAL_MS),
     unit: 'ms',
     description: `availability sweep period; at least ${MIN_SWEEP_INTERVAL_MS}`,
   },
-  shutdownGrace: {
-    env: 'SVC_SHUTDOWN_GRACE_MS',
-    default: String(DEFAULT_SHUTDOWN_GRACE_MS),
-    unit: 'ms',
-    description: 'how long shutdown waits for requests in flight',
-  },
+  shutdownGrace: SERVER_COMMON_OPTIONS.shutdownGrace,
   nodeSessionTimeout: {
     env: 'SVC_NODE_SESSION_TIMEOUT_MS',
     default: String(DEFAULT_NODE_SESSION_TIMEOUT_MS),

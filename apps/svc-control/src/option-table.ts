@@ -4,7 +4,8 @@
  * docs/configuration.md is rendered from them (`npm run docs:config`).
  */
 import { DEFAULT_REQUEST_TIMEOUT_MS } from '@svc/client';
-import { AUDIT_LIST_DEFAULT_LIMIT, DEFAULT_AGENT_ID, DEFAULT_STATE_DIR, DEFAULT_SVC_PORT } from '@svc/protocol/wire';
+import { AUDIT_LIST_DEFAULT_LIMIT, DEFAULT_AGENT_ID, DEFAULT_SVC_PORT } from '@svc/protocol/wire';
+import { CLIENT_COMMON_OPTIONS, LOCAL_ADMIN_TOKEN } from '../../../libs/ops/src/common-options';
 import { OptionSpec } from '../../../libs/ops/src/option-specs';
 
 /** Default control-plane URL (`$SVC_URL` overrides). */
@@ -27,7 +28,7 @@ export const CONTROL_OPTIONS = {
     flag: 'auth-token',
     value: 'TOKEN',
     env: 'SVC_AUTH_TOKEN',
-    default: `the admin token in \`\${SVC_STATE_DIR:-${DEFAULT_STATE_DIR}}/auth_tokens.json\``,
+    default: LOCAL_ADMIN_TOKEN,
     description: 'role token of the session',
   },
   operatorToken: {
@@ -42,18 +43,9 @@ export const CONTROL_OPTIONS = {
     default: DEFAULT_AGENT_ID,
     description: 'agent id of the session (`control.connect`; bindings are per role and agent)',
   },
-  tlsCa: {
-    flag: 'tls-ca',
-    value: 'FILE',
-    env: 'SVC_TLS_CA',
-    description: 'PEM CA certificates trusted for a `wss://` URL besides the system CAs; verification cannot be turned off',
-  },
+  tlsCa: CLIENT_COMMON_OPTIONS.tlsCa,
   timeout: { flag: 'timeout-ms', value: 'MS', default: String(DEFAULT_REQUEST_TIMEOUT_MS), unit: 'ms', description: 'time limit of each request' },
-  stateDir: {
-    env: 'SVC_STATE_DIR',
-    default: DEFAULT_STATE_DIR,
-    description: 'without a role token: the directory whose `auth_tokens.json` holds the admin token',
-  },
+  stateDir: CLIENT_COMMON_OPTIONS.stateDir,
   watch: {
     flag: 'watch',
     section: OPERATION_SECTION,

@@ -3,8 +3,9 @@
  * decorators of its commands are made from these entries ({@link commanderOption}), and
  * docs/configuration.md is rendered from them (`npm run docs:config`).
  */
-import { DEFAULT_AGENT_ID, DEFAULT_STATE_DIR, DEFAULT_SVC_PORT, FS_FEATURES } from '@svc/protocol/wire';
+import { DEFAULT_AGENT_ID, DEFAULT_SVC_PORT, FS_FEATURES } from '@svc/protocol/wire';
 import { DEFAULT_WORKSPACE_SYNC_INTERVAL_MS, ROUTER_DEADLINES } from '../../../libs/fs/src/router';
+import { CLIENT_COMMON_OPTIONS, LOCAL_ADMIN_TOKEN } from '../../../libs/ops/src/common-options';
 import { OptionSpec } from '../../../libs/ops/src/option-specs';
 
 /** Default control-plane URL in workspace mode (`$SVC_URL` overrides). */
@@ -44,7 +45,7 @@ export const MOUNT_OPTIONS = {
     flag: 'auth-token',
     value: 'TOKEN',
     env: 'SVC_AUTH_TOKEN',
-    default: `the admin token in \`\${SVC_STATE_DIR:-${DEFAULT_STATE_DIR}}/auth_tokens.json\``,
+    default: LOCAL_ADMIN_TOKEN,
     description: 'workspace mode: the role token of the control session; endpoint mode: the FS session token of every `--endpoint`, else `$SVC_FS_AUTH_TOKEN`',
   },
   agentId: { flag: 'agent-id', value: 'ID', default: DEFAULT_AGENT_ID, description: 'agent whose binding selects the project when there is no `--project-id`' },
@@ -62,12 +63,7 @@ export const MOUNT_OPTIONS = {
     description:
       'endpoint mode, no control plane: SPEC is `name=ws-url[#export][@/mount]` (export `work`, mount `/<name>` unless given); a mount path given twice is a failover group in the order given',
   },
-  tlsCa: {
-    flag: 'tls-ca',
-    value: 'FILE',
-    env: 'SVC_TLS_CA',
-    description: 'PEM CA certificates trusted for `wss://` URLs besides the system CAs; verification cannot be turned off',
-  },
+  tlsCa: CLIENT_COMMON_OPTIONS.tlsCa,
   noBinary: { flag: 'no-binary', description: 'use JSON + base64 for data instead of binary frames' },
   fsFeatures: {
     flag: 'fs-features',
@@ -114,11 +110,7 @@ export const MOUNT_OPTIONS = {
   },
   json: { flag: 'json', description: 'print results as JSON' },
   fsAuthToken: { env: 'SVC_FS_AUTH_TOKEN', description: 'endpoint mode: the FS session token when `--auth-token` is not given' },
-  stateDir: {
-    env: 'SVC_STATE_DIR',
-    default: DEFAULT_STATE_DIR,
-    description: 'workspace mode without a role token: the directory whose `auth_tokens.json` holds the admin token',
-  },
+  stateDir: CLIENT_COMMON_OPTIONS.stateDir,
   daemon: { flag: 'daemon', section: MOUNT_SECTION, description: 'detach once mounted and print the pid' },
   allowOther: { flag: 'allow-other', section: MOUNT_SECTION, description: 'let other users see the mount (needs `user_allow_other` in /etc/fuse.conf)' },
   attrTtl: {

@@ -3,16 +3,8 @@
  * (config.ts), rendered into `svc-fs-node --help` and into docs/configuration.md
  * (`npm run docs:config`). Loaded by `--help`, so it imports values only.
  */
-import {
-  DEFAULT_BIND,
-  DEFAULT_FS_NODE_PORT,
-  DEFAULT_MAX_MESSAGE_BYTES,
-  FS_FEATURES,
-  LEASE_TTL_DEFAULT_MS,
-  LEASE_TTL_MAX_MS,
-  LEASE_TTL_MIN_MS,
-} from '@svc/protocol/wire';
-import { DEFAULT_LOG_LEVEL, DEFAULT_SHUTDOWN_GRACE_MS, LOG_LEVELS } from '../../../libs/ops/src/config-values';
+import { DEFAULT_FS_NODE_PORT, FS_FEATURES, LEASE_TTL_DEFAULT_MS, LEASE_TTL_MAX_MS, LEASE_TTL_MIN_MS } from '@svc/protocol/wire';
+import { SERVER_COMMON_OPTIONS } from '../../../libs/ops/src/common-options';
 import { helpLines, OptionSpec, sectionEntries } from '../../../libs/ops/src/option-specs';
 
 /** The export served without `--export`. */
@@ -47,13 +39,8 @@ const FEATURE_LIST = `comma-separated names (${FS_FEATURES.map((f) => `\`${f}\``
 
 /** The flags and variables of `svc-fs-node`, in the order `--help` lists them. */
 export const FS_NODE_OPTIONS = {
-  bind: {
-    flag: 'bind',
-    value: 'ADDR',
-    default: DEFAULT_BIND,
-    description: 'listen address of the FS and ops listeners; beyond loopback it needs TLS or `--insecure-transport`',
-  },
-  port: { flag: 'port', value: 'PORT', default: String(DEFAULT_FS_NODE_PORT), description: 'WebSocket port; 0 picks a free one' },
+  bind: SERVER_COMMON_OPTIONS.bind,
+  port: { ...SERVER_COMMON_OPTIONS.port, default: String(DEFAULT_FS_NODE_PORT) },
   export: {
     flag: 'export',
     value: 'NAME=PATH[:ro|:rw]',
@@ -82,18 +69,10 @@ export const FS_NODE_OPTIONS = {
     default: 'all',
     description: `FS extensions granted to sessions that ask for them: ${FEATURE_LIST}`,
   },
-  tlsCert: {
-    flag: 'tls-cert',
-    value: 'FILE',
-    env: 'SVC_TLS_CERT',
-    description: 'serve `wss://` with this PEM certificate chain; re-read within 10 s of a change and on SIGHUP',
-  },
-  tlsKey: { flag: 'tls-key', value: 'FILE', env: 'SVC_TLS_KEY', description: 'the PEM private key of `--tls-cert`' },
-  insecureTransport: {
-    flag: 'insecure-transport',
-    description: 'allow a `--bind` beyond loopback without TLS (tokens and file data in clear; warns at start)',
-  },
-  help: { flag: 'help', short: 'h', description: 'print this text' },
+  tlsCert: SERVER_COMMON_OPTIONS.tlsCert,
+  tlsKey: SERVER_COMMON_OPTIONS.tlsKey,
+  insecureTransport: SERVER_COMMON_OPTIONS.insecureTransport,
+  help: SERVER_COMMON_OPTIONS.help,
   controlUrl: {
     flag: 'control-url',
     value: 'URL',
@@ -178,20 +157,13 @@ export const FS_NODE_OPTIONS = {
   },
   servicesDir: { flag: 'services-dir', value: 'DIR', section: DAEMON_SECTION, description: 'publish every `*.json` manifest in DIR, re-read when it changes' },
   label: { flag: 'label', value: 'KEY=VALUE', repeatable: true, section: DAEMON_SECTION, description: 'a node label; KEY is identifier-safe' },
-  metricsPort: { env: 'SVC_METRICS_PORT', description: 'serve `/livez`, `/readyz`, `/metrics` and `/metrics.json` on this port (same bind address)' },
+  metricsPort: SERVER_COMMON_OPTIONS.metricsPort,
   maxMessageBytes: {
-    env: 'SVC_MAX_MESSAGE_BYTES',
-    default: String(DEFAULT_MAX_MESSAGE_BYTES),
-    unit: 'bytes',
-    description: `largest frame; a larger one closes the connection with 1009; at least ${MIN_MAX_MESSAGE_BYTES} (a 1 MiB write as base64 JSON)`,
+    ...SERVER_COMMON_OPTIONS.maxMessageBytes,
+    description: `${SERVER_COMMON_OPTIONS.maxMessageBytes.description}; at least ${MIN_MAX_MESSAGE_BYTES} (a 1 MiB write as base64 JSON)`,
   },
-  logLevel: { env: 'SVC_LOG_LEVEL', default: DEFAULT_LOG_LEVEL, description: `log level: ${LOG_LEVELS.join(', ')}` },
-  shutdownGrace: {
-    env: 'SVC_SHUTDOWN_GRACE_MS',
-    default: String(DEFAULT_SHUTDOWN_GRACE_MS),
-    unit: 'ms',
-    description: 'how long SIGTERM waits for FS requests in flight',
-  },
+  logLevel: SERVER_COMMON_OPTIONS.logLevel,
+  shutdownGrace: SERVER_COMMON_OPTIONS.shutdownGrace,
 } satisfies Record<string, OptionSpec>;
 
 /** `svc-fs-node --help`, and the text after a usage error. */

@@ -6,3 +6,4 @@ export * from './ops.module';
 export * from './config-values';
 export * from './atomic-file';
 export * from './option-specs';
+export * from './common-options';
