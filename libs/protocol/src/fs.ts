@@ -48,8 +48,7 @@ export const FS_OPS = [
 export type FsOp = (typeof FS_OPS)[number];
 
 /**
- * FS extensions (docs/protocol.md "FS extensions", written down in docs/protocol.md "FS
- * extensions"): a client lists the names it wants in the hello payload `features`, the node
+ * FS extensions (docs/protocol.md "FS extensions"): a client lists the names it wants in the hello payload `features`, the node
  * answers with those it grants in `caps.features`; a session that was granted none speaks the
  * base protocol exactly.
  * - `open_read`: `t_fs_open` may carry `read` (bytes) and `close_at_eof`; the reply carries the
@@ -191,7 +190,7 @@ export interface ExportInfo {
   caps: Record<string, unknown>;
 }
 
-/** `acheron.t_fs_hello` payload (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)", 8). */
+/** `acheron.t_fs_hello` payload (docs/protocol.md "Versions and negotiation"). */
 export interface FsHelloRequest {
   protocol: string;
   proto: number;

@@ -1,5 +1,5 @@
 /**
- * FsGateway: the FS session protocol on `/v2/fs` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)", 8). One thin handler per
+ * FsGateway: the FS session protocol on `/v2/fs` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). One thin handler per
  * operation: it reads the root fields (`node`, `h`) and the validated payload and delegates to
  * {@link FsService}; errors go through the one exception filter as `acheron.err_fs`.
  *
