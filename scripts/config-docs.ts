@@ -29,7 +29,11 @@ interface ProgramDoc {
 const PROGRAMS: ProgramDoc[] = [
   {
     heading: '`svc`',
-    intro: 'The control-plane server. Its environment is read once at start; `svc --help` prints the same list.',
+    intro:
+      'The control-plane server. Its environment is read once at start; `svc --help` prints the same list. How TLS is served and rotated: ' +
+      '[Transport security (TLS)](operations.md#transport-security-tls); replicas: [Replicas on PostgreSQL](operations.md#replicas-on-postgresql); ' +
+      "the `SVC_FS_*` deadlines: [Deadlines and hung nodes](protocol.md#deadlines-and-hung-nodes); a node daemon's session: " +
+      '[Liveness from daemon sessions](protocol.md#liveness-from-daemon-sessions).',
     table: SERVER_OPTIONS,
   },
   {
@@ -51,7 +55,9 @@ const PROGRAMS: ProgramDoc[] = [
   },
   {
     heading: '`svc-fs-mount`',
-    intro: 'The mount client. Global options go before or after the command (`status`, `cat`, `mount`, ...).',
+    intro:
+      'The mount client. Global options go before or after the command (`status`, `cat`, `mount`, ...). The deadlines: ' +
+      '[Deadlines and hung nodes](protocol.md#deadlines-and-hung-nodes); the FS extensions: [FS extensions](protocol.md#fs-extensions).',
     table: MOUNT_OPTIONS,
     sections: {
       [MOUNT_SECTION]: { heading: '`svc-fs-mount mount MOUNTPOINT`', intro: '' },
