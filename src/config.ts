@@ -70,7 +70,7 @@ export class ServerConfig {
   nodeSessionTimeoutMs: number;
   /**
    * Deadlines of the FS sessions svc opens for the runtime namespace (docs/namespace.md;
-   * docs/protocol.md "Workspace router and `svc-fs-mount` (client side)", its deadlines), ms:
+   * docs/protocol.md "Deadlines and hung nodes"), ms:
    * connect + hello (`SVC_FS_CONNECT_TIMEOUT_MS`), one request on a node that answers pings
    * (`SVC_FS_REQUEST_TIMEOUT_MS`), keepalive interval while requests wait
    * (`SVC_FS_KEEPALIVE_MS`; 0 off) and limit without any answer

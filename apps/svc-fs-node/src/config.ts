@@ -256,6 +256,7 @@ function loadDaemonConfig(values: FlagValues, env: NodeJS.ProcessEnv, cwd: strin
   const controlUrl = str('control-url');
   const labels = ((values.label as string[] | undefined) ?? []).map(parseLabel);
   if (controlUrl === undefined) {
+    // In table order: the first of them given is the one the error names.
     const daemonOnly = optionList(FS_NODE_OPTIONS).flatMap((o) =>
       o.section === DAEMON_SECTION && o.flag !== undefined && o.flag !== 'control-url' ? [o.flag] : [],
     );

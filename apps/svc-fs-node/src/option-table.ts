@@ -79,6 +79,13 @@ export const FS_NODE_OPTIONS = {
     section: DAEMON_SECTION,
     description: 'svc WebSocket URL, e.g. `ws://127.0.0.1:18790/`: pair with svc, keep a lease, publish the catalog record',
   },
+  tlsCa: {
+    flag: 'tls-ca',
+    value: 'FILE',
+    env: 'SVC_TLS_CA',
+    section: DAEMON_SECTION,
+    description: 'PEM CA certificates trusted for a `wss://` `--control-url` besides the system CAs; verification cannot be turned off',
+  },
   controlAuthToken: { flag: 'control-auth-token', value: 'T', env: 'SVC_AUTH_TOKEN', section: DAEMON_SECTION, description: 'role token for svc; required' },
   pairMode: {
     flag: 'pair-mode',
@@ -94,13 +101,6 @@ export const FS_NODE_OPTIONS = {
     default: 'the listening URL: `ws://BIND:PORT/v2/fs`, `wss://` with `--tls-cert`',
     section: DAEMON_SECTION,
     description: 'FS URL advertised to svc',
-  },
-  tlsCa: {
-    flag: 'tls-ca',
-    value: 'FILE',
-    env: 'SVC_TLS_CA',
-    section: DAEMON_SECTION,
-    description: 'PEM CA certificates trusted for a `wss://` `--control-url` besides the system CAs; verification cannot be turned off',
   },
   stateFile: {
     flag: 'state-file',
