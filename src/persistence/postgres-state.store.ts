@@ -288,6 +288,23 @@ export class PostgresStateStore implements StateStore {
   }
 
   /**
+   * A client of its own, outside the pool, for a session that must outlive single statements
+   * (the LISTEN session, the sweeper's lock session): not yet connected; its statements get
+   * {@link QUERY_TIMEOUT_MS} and one that exceeds it ends the connection. The caller adds the
+   * `error` and `end` listeners before connecting.
+   */
+  private newSessionClient(): Client {
+    const client = new Client({
+      connectionString: this.options.url,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+      query_timeout: QUERY_TIMEOUT_MS,
+    });
+    dropOnTimeout(client);
+    return client;
+  }
+
+  /**
    * Notes a connection the database ended. Reachability is judged by the queries (the next
    * one opens a new connection): a single connection ended by the server is no outage.
    */
@@ -528,13 +545,7 @@ export class PostgresStateStore implements StateStore {
    */
   private async listen(onNotify: () => Promise<void>): Promise<void> {
     if (this.listener || this.closed || Date.now() < this.listenAt) return;
-    const client = new Client({
-      connectionString: this.options.url,
-      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-      keepAlive: true,
-      query_timeout: QUERY_TIMEOUT_MS,
-    });
-    dropOnTimeout(client);
+    const client = this.newSessionClient();
     this.listener = client;
     let listening = false;
     const drop = (e?: Error) => {
@@ -575,13 +586,7 @@ export class PostgresStateStore implements StateStore {
       return;
     }
     if (!this.leader) {
-      const client = new Client({
-        connectionString: this.options.url,
-        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-        keepAlive: true,
-        query_timeout: QUERY_TIMEOUT_MS,
-      });
-      dropOnTimeout(client);
+      const client = this.newSessionClient();
       let connected = false;
       const lost = (e?: Error) => {
         if (!connected) return; // a failed connect: its error goes to connect()'s promise
