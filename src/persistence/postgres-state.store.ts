@@ -38,7 +38,7 @@ import { exportState, readSnapshotFile, recordsOfSnapshot } from './snapshot-fil
 import { SqlRecords } from './sql-records';
 import { replicationLagHistogram, sweeperLeaderGauge } from './store-metrics';
 import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
-import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
+import { requireOpen, StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 
 /** Advisory lock keys: migrations, writes (transaction-level), the sweeper (session-level). */
 const MIGRATION_LOCK = 0x73766331;
@@ -178,9 +178,10 @@ export class PostgresStateStore implements StateStore {
     // Known unreachable: refused at once, not after a replay waiting for its timeouts (the
     // change feed's poll, every POLL_MS, finds out when the database answers again).
     const refuse = () => new StoreUnavailableError(`the state database does not answer (${this.unreachableWhy})`);
+    requireOpen(this.records);
     if (!this.reachable) throw refuse();
     return this.exclusive(async () => {
-      const records = this.open_();
+      const records = requireOpen(this.records);
       if (!this.reachable) throw refuse();
       let seq: number | null = null;
       try {
@@ -212,7 +213,7 @@ export class PostgresStateStore implements StateStore {
   }
 
   async queryAudit(query: AuditQuery): Promise<AuditPage> {
-    const records = this.open_();
+    const records = requireOpen(this.records);
     try {
       return await records.queryAudit(query);
     } catch (e) {
@@ -440,11 +441,6 @@ export class PostgresStateStore implements StateStore {
     }
   }
 
-  private open_(): SqlRecords {
-    if (!this.records) throw new StoreUnavailableError('the state store is closed');
-    return this.records;
-  }
-
   /** Runs `fn` after every earlier replay or write of this process (one at a time). */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
     const p = this.chain.then(fn, fn);
@@ -458,7 +454,7 @@ export class PostgresStateStore implements StateStore {
    * (away longer than the retention), it reloads every record instead.
    */
   private async replay(executor: Kysely<unknown>): Promise<void> {
-    const records = this.open_();
+    const records = requireOpen(this.records);
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
     const db = executor as Kysely<any>;
     for (;;) {
@@ -485,7 +481,7 @@ export class PostgresStateStore implements StateStore {
 
   /** Reloads every record and hands the differences to the remote listener as one change set. */
   private async resync(db: Kysely<unknown>): Promise<void> {
-    const records = this.open_();
+    const records = requireOpen(this.records);
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
     const any = db as Kysely<any>;
     const last = await any
@@ -518,7 +514,7 @@ export class PostgresStateStore implements StateStore {
         queued = null;
         if (this.closed) return;
         try {
-          await this.replay(this.open_().db as Kysely<unknown>);
+          await this.replay(requireOpen(this.records).db as Kysely<unknown>);
           this.setReachable(true);
         } catch (e) {
           if (isConnectionError(e)) this.setReachable(false, (e as Error).message);

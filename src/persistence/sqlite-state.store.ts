@@ -27,7 +27,7 @@ import { exportState, recordsOfSnapshot, readSnapshotFile } from './snapshot-fil
 import { SqlRecords } from './sql-records';
 import { replicationLagHistogram, sweeperLeaderGauge } from './store-metrics';
 import { StateDirLock } from './state-lock';
-import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
+import { requireOpen, StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 
 /** `PRAGMA application_id` of an svc state database ("svc1"). */
@@ -152,11 +152,11 @@ export class SqliteStateStore implements StateStore {
    *   (nothing of it was applied; the store is unreachable until room returns)
    */
   async write(build: () => ChangeSet | null): Promise<boolean> {
-    if (!this.records) throw new Error('the state store is not open');
+    const records = requireOpen(this.records);
     const changes = build();
     if (!changes) return false;
     try {
-      await this.records.commit(changes);
+      await records.commit(changes);
     } catch (e) {
       const why = fileSystemFailure(e);
       if (why === null) throw e;
@@ -205,8 +205,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   async queryAudit(query: AuditQuery): Promise<AuditPage> {
-    if (!this.records) throw new StoreUnavailableError('the state store is not open');
-    return this.records.queryAudit(query);
+    return requireOpen(this.records).queryAudit(query);
   }
 
   async pruneAudit(retention: AuditRetention): Promise<number> {

@@ -3,6 +3,11 @@
  * The embedded adapter is SQLite ({@link SqliteStateStore}); another engine implements this
  * interface and is bound to {@link STATE_STORE}. Nothing outside PersistenceModule knows
  * which engine runs.
+ *
+ * A store that is not open (before {@link StateStore.open} resolved, after it failed, or after
+ * {@link StateStore.close}) refuses {@link StateStore.write} and {@link StateStore.queryAudit}
+ * with {@link StoreNotOpenError}, thrown by {@link requireOpen}; {@link StateStore.sync} and
+ * {@link StateStore.pruneAudit} do nothing then (the latter returns 0).
  */
 import type { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 import type { ChangeSet, ControlState } from './state.model';
@@ -25,6 +30,7 @@ export interface StateStore {
    * resolves the change is durable (a killed process; also power loss with
    * `SVC_STATE_SYNC=full`); when it rejects, nothing of it was applied.
    * @returns whether a change set was committed
+   * @throws StoreNotOpenError when the store is not open (`build` is not called)
    * @throws StoreUnavailableError when the database cannot be reached or its file system
    *   refuses the commit (disk full, I/O error, read-only); otherwise an Error with the
    *   engine's code
@@ -47,13 +53,14 @@ export interface StateStore {
   /**
    * A page of the audit log (rows appended by {@link write} from `ChangeSet.audit`), newest
    * first, queried from the database.
+   * @throws StoreNotOpenError when the store is not open
    * @throws StoreUnavailableError when the database cannot be reached
    */
   queryAudit(query: AuditQuery): Promise<AuditPage>;
   /**
    * Deletes the audit entries older than `retention.minTsMs` and all but the newest
    * `retention.maxEntries`.
-   * @returns how many were deleted
+   * @returns how many were deleted (0 when the store is not open)
    */
   pruneAudit(retention: AuditRetention): Promise<number>;
   /** Closes the database and releases ownership. */
@@ -70,3 +77,27 @@ export class StateLoadError extends Error {}
 
 /** The database cannot be reached or written now: the change was not made (`unavailable`). */
 export class StoreUnavailableError extends Error {}
+
+/**
+ * The store is not open (not yet, no longer, or its opening failed): nothing was read or
+ * written. A {@link StoreUnavailableError}, so a mutation refused this way is `unavailable`
+ * (as during shutdown). Its `code` is always {@link StoreNotOpenError.CODE}.
+ */
+export class StoreNotOpenError extends StoreUnavailableError {
+  static readonly CODE = 'STORE_NOT_OPEN';
+  readonly code = StoreNotOpenError.CODE;
+  constructor() {
+    super('the state store is not open');
+  }
+}
+
+/**
+ * The guard of every store operation that needs the open database.
+ * @param db what the store holds while open (its database handle), null otherwise
+ * @returns `db`
+ * @throws StoreNotOpenError when `db` is null
+ */
+export function requireOpen<T>(db: T | null): T {
+  if (db === null) throw new StoreNotOpenError();
+  return db;
+}
