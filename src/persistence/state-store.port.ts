@@ -65,6 +65,32 @@ export interface StateStore {
   pruneAudit(retention: AuditRetention): Promise<number>;
   /** Closes the database and releases ownership. */
   close(): Promise<void>;
+  /**
+   * `svc state export`: writes a consistent snapshot of every record (docs/operations.md
+   * "State"), encrypted with the state key when one is set, also while servers run on the
+   * store; writes nothing to the store. Called on a store this process has not opened: it
+   * opens the database, checks the key, reads, and closes it again.
+   * @param file where to write the snapshot (mode 0600, replaced atomically), or null to hand
+   *   the text to `write`
+   * @param write receives the snapshot's text when `file` is null (default: standard output)
+   * @returns the number of records written per table name (every table, 0 included)
+   * @throws StateLoadError when there is no store, or it cannot be read (wrong or missing
+   *   key, foreign or damaged database); the system error when `file` cannot be written
+   */
+  exportTo(file: string | null, write?: (text: string) => void): Promise<Record<string, number>>;
+  /**
+   * `svc state import FILE`: loads a snapshot (this version's export, or an earlier version's
+   * `state.json`) into an empty store, in one transaction, creating or migrating the schema
+   * first. Called on a store this process has not opened; closes it when done.
+   * @param file the snapshot file
+   * @param fileKey key the file was written with: undefined for the store's key (it differs
+   *   when rotating keys), null for a plaintext file
+   * @returns the number of records imported per table name (every table, 0 included)
+   * @throws StateLoadError when the file is missing, unreadable or needs another key, the
+   *   store is not empty, cannot be used, or (embedded store) a server holds it; nothing was
+   *   changed then
+   */
+  importFrom(file: string, fileKey?: Buffer | null): Promise<Record<string, number>>;
   /** Human-readable location, for logs, e.g. `/var/lib/svc/state.db (encrypted)`. */
   describe(): string;
 }

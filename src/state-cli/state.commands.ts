@@ -15,6 +15,7 @@ import { nonEmpty } from '@svc/ops';
 import { parseStateKey } from '../config';
 import { PostgresStateStore } from '../persistence/postgres-state.store';
 import { SqliteStateStore } from '../persistence/sqlite-state.store';
+import type { StateStore } from '../persistence/state-store.port';
 
 interface StoreFlags {
   stateDir?: string;
@@ -23,7 +24,7 @@ interface StoreFlags {
 }
 
 /** The store the flags and environment name (as the server finds it). */
-function storeOf(flags: StoreFlags): SqliteStateStore | PostgresStateStore {
+function storeOf(flags: StoreFlags): StateStore {
   const key = parseStateKey(process.env.SVC_CONTROL_STATE_KEY_HEX);
   const url = flags.databaseUrl ?? nonEmpty(process.env.SVC_DATABASE_URL);
   if (url) return new PostgresStateStore({ url, key });
