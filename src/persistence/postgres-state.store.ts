@@ -35,7 +35,7 @@ import { newId } from '@svc/protocol';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
 import { exportState, readSnapshotFile, recordsOfSnapshot } from './snapshot-file';
-import { SqlRecords } from './sql-records';
+import { SqlRecords, SvcDb } from './sql-records';
 import { replicationLagHistogram, sweeperLeaderGauge } from './store-metrics';
 import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 import { requireOpen, StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
@@ -162,7 +162,7 @@ export class PostgresStateStore implements StateStore {
     await this.exclusive(async () => {
       if (this.closed || !this.records) return;
       try {
-        await this.replay(this.records.db as Kysely<unknown>);
+        await this.replay(this.records.db);
       } catch (e) {
         if (!isConnectionError(e)) throw e;
         this.setReachable(false, (e as Error).message);
@@ -187,7 +187,7 @@ export class PostgresStateStore implements StateStore {
       try {
         await records.db.transaction().execute(async (trx) => {
           await sql`SELECT pg_advisory_xact_lock(${WRITE_LOCK})`.execute(trx);
-          await this.replay(trx as never);
+          await this.replay(trx);
           const changes = build();
           if (!changes) return;
           await records.write(trx, changes);
@@ -263,7 +263,7 @@ export class PostgresStateStore implements StateStore {
         delay = Math.min(this.options.retryMaxMs ?? 10_000, delay * 2);
       }
     }
-    this.records = new SqlRecords(new Kysely({ dialect: new PostgresDialect({ pool: this.pool }) }), this.codec);
+    this.records = new SqlRecords(new Kysely<SvcDb>({ dialect: new PostgresDialect({ pool: this.pool }) }), this.codec);
     return this.records;
   }
 
@@ -453,10 +453,8 @@ export class PostgresStateStore implements StateStore {
    * remote listener. When commits were dropped from the log before this replica saw them
    * (away longer than the retention), it reloads every record instead.
    */
-  private async replay(executor: Kysely<unknown>): Promise<void> {
+  private async replay(db: Kysely<SvcDb>): Promise<void> {
     const records = requireOpen(this.records);
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
-    const db = executor as Kysely<any>;
     for (;;) {
       const rows = await db.selectFrom('svc_commits').select(['seq', 'ts_ms', 'body']).where('seq', '>', this.lastSeq).orderBy('seq').limit(1000).execute();
       if (rows.length === 0) return;
@@ -480,15 +478,13 @@ export class PostgresStateStore implements StateStore {
   }
 
   /** Reloads every record and hands the differences to the remote listener as one change set. */
-  private async resync(db: Kysely<unknown>): Promise<void> {
+  private async resync(db: Kysely<SvcDb>): Promise<void> {
     const records = requireOpen(this.records);
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
-    const any = db as Kysely<any>;
-    const last = await any
+    const last = await db
       .selectFrom('svc_commits')
       .select(sql<string>`coalesce(max(seq), 0)`.as('seq'))
       .executeTakeFirstOrThrow();
-    const fresh = await records.loadIn(db as never);
+    const fresh = await records.loadIn(db);
     const changes: ChangeSet = {};
     for (const t of TABLE_NAMES) {
       const m = new Map<string, unknown>();
@@ -514,7 +510,7 @@ export class PostgresStateStore implements StateStore {
         queued = null;
         if (this.closed) return;
         try {
-          await this.replay(requireOpen(this.records).db as Kysely<unknown>);
+          await this.replay(requireOpen(this.records).db);
           this.setReachable(true);
         } catch (e) {
           if (isConnectionError(e)) this.setReachable(false, (e as Error).message);
@@ -625,8 +621,7 @@ export class PostgresStateStore implements StateStore {
   /** The sweeper drops commits older than the retention. */
   private async prune(): Promise<void> {
     if (!this.sweeper || !this.records) return;
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
-    await (this.records.db as Kysely<any>)
+    await this.records.db
       .deleteFrom('svc_commits')
       .where('ts_ms', '<', Date.now() - COMMIT_RETENTION_MS)
       .execute();

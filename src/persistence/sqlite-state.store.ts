@@ -24,7 +24,7 @@ import { writeFileAtomic } from '@svc/ops';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
 import { exportState, recordsOfSnapshot, readSnapshotFile } from './snapshot-file';
-import { SqlRecords } from './sql-records';
+import { SqlRecords, SvcDb } from './sql-records';
 import { replicationLagHistogram, sweeperLeaderGauge } from './store-metrics';
 import { StateDirLock } from './state-lock';
 import { requireOpen, StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
@@ -336,7 +336,7 @@ export class SqliteStateStore implements StateStore {
     const sqlite = new Database(this.dbFile, { readonly, fileMustExist: readonly });
     sqlite.pragma('busy_timeout = 5000');
     this.sqlite = sqlite;
-    this.records = new SqlRecords(new Kysely({ dialect: new RollbackSafeSqliteDialect(sqlite) }), this.codec);
+    this.records = new SqlRecords(new Kysely<SvcDb>({ dialect: new RollbackSafeSqliteDialect(sqlite) }), this.codec);
     if (readonly) return;
     // The schema check reads only: a foreign database is refused before anything is written.
     const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>;
