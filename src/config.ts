@@ -26,6 +26,7 @@ import {
 
 export { DEFAULT_FS_DEADLINES, SERVER_USAGE };
 export type { FsDeadlines };
+import type { StateStoreConfig } from './persistence/state-store.factory';
 
 /** Validated server configuration. */
 export class ServerConfig {
@@ -130,6 +131,28 @@ export function parseStateKey(value: string | undefined): Buffer | null {
 }
 
 /**
+ * The state part of the configuration (of the server and of `svc state`): the state directory
+ * (`--state-dir`, else `SVC_STATE_DIR`, else `./.svc`, made absolute against the working
+ * directory), the state key (`SVC_CONTROL_STATE_KEY_HEX`), the PostgreSQL URL
+ * (`--database-url`, else `SVC_DATABASE_URL`; empty counts as unset) and the commit
+ * durability (`SVC_STATE_SYNC`, default `normal`).
+ * @param flags the values of `--state-dir` and `--database-url`, when given
+ * @throws ConfigError on a malformed key, a URL that is not `postgres://` or
+ *   `postgresql://`, or an `SVC_STATE_SYNC` other than `normal` or `full`
+ */
+export function parseStateConfig(flags: { stateDir?: string; databaseUrl?: string }, env: NodeJS.ProcessEnv): StateStoreConfig {
+  const stateDir = resolve(flags.stateDir ?? nonEmpty(env.SVC_STATE_DIR) ?? DEFAULT_STATE_DIR);
+  const stateKey = parseStateKey(env.SVC_CONTROL_STATE_KEY_HEX);
+  const databaseUrl = nonEmpty(flags.databaseUrl) ?? nonEmpty(env.SVC_DATABASE_URL);
+  if (databaseUrl !== null && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('--database-url / SVC_DATABASE_URL must be a postgres:// URL');
+  }
+  const stateSync = nonEmpty(env.SVC_STATE_SYNC) ?? DEFAULT_STATE_SYNC;
+  if (stateSync !== 'normal' && stateSync !== 'full') throw new ConfigError(`SVC_STATE_SYNC must be normal or full; got ${JSON.stringify(stateSync)}`);
+  return { stateDir, stateKey, databaseUrl, stateSync };
+}
+
+/**
  * Builds the server configuration from argv and the environment.
  * @throws ConfigError on an unknown flag or an invalid value
  */
@@ -159,17 +182,12 @@ export function loadServerConfig(argv: string[], env: NodeJS.ProcessEnv): Server
     if (e instanceof TlsFileError || e instanceof TlsCaError) throw new ConfigError(e.message);
     throw e;
   }
-  config.stateDir = resolve((values['state-dir'] as string | undefined) ?? nonEmpty(env.SVC_STATE_DIR) ?? DEFAULT_STATE_DIR);
   config.metricsPort = nonEmpty(env.SVC_METRICS_PORT) !== null ? parsePort(env.SVC_METRICS_PORT as string, 'SVC_METRICS_PORT') : null;
   config.maxMessageBytes = parsePositiveInt(env.SVC_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, 'SVC_MAX_MESSAGE_BYTES', 1024);
-  config.stateKey = parseStateKey(env.SVC_CONTROL_STATE_KEY_HEX);
-  config.databaseUrl = nonEmpty(values['database-url'] as string | undefined) ?? nonEmpty(env.SVC_DATABASE_URL);
-  if (config.databaseUrl !== null && !/^postgres(ql)?:\/\//.test(config.databaseUrl)) {
-    throw new ConfigError('--database-url / SVC_DATABASE_URL must be a postgres:// URL');
-  }
-  const sync = nonEmpty(env.SVC_STATE_SYNC) ?? DEFAULT_STATE_SYNC;
-  if (sync !== 'normal' && sync !== 'full') throw new ConfigError(`SVC_STATE_SYNC must be normal or full; got ${JSON.stringify(sync)}`);
-  config.stateSync = sync;
+  Object.assign(
+    config,
+    parseStateConfig({ stateDir: values['state-dir'] as string | undefined, databaseUrl: values['database-url'] as string | undefined }, env),
+  );
   config.operatorToken = nonEmpty(env.SVC_CONTROL_OPERATOR_TOKEN);
   config.adminToken = nonEmpty(env.SVC_ADMIN_TOKEN);
   config.userToken = nonEmpty(env.SVC_USER_TOKEN);

@@ -20,7 +20,7 @@ import { ConfigError, loadServerConfig, SERVER_USAGE, ServerConfig } from './con
 import { ControlEndpointProfile } from './control/control-endpoint.profile';
 import { ControlMetrics } from './health/control-metrics';
 import { DashboardHttp } from './dashboard/dashboard.http';
-import { redactUrl } from './persistence/postgres-state.store';
+import { stateLocation } from './persistence/state-store.factory';
 import { StateService } from './persistence/state.service';
 import { NodePresenceService } from './catalog/node-presence.service';
 
@@ -127,7 +127,7 @@ async function main(): Promise<void> {
     {
       msg: 'svc ready',
       url,
-      state: config.databaseUrl ? redactUrl(config.databaseUrl) : config.stateDir,
+      state: stateLocation(config),
       encrypted: config.stateKey !== null,
       operator_gate: config.operatorToken !== null,
       tls: config.tls ? { fingerprint256: config.tls.material.fingerprint256, not_after: config.tls.material.validTo.toISOString() } : null,
