@@ -27,7 +27,7 @@
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { build, Plugin } from 'esbuild';
@@ -299,18 +299,42 @@ function reExportsOf(source: string): Map<string, { from: string; prop: string }
 }
 
 /**
+ * The real path of each package file `files` names (paths under `node_modules`), as Node's and
+ * esbuild's resolution return them (`node_modules` may be a symbolic link).
+ * @throws Error naming the first file that does not exist (a dependency update moved or removed it)
+ */
+function packageFiles(files: string[]): Map<string, string> {
+  const real = new Map<string, string>();
+  for (const f of files) {
+    try {
+      real.set(realpathSync(join(ROOT, 'node_modules', f)), f);
+    } catch {
+      throw new Error(`node_modules/${f} does not exist: the list naming it in scripts/bundle-clis.ts is out of date`);
+    }
+  }
+  return real;
+}
+
+/**
  * The esbuild plugin of {@link DEFERRED}: a `require` of one of these files from the bundled
  * code gets a {@link standIn} (export names read here, at build time, by loading the module).
  * A getter of a re-export ({@link reExportsOf}) runs only the module the export comes from
  * (Nest's `new ReplaySubject()` then loads the 25 rxjs modules it needs, not 226); any other
  * runs the whole module. Every importer shares the one bundled copy of each module, and
- * TypeScript's `__exportStar` copies the getters themselves, so it stays lazy.
+ * TypeScript's `__exportStar` copies the getters themselves, so it stays lazy. The build fails
+ * when one of the files does not exist or no bundled code requires it.
  */
 function deferredModules(files: string[]): Plugin {
-  const deferred = new Set(files.map((f) => join(ROOT, 'node_modules', f)));
+  const deferred = packageFiles(files);
   return {
     name: 'svc-deferred-modules',
     setup(b) {
+      const seen = new Set<string>();
+      b.onEnd((result) => {
+        if (result.errors.length > 0) return;
+        const unseen = [...deferred].filter(([file]) => !seen.has(file)).map(([, f]) => f);
+        if (unseen.length > 0) return { errors: [{ text: `deferred modules no bundled code requires: ${unseen.join(', ')}` }] };
+      });
       // Relative and absolute requires, and bare ones of the packages the files belong to.
       const packages = [...new Set(files.map((f) => packageOf(f)!))];
       const filter = new RegExp(`^(\\.|/|(${anyOf(packages)})(/|$))`);
@@ -318,6 +342,7 @@ function deferredModules(files: string[]): Plugin {
         if (args.namespace !== 'file' && args.namespace !== 'svc-deferred') return undefined;
         const file = resolvedFrom(args.path, args.resolveDir);
         if (file === null || !deferred.has(file)) return undefined;
+        seen.add(file);
         return args.namespace === 'svc-deferred' ? { path: file } : { path: file, namespace: 'svc-deferred' };
       });
       b.onLoad({ filter: /.*/, namespace: 'svc-deferred' }, (args) => {
