@@ -21,7 +21,7 @@
  * frameworks load but a command-line program does not run ({@link DEFERRED}), Node built-ins
  * the clients use on some paths only ({@link LAZY_BUILTINS}), ws's native masking for small
  * frames ({@link smallFrameMask}), optional addons that are not installed
- * ({@link nativeAddons}), and work some packages do when loaded ({@link SOURCE_PATCHES}).
+ * ({@link nativeAddons}), and work some packages do when loaded ({@link LAZY_GLOBALS}).
  *
  * Usage: `node dist/scripts/bundle-clis.js [app ...]` (default: every program below).
  */
@@ -32,6 +32,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { build, Plugin } from 'esbuild';
 import { BUNDLE_FILE, BUNDLE_ID_LENGTH, BUNDLE_ID_MARK, codeCacheFileOf, WRITE_CODE_CACHE_ENV } from '../libs/ops/src/bundled-program';
+import type { LazyGlobal } from '../libs/ops/src/lazy-globals';
 
 const ROOT = resolve(__dirname, '..', '..');
 
@@ -358,49 +359,52 @@ function deferredModules(files: string[]): Plugin {
 }
 
 /**
- * A change to a package's file as it goes into a bundle: start-up work the package does when it
- * is loaded, deferred to its first use.
+ * Package modules loaded with globals replaced by stand-ins that create the real object on first
+ * use (libs/ops/src/lazy-globals.ts), as paths under `node_modules`: start-up work they do when
+ * loaded that our programs never use. Nest's `Logger` and `ConsoleLogger` modules (always loaded)
+ * build an `Intl.DateTimeFormat`, which loads the ICU locale data (about 12 ms; our programs log
+ * through pino or not at all). nest-commander's module reads `process.stdin` (for inquirer's
+ * prompts, which our commands do not use): Node then creates the stdin stream, and for a file or
+ * /dev/null its fs streams, fs/promises and readline modules with it (about 4 ms); the input of
+ * its prompt options is then a stand-in that forwards to `process.stdin`.
+ * test/cli-startup.e2e-spec.ts checks that the clients build no date formatter and create no
+ * stdin stream at start-up, and that, unbundled, these modules still do (else this list is out of date).
  */
-interface SourcePatch {
-  /** The package files to change. */
-  file: RegExp;
-  /** The text to replace; when it is not found (another version), the file is bundled unchanged, with a warning. */
-  find: RegExp;
-  /** Its replacement (`$1`... refer to `find`'s groups). */
-  replace: string;
-}
+const LAZY_GLOBALS: Record<string, LazyGlobal[]> = {
+  '@nestjs/common/services/logger.service.js': ['Intl.DateTimeFormat'],
+  '@nestjs/common/services/console-logger.service.js': ['Intl.DateTimeFormat'],
+  'nest-commander/src/command-runner.module.js': ['process.stdin'],
+};
 
-/** The {@link SourcePatch}es of every bundle. */
-const SOURCE_PATCHES: SourcePatch[] = [
-  // Nest's `Logger` and `ConsoleLogger` modules (always loaded) build an `Intl.DateTimeFormat`,
-  // which loads the ICU locale data (about 12 ms). Our programs log through pino or not at all.
-  {
-    file: /@nestjs[\\/]common[\\/]services[\\/](console-)?logger\.service\.js$/,
-    find: /const dateTimeFormatter = new Intl\.DateTimeFormat\(([^;]*?)\);/,
-    replace: 'let dateTimeFormat_;\nconst dateTimeFormatter = { format: (t) => (dateTimeFormat_ ??= new Intl.DateTimeFormat($1)).format(t) };',
-  },
-  // nest-commander's module reads `process.stdin` when loaded (for inquirer's prompts, which our
-  // commands do not use): Node then creates the stdin stream, and for a file or /dev/null its fs
-  // streams, fs/promises and readline modules with it (about 4 ms).
-  {
-    file: /nest-commander[\\/]src[\\/]command-runner\.module\.js$/,
-    find: /input: process\.stdin,(\s*)output: process\.stdout/,
-    replace: 'get input() { return process.stdin; },$1get output() { return process.stdout; }',
-  },
-];
+/** The compiled libs/ops/src/lazy-globals.ts, which the modules of {@link lazyGlobals} require. */
+const LAZY_GLOBALS_MODULE = require.resolve('../libs/ops/src/lazy-globals');
 
-/** The esbuild plugin of {@link SOURCE_PATCHES}. */
-function sourcePatches(patches: SourcePatch[]): Plugin {
+/**
+ * The esbuild plugin of {@link LAZY_GLOBALS}: a `require` of one of these files from the bundled
+ * code gets a module of ours that loads the file (bundled as it is) through `loadWithLazyGlobals`
+ * and exports what it exports. The build fails when one of the files does not exist.
+ */
+function lazyGlobals(files: Record<string, LazyGlobal[]>): Plugin {
+  const paths = packageFiles(Object.keys(files));
   return {
-    name: 'svc-source-patches',
+    name: 'svc-lazy-globals',
     setup(b) {
-      for (const patch of patches) {
-        b.onLoad({ filter: patch.file }, (args) => {
-          const text = readFileSync(args.path, 'utf8');
-          if (!patch.find.test(text)) return { contents: text, loader: 'js', warnings: [{ text: `${patch.find} not found: bundled unchanged` }] };
-          return { contents: text.replace(patch.find, patch.replace), loader: 'js' };
-        });
-      }
+      const packages = [...new Set(Object.keys(files).map((f) => packageOf(f)!))];
+      const filter = new RegExp(`^(\\.|/|(${anyOf(packages)})(/|$))`);
+      b.onResolve({ filter }, (args) => {
+        if (args.namespace !== 'file' && args.namespace !== 'svc-lazy-globals') return undefined;
+        const file = resolvedFrom(args.path, args.resolveDir);
+        if (file === null || !paths.has(file)) return undefined;
+        return args.namespace === 'svc-lazy-globals' ? { path: file } : { path: file, namespace: 'svc-lazy-globals' };
+      });
+      b.onLoad({ filter: /.*/, namespace: 'svc-lazy-globals' }, (args) => ({
+        contents: [
+          `const { loadWithLazyGlobals } = require(${JSON.stringify(LAZY_GLOBALS_MODULE)});`,
+          `module.exports = loadWithLazyGlobals(${JSON.stringify(files[paths.get(args.path)!])}, () => require(${JSON.stringify(args.path)}));`,
+        ].join('\n'),
+        loader: 'js',
+        resolveDir: dirname(args.path),
+      }));
     },
   };
 }
@@ -521,7 +525,7 @@ async function bundle(p: Program, exportDir: string): Promise<void> {
       ...(p.lazyBuiltins.length > 0 ? [lazyBuiltins(p.lazyBuiltins)] : []),
       lazyPackages(LAZY),
       externals(p.external),
-      sourcePatches(SOURCE_PATCHES),
+      lazyGlobals(LAZY_GLOBALS),
     ],
     logLevel: 'warning',
   });
