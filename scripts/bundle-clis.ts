@@ -29,6 +29,7 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import Module from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { build, Plugin } from 'esbuild';
 import { BUNDLE_FILE, BUNDLE_ID_LENGTH, BUNDLE_ID_MARK, codeCacheFileOf, WRITE_CODE_CACHE_ENV } from '../libs/ops/src/bundled-program';
@@ -282,24 +283,6 @@ const DEFERRED = [
 ];
 
 /**
- * Where each export of a TypeScript re-export module (a "barrel": `var X_1 = require("./x");`
- * then `Object.defineProperty(exports, "name", { enumerable: true, get: function () { return
- * X_1.prop; } });`) comes from: export name -> the module required and the property read. Exports
- * written otherwise are not in the map.
- */
-function reExportsOf(source: string): Map<string, { from: string; prop: string }> {
-  const required = new Map<string, string>();
-  for (const m of source.matchAll(/^var (\w+) = require\("([^"]+)"\);$/gm)) required.set(m[1], m[2]);
-  const map = new Map<string, { from: string; prop: string }>();
-  const getter = /^Object\.defineProperty\(exports, "(\w+)", \{ enumerable: true, get: function \(\) \{ return (\w+)\.(\w+); \} \}\);$/gm;
-  for (const m of source.matchAll(getter)) {
-    const from = required.get(m[2]);
-    if (from !== undefined) map.set(m[1], { from, prop: m[3] });
-  }
-  return map;
-}
-
-/**
  * The real path of each package file `files` names (paths under `node_modules`), as Node's and
  * esbuild's resolution return them (`node_modules` may be a symbolic link).
  * @throws Error naming the first file that does not exist (a dependency update moved or removed it)
@@ -314,6 +297,60 @@ function packageFiles(files: string[]): Map<string, string> {
     }
   }
   return real;
+}
+
+/** What each module file loaded in this process required, in order: file -> [specifier, exports]. */
+const requiredBy = new Map<string, Array<[string, unknown]>>();
+
+/**
+ * Records every `require` made from here on by a module file ({@link requiredBy}), the
+ * modules already loaded included. Called once, before any deferred module is loaded.
+ */
+function recordRequires(): void {
+  const proto = Module.prototype;
+  const original = Object.getOwnPropertyDescriptor(proto, 'require')!.value as (this: Module, id: string) => unknown;
+  proto.require = function (this: Module, id: string): unknown {
+    const exports = original.call(this, id);
+    const list = requiredBy.get(this.filename) ?? [];
+    list.push([id, exports]);
+    requiredBy.set(this.filename, list);
+    return exports;
+  };
+}
+
+/**
+ * Where each export of the module `file` that is a getter comes from (a re-export: TypeScript's
+ * `Object.defineProperty(exports, name, { get })` and tslib's `__exportStar`): export name -> the
+ * specifier the module required and the property of that module's exports holding the same
+ * value (the same name first), found from what the module required when it was loaded
+ * ({@link requiredBy}) and the values themselves, not from its source text. Exports that are
+ * plain values, or whose value no required module holds, are not in the map.
+ * @param exports the module's exports, loaded in this process after {@link recordRequires}
+ * @throws Error when the module's requires were not recorded
+ */
+function reExportsOf(file: string, exports: Record<string, unknown>): Map<string, { from: string; prop: string }> {
+  const required = requiredBy.get(file);
+  if (required === undefined) throw new Error(`${file}: loaded before its requires were recorded`);
+  const modules = required.filter((r): r is [string, Record<string, unknown>] => (typeof r[1] === 'object' && r[1] !== null) || typeof r[1] === 'function');
+  const map = new Map<string, { from: string; prop: string }>();
+  for (const name of Object.keys(exports)) {
+    if (Object.getOwnPropertyDescriptor(exports, name)?.get === undefined) continue;
+    const value = exports[name];
+    const same = modules.find(([, m]) => name in m && m[name] === value);
+    if (same) {
+      map.set(name, { from: same[0], prop: name });
+      continue;
+    }
+    if ((typeof value !== 'object' || value === null) && typeof value !== 'function') continue;
+    for (const [from, m] of modules) {
+      const prop = Object.keys(m).find((p) => m[p] === value);
+      if (prop !== undefined) {
+        map.set(name, { from, prop });
+        break;
+      }
+    }
+  }
+  return map;
 }
 
 /**
@@ -352,7 +389,7 @@ function deferredModules(files: string[]): Plugin {
         require('reflect-metadata');
         // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module named by the bundler, at build time
         const real = require(args.path) as Record<string, unknown>;
-        return { contents: standIn(real, args.path, reExportsOf(readFileSync(args.path, 'utf8'))), loader: 'js', resolveDir: dirname(args.path) };
+        return { contents: standIn(real, args.path, reExportsOf(args.path, real)), loader: 'js', resolveDir: dirname(args.path) };
       });
     },
   };
@@ -543,6 +580,7 @@ async function main(): Promise<void> {
   const only = process.argv.slice(2);
   const unknown = only.filter((a) => !PROGRAMS.some((p) => p.app === a));
   if (unknown.length > 0) throw new Error(`unknown program ${unknown.join(', ')}; known: ${PROGRAMS.map((p) => p.app).join(', ')}`);
+  recordRequires();
   const exportDir = mkdtempSync(join(tmpdir(), 'svc-bundle-warm-'));
   try {
     for (const p of PROGRAMS) if (only.length === 0 || only.includes(p.app)) await bundle(p, exportDir);
