@@ -147,11 +147,7 @@ export class OpenFiles {
       retryStale(a, t.parentRel, async () => {
         const p = await walk(a, t.parentRel, true);
         ctx.committed = true;
-        const res = await a.session.client.request<{ attr: Attr; h: number }>(
-          'create',
-          { node: p.id },
-          { name: t.name, mode, flags: flags | OpenFlags.O_CREAT },
-        );
+        const res = await a.session.client.request('create', { node: p.id }, { name: t.name, mode, flags: flags | OpenFlags.O_CREAT });
         a.cache.set(t.rel, res.attr.id);
         return { active: a, h: res.h, attr: res.attr };
       }),
@@ -327,7 +323,7 @@ export class OpenFiles {
         const first = reply.n === undefined ? null : { data, eof: reply.eof === true };
         return { active: a, h: reply.h, node: w.id, attr: reply.attr, first, closed: reply.closed === true };
       }
-      const r = await a.session.client.request<{ h: number }>('open', { node: w.id }, { flags });
+      const r = await a.session.client.request('open', { node: w.id }, { flags });
       return { active: a, h: r.h, node: w.id, first: null, closed: false };
     });
   }

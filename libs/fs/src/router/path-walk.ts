@@ -38,7 +38,7 @@ export async function walk(a: ActiveEndpoint, rel: string, useCache: boolean): P
   const cached = start > 0;
   let attr: Attr | undefined;
   for (let j = start; j < names.length; j++) {
-    const r = await a.session.client.request<{ attr: Attr }>('lookup', { node: id }, { name: names[j] });
+    const r = await a.session.client.request('lookup', { node: id }, { name: names[j] });
     attr = r.attr;
     id = attr.id;
     prefix = relJoin(prefix, names[j]);

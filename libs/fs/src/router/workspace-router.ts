@@ -220,7 +220,7 @@ export class WorkspaceRouter extends EventEmitter {
       retryStale(a, r.rel, async () => {
         const w = await walk(a, r.rel, true);
         if (w.attr) return w.attr;
-        return (await a.session.client.request<{ attr: Attr }>('getattr', { node: w.id })).attr;
+        return (await a.session.client.request('getattr', { node: w.id })).attr;
       }),
     );
   }
@@ -245,7 +245,7 @@ export class WorkspaceRouter extends EventEmitter {
     const page = await this.routes.withMount(r.mountPath, async (a) =>
       retryStale(a, r.rel, async () => {
         const w = await walk(a, r.rel, true);
-        const p = await a.session.client.request<{ ents: DirEntry[]; next: number; eof: boolean }>('readdirp', { node: w.id }, { cookie, max });
+        const p = await a.session.client.request('readdirp', { node: w.id }, { cookie, max });
         for (const e of p.ents) a.cache.set(relJoin(r.rel, e.name), e.attr.id);
         return p;
       }),
@@ -381,7 +381,7 @@ export class WorkspaceRouter extends EventEmitter {
    */
   async truncate(path: string, size: number): Promise<Attr> {
     if (!Number.isSafeInteger(size) || size < 0) throw new FsError(Errno.EINVAL, `invalid size ${size}`);
-    return this.mutateNode(path, (a, id) => a.session.client.request<{ attr: Attr }>('truncate', { node: id }, { sz: size }).then((r) => r.attr));
+    return this.mutateNode(path, (a, id) => a.session.client.request('truncate', { node: id }, { sz: size }).then((r) => r.attr));
   }
 
   /**
@@ -389,7 +389,7 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError ENOENT, EPERM, EROFS, EIO
    */
   async setattr(path: string, attrs: SetAttr): Promise<Attr> {
-    return this.mutateNode(path, (a, id) => a.session.client.request<{ attr: Attr }>('setattr', { node: id }, attrs).then((r) => r.attr));
+    return this.mutateNode(path, (a, id) => a.session.client.request('setattr', { node: id }, attrs).then((r) => r.attr));
   }
 
   /**
@@ -401,7 +401,7 @@ export class WorkspaceRouter extends EventEmitter {
     const t = this.mutationTarget(path, 'mkdir');
     return this.mutateIn(t, async (a, parent, ctx) => {
       ctx.committed = true;
-      const r = await a.session.client.request<{ attr: Attr }>('mkdir', { node: parent }, { name: t.name, mode });
+      const r = await a.session.client.request('mkdir', { node: parent }, { name: t.name, mode });
       a.cache.set(t.rel, r.attr.id);
       return r.attr;
     });
@@ -481,7 +481,7 @@ export class WorkspaceRouter extends EventEmitter {
     const t = this.mutationTarget(path, 'symlink');
     return this.mutateIn(t, async (a, parent, ctx) => {
       ctx.committed = true;
-      const r = await a.session.client.request<{ attr: Attr }>('symlink', { node: parent }, { name: t.name, target });
+      const r = await a.session.client.request('symlink', { node: parent }, { name: t.name, target });
       a.cache.set(t.rel, r.attr.id);
       return r.attr;
     });
@@ -498,7 +498,7 @@ export class WorkspaceRouter extends EventEmitter {
     return this.routes.withMount(r.mountPath, (a) =>
       retryStale(a, r.rel, async () => {
         const w = await walk(a, r.rel, true);
-        return (await a.session.client.request<{ target: string }>('readlink', { node: w.id })).target;
+        return (await a.session.client.request('readlink', { node: w.id })).target;
       }),
     );
   }
@@ -516,7 +516,7 @@ export class WorkspaceRouter extends EventEmitter {
     return this.routes.withMount(r.mountPath, (a) =>
       retryStale(a, r.rel, async () => {
         const w = await walk(a, r.rel, true);
-        return a.session.client.request<StatFs>('statfs', { node: w.id });
+        return a.session.client.request('statfs', { node: w.id });
       }),
     );
   }
