@@ -87,6 +87,12 @@ export interface FsClientOptions {
   listExports?: boolean;
 }
 
+/**
+ * The options of {@link FsClientOptions} that tune a session rather than name its endpoint:
+ * what a holder of many sessions (the router's endpoint pool) passes on to each one it opens.
+ */
+export type FsSessionTuning = Pick<FsClientOptions, 'binary' | 'features' | 'connectTimeoutMs' | 'requestTimeoutMs' | 'keepaliveMs' | 'keepaliveTimeoutMs'>;
+
 /** Default keepalive ping interval while requests are pending, ms. */
 export const DEFAULT_KEEPALIVE_MS = 1000;
 /** Default time without any answer after which a waiting session is hung, ms. */
