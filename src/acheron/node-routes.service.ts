@@ -4,18 +4,12 @@
  */
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { ConnectionError, FsClient } from '@svc/client';
-import { Errno, FsError, ProtocolError, ErrorCode } from '@svc/protocol';
+import { Attr, Errno, FsError, ProtocolError, ErrorCode } from '@svc/protocol';
 import { StateService } from '../persistence/state.service';
 import { ServerConfig } from '../config';
 
-/** The attributes of an FS node (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" Attr; times in ns). */
-export interface FsAttr {
-  id: number;
-  k: 1 | 2 | 3;
-  m: number;
-  sz: number;
-  mt: number;
-}
+/** The attributes of an FS node the runtime namespace uses (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" Attr: `k` kind, `m` st_mode, `sz` bytes, `mt` ns). */
+export type FsAttr = Pick<Attr, 'id' | 'k' | 'm' | 'sz' | 'mt'>;
 
 /** A routed filesystem: one FS export reachable through some connection. */
 export interface RoutedFs {
@@ -76,10 +70,10 @@ class ExportFs implements RoutedFs {
   ) {}
 
   private async nodeOf(rel: string[]): Promise<FsAttr> {
-    let attr = (await this.client.request<{ attr: FsAttr }>('getattr', { node: this.root })).attr;
+    let attr = (await this.client.request('getattr', { node: this.root })).attr;
     for (const name of rel) {
       if (attr.k !== 2 && attr.k !== 3) throw new ProtocolError('enotdir', `${name}: a path component is not a directory`);
-      attr = (await this.client.request<{ attr: FsAttr }>('lookup', { node: attr.id }, { name })).attr;
+      attr = (await this.client.request('lookup', { node: attr.id }, { name })).attr;
     }
     return attr;
   }
@@ -98,11 +92,7 @@ class ExportFs implements RoutedFs {
       const out: Array<{ name: string; kind: 'dir' | 'file'; size: number }> = [];
       let cookie = 0;
       for (;;) {
-        const page = await this.client.request<{ ents: Array<{ name: string; attr: FsAttr }>; next: number; eof: boolean }>(
-          'readdirp',
-          { node: dir.id },
-          { cookie, max: 1000 },
-        );
+        const page = await this.client.request('readdirp', { node: dir.id }, { cookie, max: 1000 });
         for (const e of page.ents) out.push({ name: e.name, kind: e.attr.k === 2 ? 'dir' : 'file', size: e.attr.sz });
         if (page.eof || page.ents.length === 0) break;
         cookie = page.next;
@@ -118,7 +108,7 @@ class ExportFs implements RoutedFs {
       const attr = await this.nodeOf(rel);
       // "w" replaces the content (like a shell redirection); "rw" keeps it.
       const flags = mode === 'r' ? O_RDONLY : mode === 'w' ? O_WRONLY | O_TRUNC : O_RDWR;
-      const { h } = await this.client.request<{ h: number }>('open', { node: attr.id }, { flags });
+      const { h } = await this.client.request('open', { node: attr.id }, { flags });
       const client = this.client;
       const label = this.label;
       return {
@@ -258,7 +248,7 @@ export class NodeRoutesService implements OnModuleDestroy {
       tls: this.config.clientTls,
     });
     client.once('close', () => this.connections.delete(nodeId));
-    const { exports } = await client.request<{ exports: Array<{ name: string; root: number }> }>('exports');
+    const { exports } = await client.request('exports');
     this.logger.debug?.({ msg: 'routed FS session open', node_id: nodeId, exports: exports.length });
     return { client, url, token, exports: new Map(exports.map((e) => [e.name, new ExportFs(client, e.root, label)])) };
   }

@@ -83,7 +83,7 @@ class ProjectFs implements RoutedFs {
 
   async walk(rel: string[]): Promise<FsAttr> {
     try {
-      return (await this.router.getattr(this.pathOf(rel))) as FsAttr;
+      return await this.router.getattr(this.pathOf(rel));
     } catch (e) {
       throw toRuntimeError(e, this.label);
     }

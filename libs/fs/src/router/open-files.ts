@@ -16,7 +16,7 @@ import { readChunks, writeChunks } from './chunked-io';
 import type { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, OpenFlags } from './fs-types';
 import type { EndpointSession } from './endpoint-pool';
-import { retryStale, walk } from './path-walk';
+import { withNode } from './path-walk';
 import { isEndpointFailure } from './router-errors';
 
 /** An open file of the router: which mount/path, on which endpoint, with which remote handle. */
@@ -144,14 +144,9 @@ export class OpenFiles {
    */
   async create(t: FileTarget & { parentRel: string; name: string }, mode: number, flags: number): Promise<{ fh: number; attr: Attr }> {
     const { active, h, attr } = await this.routes.withMount(t.mountPath, async (a, ctx) =>
-      retryStale(a, t.parentRel, async () => {
-        const p = await walk(a, t.parentRel, true);
+      withNode(a, t.parentRel, async (p) => {
         ctx.committed = true;
-        const res = await a.session.client.request<{ attr: Attr; h: number }>(
-          'create',
-          { node: p.id },
-          { name: t.name, mode, flags: flags | OpenFlags.O_CREAT },
-        );
+        const res = await a.session.client.request('create', { node: p.id }, { name: t.name, mode, flags: flags | OpenFlags.O_CREAT });
         a.cache.set(t.rel, res.attr.id);
         return { active: a, h: res.h, attr: res.attr };
       }),
@@ -319,15 +314,14 @@ export class OpenFiles {
    * (the node closes a file that came back whole), else a plain `open`.
    */
   private openOn(a: ActiveEndpoint, ctx: OpContext, rel: string, flags: number, readOnly: boolean, readBytes: number): Promise<Opened> {
-    return retryStale(a, rel, async () => {
-      const w = await walk(a, rel, true);
+    return withNode(a, rel, async (w) => {
       if (!readOnly) ctx.committed = true;
       if (readOnly && readBytes > 0 && a.session.client.has('open_read')) {
         const { reply, data } = await a.session.client.openRead(w.id, flags, readBytes, true);
         const first = reply.n === undefined ? null : { data, eof: reply.eof === true };
         return { active: a, h: reply.h, node: w.id, attr: reply.attr, first, closed: reply.closed === true };
       }
-      const r = await a.session.client.request<{ h: number }>('open', { node: w.id }, { flags });
+      const r = await a.session.client.request('open', { node: w.id }, { flags });
       return { active: a, h: r.h, node: w.id, first: null, closed: false };
     });
   }
