@@ -23,10 +23,10 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
-import { missingProjects, Mutators, startNodeDaemon, timeTo } from './support/faults';
-import { Postgres, postgresBinDir, startPostgres } from './support/postgres';
-import { ADMIN_TOKEN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from './support/processes';
-import { startTcpProxy } from './support/tcp-proxy';
+import { missingProjects, Mutators, startNodeDaemon, timeTo } from '../test/support/faults';
+import { Postgres, postgresBinDir, startPostgres } from '../test/support/postgres';
+import { ADMIN_TOKEN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from '../test/support/processes';
+import { startTcpProxy } from '../test/support/tcp-proxy';
 
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const START = Date.now();

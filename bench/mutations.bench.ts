@@ -108,7 +108,7 @@ import {
   timedRun,
   which,
 } from './peers';
-import { prng } from './prng';
+import { prng } from '../test/support/prng';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (

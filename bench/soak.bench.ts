@@ -32,7 +32,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import WebSocket from 'ws';
 import { ControlClient } from '../libs/client/src';
-import { prng } from './prng';
+import { prng } from '../test/support/prng';
 
 const ROOT = resolve(__dirname, '..', '..');
 const ADMIN = 'soak-admin-token-0123456789abcdef';

@@ -1,6 +1,6 @@
 import { rootCertificates } from 'node:tls';
 import { describeWithOpenssl, makeCa, TestCa } from '../test/helpers/tls';
-import { cleanupTmp } from '../test/helpers/processes';
+import { cleanupTmp } from '../test/support/processes';
 import { ConfigError, loadServerConfig } from './config';
 
 describeWithOpenssl('svc TLS configuration', () => {

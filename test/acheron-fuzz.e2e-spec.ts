@@ -7,8 +7,8 @@
  * replays a run.
  */
 import { ControlClient } from '../libs/client/src';
-import { ADMIN_TOKEN, cleanupTmp, killAll } from './helpers/processes';
-import { prng } from './helpers/prng';
+import { ADMIN_TOKEN, cleanupTmp, killAll } from './support/processes';
+import { prng } from './support/prng';
 import { RawPeer } from './helpers/raw-ws';
 import { startWorkspace, Workspace } from './helpers/workspace';
 

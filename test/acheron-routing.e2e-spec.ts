@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeSessions, failure, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, tmpDir } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, tmpDir } from './support/processes';
 import { RawPeer } from './helpers/raw-ws';
 import { startWorkspace, Workspace } from './helpers/workspace';
 

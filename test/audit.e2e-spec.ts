@@ -11,8 +11,8 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { Client as PgClient } from 'pg';
 import { Client, closeSessions, Credentials, failure, ProjectDetail, session } from './helpers/control';
-import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, startSvc, USER_TOKEN, waitFor } from './helpers/processes';
+import { Postgres, postgresBinDir, startPostgres } from './support/postgres';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, startSvc, USER_TOKEN, waitFor } from './support/processes';
 
 const OP = 'op-secret-for-the-audit-test';
 

@@ -3,7 +3,7 @@
  * watch/unwatch events, and invoke gating in workspace_status.
  */
 import { Client, closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';
+import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './support/processes';
 
 let svc: Running;
 let admin: Client;

@@ -9,7 +9,7 @@
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, closeSessions, failure, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './support/processes';
 
 afterEach(() => closeSessions());
 afterAll(async () => {

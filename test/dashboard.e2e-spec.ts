@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import NodeWebSocket from 'ws';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc, tmpDir, USER_TOKEN, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc, tmpDir, USER_TOKEN, waitFor } from './support/processes';
 import { describeWithOpenssl, makeCa } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';
 

@@ -29,13 +29,13 @@
  */
 import { ControlClient } from '../libs/client/src';
 import { closeSessions, failure, joinNode, session } from './helpers/control';
-import { Postgres, postgresBinDir, Standby, startPostgres } from './helpers/postgres';
+import { Postgres, postgresBinDir, Standby, startPostgres } from './support/postgres';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { ADMIN_TOKEN, USER_TOKEN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, USER_TOKEN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from './support/processes';
 import { Client as PgClient } from 'pg';
-import { startTcpProxy, TcpProxy } from '../bench/support/tcp-proxy';
-import { missingProjects, Mutators, readyz, startNodeDaemon, timeTo } from '../bench/support/faults';
+import { startTcpProxy, TcpProxy } from './support/tcp-proxy';
+import { missingProjects, Mutators, readyz, startNodeDaemon, timeTo } from './support/faults';
 
 afterEach(() => closeSessions());
 afterAll(async () => {

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { FsPeer, startFsNode } from './helpers/fs-peer';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { cleanupTmp, killAll, Running, tmpDir } from './support/processes';
 
 const O = { RDONLY: 0, WRONLY: 1, RDWR: 2, CREAT: 0o100, EXCL: 0o200, TRUNC: 0o1000 };
 const E = { ENOENT: 2, EACCES: 13, EEXIST: 17, EXDEV: 18, EINVAL: 22, ENAMETOOLONG: 36, ELOOP: 40, ENOTSUP: 95 };

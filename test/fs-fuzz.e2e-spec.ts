@@ -11,9 +11,9 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FsClient } from '../libs/client/src';
 import { FS_OPS } from '../libs/protocol/src/fs';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { cleanupTmp, killAll, Running, tmpDir } from './support/processes';
 import { startFsNode } from './helpers/fs-peer';
-import { prng } from './helpers/prng';
+import { prng } from './support/prng';
 import { RawPeer } from './helpers/raw-ws';
 
 const FRAMES = 6_000;

@@ -16,7 +16,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fuseUnavailable, killMount, runMount, startFsNode } from './helpers/fs-mount';
-import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './support/processes';
 
 /** The bound set for a whole user operation, ms. */
 const BOUND_MS = 5000;

@@ -13,7 +13,7 @@ const parsePrometheus = require('parse-prometheus-text-format') as (
   text: string,
 ) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 import { FsPeer, Payload, runFsNode, sha256, startFsNode } from './helpers/fs-peer';
-import { cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
+import { cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './support/processes';
 
 const O = { RDONLY: 0, WRONLY: 1, RDWR: 2, CREAT: 0o100, EXCL: 0o200, TRUNC: 0o1000, APPEND: 0o2000, NOFOLLOW: 0o400000 };
 const E = { ENOENT: 2, EBADF: 9, EACCES: 13, EEXIST: 17, EXDEV: 18, ENOTDIR: 20, EISDIR: 21, EINVAL: 22, EROFS: 30, ENOSYS: 38, ENOTEMPTY: 39, EPROTO: 71 };

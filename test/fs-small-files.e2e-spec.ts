@@ -25,7 +25,7 @@ const parsePrometheus = require('parse-prometheus-text-format') as (
 import { FsPeer, startFsNode } from './helpers/fs-peer';
 import { fuseUnavailable, killMount, runMount } from './helpers/fs-mount';
 import { parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
-import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './support/processes';
 
 const O = { RDONLY: 0, WRONLY: 1, RDWR: 2 };
 const E = { ENOENT: 2, EACCES: 13, EISDIR: 21, EINVAL: 22, ENOSYS: 38, ELOOP: 40, ENOTSUP: 95, ESTALE: 116 };

@@ -18,7 +18,7 @@ import { spawn, ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
 import { FsPeer, FsReply, startFsNode } from './helpers/fs-peer';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { cleanupTmp, killAll, Running, tmpDir } from './support/processes';
 
 const O = { RDONLY: 0, RDWR: 2, CREAT: 0o100, EXCL: 0o200 };
 const E = { ENOENT: 2, EIO: 5, EACCES: 13, EEXIST: 17, ENOTDIR: 20, EISDIR: 21, ENOTEMPTY: 39, ELOOP: 40 };

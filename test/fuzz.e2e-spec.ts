@@ -4,8 +4,8 @@
  * gets a reply or a close, no reply is `internal_error`, and a normal session works afterwards.
  */
 import { closeSessions, session } from './helpers/control';
-import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc } from './helpers/processes';
-import { prng } from './helpers/prng';
+import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc } from './support/processes';
+import { prng } from './support/prng';
 import { RawPeer } from './helpers/raw-ws';
 
 const FRAMES = 10_000;

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
 import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
 import { replicaCycles } from './helpers/kill9';
-import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
-import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';
+import { Postgres, postgresBinDir, startPostgres } from './support/postgres';
+import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './support/processes';
 
 const maybe = postgresBinDir() ? describe : describe.skip;
 let pg: Postgres | null = null;

@@ -6,8 +6,8 @@
  * absolute, leases finite), the same after a SIGKILL and restart. `FUZZ_SEED` replays a run.
  */
 import { closeSessions, session } from './helpers/control';
-import { cleanupTmp, killAll, startSvc } from './helpers/processes';
-import { prng } from './helpers/prng';
+import { cleanupTmp, killAll, startSvc } from './support/processes';
+import { prng } from './support/prng';
 import type { ControlClient } from '../libs/client/src';
 
 const OPS = 800;

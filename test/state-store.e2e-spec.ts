@@ -14,7 +14,7 @@ import { chmodSync, copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
 import { closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, startSvc, tmpDir, USER_TOKEN } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, startSvc, tmpDir, USER_TOKEN } from './support/processes';
 import { encodedForms, findSecrets, listTree } from './helpers/state-files';
 import { killCycles } from './helpers/kill9';
 

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, cleanupTmp, killAll, runCli } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, runCli } from './support/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
 let ws: Workspace;

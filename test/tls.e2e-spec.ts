@@ -18,7 +18,7 @@ import { randomBytes, X509Certificate } from 'node:crypto';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClientTls, FsClient, loadClientTls } from '../libs/client/src';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './support/processes';
 import { fuseUnavailable, runMount } from './helpers/fs-mount';
 import { makeCa, opensslMissing, peerFingerprint, recordingProxy, TestCa, unmaskedClientPayloads } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';

@@ -12,7 +12,7 @@ import { ControlClient } from '../libs/client/src';
 import { WorkspaceRouter, WorkspaceTopologySource } from '../libs/fs/src/router';
 import { closeSessions, Credentials, joinNode, session } from './helpers/control';
 import { portOf, runMount, startFsNode } from './helpers/fs-mount';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc, tmpDir, USER_TOKEN, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc, tmpDir, USER_TOKEN, waitFor } from './support/processes';
 
 let svc: Running & { stateDir: string };
 let admin: ControlClient;

@@ -3,7 +3,7 @@
  */
 import { ControlClient, ControlError } from '../../libs/client/src';
 import type { NodeCredentials } from '../../libs/protocol/src';
-import { ADMIN_TOKEN, USER_TOKEN } from './processes';
+import { ADMIN_TOKEN, USER_TOKEN } from '../support/processes';
 
 export type Client = ControlClient;
 

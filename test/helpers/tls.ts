@@ -9,7 +9,7 @@ import { connect as netConnect, createServer, Server, Socket } from 'node:net';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
-import { tmpDir } from './processes';
+import { tmpDir } from '../support/processes';
 
 /** A certificate and its key, as PEM files. */
 export interface CertFiles {

@@ -11,7 +11,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClientTls, ControlClient, loadClientTls } from '../../libs/client/src';
-import { ADMIN_TOKEN, BIN, Running, startProcess, startSvc, tmpDir, waitFor } from './processes';
+import { ADMIN_TOKEN, BIN, Running, startProcess, startSvc, tmpDir, waitFor } from '../support/processes';
 import type { CertFiles } from './tls';
 
 /** Certificates of a TLS workspace: the CA clients trust, and each server's certificate. */

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { describeWithOpenssl, makeCa, TestCa } from '../../../test/helpers/tls';
-import { cleanupTmp } from '../../../test/helpers/processes';
+import { cleanupTmp } from '../../../test/support/processes';
 import { ConfigError, loadFsNodeConfig } from './config';
 
 describeWithOpenssl('svc-fs-node TLS configuration', () => {

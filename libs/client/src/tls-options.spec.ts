@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { makeCa, opensslMissing } from '../../../test/helpers/tls';
-import { cleanupTmp } from '../../../test/helpers/processes';
+import { cleanupTmp } from '../../../test/support/processes';
 import { clientTlsFrom, describeTlsError, loadClientTls, TlsCaError, tlsSocketOptions } from './tls-options';
 
 describe('client TLS trust', () => {

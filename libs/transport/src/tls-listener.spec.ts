@@ -5,7 +5,7 @@ import type { Server as HttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { connect as tlsConnect, ConnectionOptions } from 'node:tls';
 import { describeWithOpenssl, makeCa, peerFingerprint, TestCa } from '../../../test/helpers/tls';
-import { cleanupTmp, tmpDir, waitFor } from '../../../test/helpers/processes';
+import { cleanupTmp, tmpDir, waitFor } from '../../../test/support/processes';
 import { loadCertificateMaterial, TlsFileError } from './tls-certificate';
 import { ServerTls } from './tls-listener';
 
