@@ -8,6 +8,7 @@ import { describeWithOpenssl, makeCa, peerFingerprint, TestCa } from '../../../t
 import { cleanupTmp, tmpDir, waitFor } from '../../../test/support/processes';
 import { loadCertificateMaterial, TlsFileError } from './tls-certificate';
 import { ServerTls } from './tls-listener';
+import { thrown } from '../../../test/helpers/thrown';
 
 const fingerprint = (certFile: string) => new X509Certificate(readFileSync(certFile)).fingerprint256;
 
@@ -45,12 +46,7 @@ describeWithOpenssl('loadCertificateMaterial', () => {
       [{ certFile: good.cert, keyFile: ca.dir }, ca.dir, /: it is a directory$/],
     ];
     for (const [files, file, reason] of cases) {
-      let err: unknown;
-      try {
-        loadCertificateMaterial(files);
-      } catch (e) {
-        err = e;
-      }
+      const err = thrown(() => loadCertificateMaterial(files));
       expect(err).toBeInstanceOf(TlsFileError);
       expect((err as TlsFileError).file).toBe(file);
       expect((err as Error).message).toContain(file);
