@@ -1,10 +1,10 @@
 /**
- * e2e: workspace mode against a real `svc` and two real `svc-fs-node`s with FS session auth
- * (workspace and auth acceptance): a project with two nodes on
- * one mount path; reads from the primary; SIGKILL of the primary and the next `cat` served by
- * the survivor within 5 s; restart on the same port; the topology's `auth_token` opens each
- * node (and a client without it is refused); project selection by binding; a mount path
- * changed with project_mount_remove/project_mount_set while a router runs converges.
+ * e2e: workspace mode against a real `svc` and two real `svc-fs-node`s with FS session auth: a
+ * project with two nodes on one mount path; reads from the primary; SIGKILL of the primary and
+ * the next `cat` served by the survivor within 5 s; restart on the same port; the topology's
+ * `auth_token` opens each node (and a client without it is refused); project selection by
+ * binding; a mount path changed with project_mount_remove/project_mount_set while a router runs
+ * converges.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
