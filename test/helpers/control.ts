@@ -3,7 +3,7 @@
  */
 import { ControlClient, ControlError } from '../../libs/client/src';
 import type { NodeCredentials } from '../../libs/protocol/src';
-import { ADMIN_TOKEN, USER_TOKEN } from '../support/processes';
+import { ADMIN_TOKEN, USER_TOKEN, waitFor } from '../support/processes';
 
 export type Client = ControlClient;
 
@@ -31,6 +31,59 @@ export async function failure(p: Promise<unknown>): Promise<{ code: string; mess
     throw e;
   }
 }
+
+/**
+ * Polls every 20 ms until `c.request(type, payload)` is answered (a reply, not an error): what
+ * was done on another replica has reached the one `c` is on.
+ * @param timeoutMs how long to try, ms
+ * @throws Error when it is still refused after `timeoutMs`
+ */
+export async function untilAnswered(c: ControlClient, type: string, payload: Record<string, unknown>, timeoutMs = 1000): Promise<void> {
+  await waitFor(
+    () =>
+      c.request(type, payload).then(
+        () => true,
+        () => undefined,
+      ),
+    timeoutMs,
+    20,
+  );
+}
+
+/**
+ * Polls every 20 ms until `c.request(type, payload)` is refused (an error): what was revoked on
+ * another replica has reached the one `c` is on.
+ * @param timeoutMs how long to try, ms
+ * @throws Error when it is still answered after `timeoutMs`
+ */
+export async function untilRefused(c: ControlClient, type: string, payload: Record<string, unknown>, timeoutMs = 1000): Promise<void> {
+  await waitFor(
+    () =>
+      c.request(type, payload).then(
+        () => undefined,
+        () => true,
+      ),
+    timeoutMs,
+    20,
+  );
+}
+
+/**
+ * Who is offered the invoke path of an invocable service mounted in a project, as a table of
+ * cases: [the project's `access_policy.invoke`, the service's permission (`allow`: its
+ * `allow_roles` name both roles; `deny`: deny-by-default), the role, whether that role is offered
+ * the path]. An admin always is; a user only when both allow.
+ */
+export const INVOKE_GATING = [
+  ['allow', 'allow', 'user', true],
+  ['allow', 'deny', 'user', false],
+  ['deny', 'allow', 'user', false],
+  ['deny', 'deny', 'user', false],
+  ['allow', 'allow', 'admin', true],
+  ['allow', 'deny', 'admin', true],
+  ['deny', 'allow', 'admin', true],
+  ['deny', 'deny', 'admin', true],
+] as const;
 
 /** Node credentials as returned by `node_join` (docs/protocol.md "Nodes"). */
 export type Credentials = NodeCredentials;

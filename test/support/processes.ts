@@ -3,7 +3,7 @@
  * whole programs (bench/faults.bench.ts); temporary directories and free ports for them.
  */
 import { ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -158,6 +158,32 @@ export async function startSvc(options: { stateDir?: string; env?: NodeJS.Proces
     ...options.env,
   });
   return { ...r, stateDir };
+}
+
+/**
+ * Starts an `svc-fs-node` daemon of node `name` exporting `<dir>/work` (made when missing) as
+ * `work`, against the control plane at `controlUrl`, keeping its state in `<dir>/state.json` (so
+ * a restart is the same node), with the admin token ({@link ADMIN_TOKEN} as SVC_AUTH_TOKEN);
+ * resolves once it listens.
+ * @param args more flags (e.g. `--invite-token TOKEN` for the first start)
+ * @param env more environment
+ * @throws Error when the daemon exits before it listens
+ */
+export function startNodeDaemon(dir: string, controlUrl: string, name: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<Running> {
+  mkdirSync(join(dir, 'work'), { recursive: true });
+  const flags = [
+    '--port',
+    '0',
+    '--export',
+    `work=${join(dir, 'work')}`,
+    '--control-url',
+    controlUrl,
+    '--state-file',
+    join(dir, 'state.json'),
+    '--node-name',
+    name,
+  ];
+  return startProcess(BIN.fsNode, [...flags, ...args], { SVC_AUTH_TOKEN: ADMIN_TOKEN, ...env });
 }
 
 /** Runs a CLI to completion. */
