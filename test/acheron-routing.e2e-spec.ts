@@ -7,7 +7,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { closeSessions, failure, INVOKE_GATING, session } from './helpers/control';
+import { closeSessions, failure, gatedTerminalService, INVOKE_GATING, session } from './helpers/control';
 import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, tmpDir } from './support/processes';
 import { RawPeer } from './helpers/raw-ws';
 import { startWorkspace, Workspace } from './helpers/workspace';
@@ -123,14 +123,7 @@ describe('invoke gating of /projects/<id>/fs', () => {
       node_secret: n.node_secret,
       services: [
         { service_id: 'fs', kind: 'fs', state: 'online', endpoints: ['/x'], mounts: [{ mount_id: 'work', mount_path: '/x' }] },
-        {
-          service_id: 'terminal-g',
-          kind: 'terminal',
-          state: 'online',
-          endpoints: ['/t'],
-          capabilities: { invoke: true },
-          permissions: perm === 'allow' ? { allow_roles: ['admin', 'user'] } : { default: 'deny-by-default' },
-        },
+        gatedTerminalService('terminal-g', '/t', perm),
       ],
     });
     const p = await ws.admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'gating', access_policy: { invoke: policy } });

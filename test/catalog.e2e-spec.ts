@@ -2,7 +2,7 @@
  * e2e: the node service catalog: upsert validation, defaults, secrets, get with permission filtering,
  * watch/unwatch events, and invoke gating in workspace_status.
  */
-import { Client, closeSessions, Credentials, failure, INVOKE_GATING, joinNode, ProjectDetail, session } from './helpers/control';
+import { Client, closeSessions, Credentials, failure, gatedTerminalService, INVOKE_GATING, joinNode, ProjectDetail, session } from './helpers/control';
 import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './support/processes';
 
 let svc: Running;
@@ -244,14 +244,7 @@ describe('invoke gating in workspace_status', () => {
     await upsert(admin, n, {
       services: [
         fsService({ service_id: 'fs', mounts: [{ mount_id: 'work', mount_path: '/x' }] }),
-        {
-          service_id: 'terminal-t',
-          kind: 'terminal',
-          state: 'online',
-          endpoints: ['/nodes/x/terminal/t'],
-          capabilities: { invoke: true },
-          permissions: perm === 'allow' ? { allow_roles: ['admin', 'user'] } : { default: 'deny-by-default' },
-        },
+        gatedTerminalService('terminal-t', '/nodes/x/terminal/t', perm),
       ],
     });
     await admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/work' });

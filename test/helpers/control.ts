@@ -38,16 +38,8 @@ export async function failure(p: Promise<unknown>): Promise<{ code: string; mess
  * @param timeoutMs how long to try, ms
  * @throws Error when it is still refused after `timeoutMs`
  */
-export async function untilAnswered(c: ControlClient, type: string, payload: Record<string, unknown>, timeoutMs = 1000): Promise<void> {
-  await waitFor(
-    () =>
-      c.request(type, payload).then(
-        () => true,
-        () => undefined,
-      ),
-    timeoutMs,
-    20,
-  );
+export function untilAnswered(c: ControlClient, type: string, payload: Record<string, unknown>, timeoutMs = 1000): Promise<void> {
+  return untilOutcome(c, type, payload, true, timeoutMs);
 }
 
 /**
@@ -56,12 +48,17 @@ export async function untilAnswered(c: ControlClient, type: string, payload: Rec
  * @param timeoutMs how long to try, ms
  * @throws Error when it is still answered after `timeoutMs`
  */
-export async function untilRefused(c: ControlClient, type: string, payload: Record<string, unknown>, timeoutMs = 1000): Promise<void> {
+export function untilRefused(c: ControlClient, type: string, payload: Record<string, unknown>, timeoutMs = 1000): Promise<void> {
+  return untilOutcome(c, type, payload, false, timeoutMs);
+}
+
+/** Polls every 20 ms until `c.request(type, payload)` is answered (`answered` true) or refused (false). */
+async function untilOutcome(c: ControlClient, type: string, payload: Record<string, unknown>, answered: boolean, timeoutMs: number): Promise<void> {
   await waitFor(
     () =>
       c.request(type, payload).then(
-        () => undefined,
-        () => true,
+        () => answered || undefined,
+        () => !answered || undefined,
       ),
     timeoutMs,
     20,
@@ -84,6 +81,21 @@ export const INVOKE_GATING = [
   ['deny', 'allow', 'admin', true],
   ['deny', 'deny', 'admin', true],
 ] as const;
+
+/**
+ * An online terminal service `serviceId` at `endpoint` that can be invoked, with the permission
+ * `perm` of an {@link INVOKE_GATING} case, as `control.node_service_upsert` takes it.
+ */
+export function gatedTerminalService(serviceId: string, endpoint: string, perm: 'allow' | 'deny'): Record<string, unknown> {
+  return {
+    service_id: serviceId,
+    kind: 'terminal',
+    state: 'online',
+    endpoints: [endpoint],
+    capabilities: { invoke: true },
+    permissions: perm === 'allow' ? { allow_roles: ['admin', 'user'] } : { default: 'deny-by-default' },
+  };
+}
 
 /** Node credentials as returned by `node_join` (docs/protocol.md "Nodes"). */
 export type Credentials = NodeCredentials;
