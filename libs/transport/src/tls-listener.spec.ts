@@ -4,7 +4,7 @@ import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { Server as HttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { connect as tlsConnect, ConnectionOptions } from 'node:tls';
-import { describeWithOpenssl, makeCa, peerFingerprint, TestCa } from '../../../test/helpers/tls';
+import { describeWithOpenssl, makeCa, peerFingerprint, TestCa, useTestCa } from '../../../test/helpers/tls';
 import { cleanupTmp, tmpDir, waitFor } from '../../../test/support/processes';
 import { loadCertificateMaterial, TlsFileError } from './tls-certificate';
 import { ServerTls } from './tls-listener';
@@ -13,11 +13,7 @@ import { thrown } from '../../../test/helpers/thrown';
 const fingerprint = (certFile: string) => new X509Certificate(readFileSync(certFile)).fingerprint256;
 
 describeWithOpenssl('loadCertificateMaterial', () => {
-  let ca: TestCa;
-  beforeAll(() => {
-    ca = makeCa();
-  });
-  afterAll(() => cleanupTmp());
+  const ca = useTestCa();
 
   it('loads a certificate with its key', () => {
     const c = ca.issue('unit-good');
