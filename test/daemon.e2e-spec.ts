@@ -38,6 +38,23 @@ async function startInvitedNode(admin: Client, controlUrl: string, name: string,
   return startNode(controlUrl, name, ['--invite-token', invite_token, ...extra]);
 }
 
+/** The catalog record a daemon on node `nodeId` publishes for its terminal `tid` (`--terminal-id`), with `permissions`. */
+function terminalRecord(nodeId: string, tid: string, permissions: Record<string, unknown>): Service {
+  return {
+    service_id: `terminal-${tid}`,
+    kind: 'terminal',
+    version: '1',
+    state: 'online',
+    endpoints: [`/nodes/${nodeId}/terminal/${tid}`],
+    capabilities: { pty: true, terminal_id: tid, invoke: true },
+    mounts: [{ mount_id: `terminal-${tid}`, mount_path: `/nodes/${nodeId}/terminal/${tid}`, state: 'online' }],
+    ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } },
+    runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' },
+    permissions,
+    schema: {},
+  };
+}
+
 async function nodeNamed(admin: Client, name: string): Promise<{ node_id: string; fs_url: string; state: string; last_seen_ms: number }> {
   return waitFor(async () => {
     const { nodes } = await admin.request<{ nodes: Array<{ node_id: string; node_name: string; fs_url: string; state: string; last_seen_ms: number }> }>(
@@ -77,19 +94,7 @@ describe('pairing and the published record', () => {
         permissions: {},
         schema: {},
       },
-      {
-        service_id: 'terminal-t1',
-        kind: 'terminal',
-        version: '1',
-        state: 'online',
-        endpoints: [`/nodes/${id}/terminal/t1`],
-        capabilities: { pty: true, terminal_id: 't1', invoke: true },
-        mounts: [{ mount_id: 'terminal-t1', mount_path: `/nodes/${id}/terminal/t1`, state: 'online' }],
-        ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } },
-        runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' },
-        permissions: { default: 'deny-by-default' },
-        schema: {},
-      },
+      terminalRecord(id, 't1', { default: 'deny-by-default' }),
     ]);
     const record = await admin.request<{ labels: Record<string, string>; platform: Record<string, string> }>('node_service_get', { node_id: id });
     expect(record.labels).toEqual({ zone: 'eu', tier: 'gold' });
@@ -152,19 +157,7 @@ describe('pairing and the published record', () => {
     const id = info.node_id;
     const defaults = { version: '1', capabilities: {}, mounts: [], ops: {}, runtime: {}, permissions: {}, schema: {} };
     expect(services).toEqual([
-      {
-        service_id: 'terminal-x',
-        kind: 'terminal',
-        version: '1',
-        state: 'online',
-        endpoints: [`/nodes/${id}/terminal/x`],
-        capabilities: { pty: true, terminal_id: 'x', invoke: true },
-        mounts: [{ mount_id: 'terminal-x', mount_path: `/nodes/${id}/terminal/x`, state: 'online' }],
-        ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } },
-        runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' },
-        permissions: { allow_roles: ['admin', 'user'], require_project_token: true },
-        schema: {},
-      },
+      terminalRecord(id, 'x', { allow_roles: ['admin', 'user'], require_project_token: true }),
       { ...defaults, service_id: 'search', kind: 'index', state: 'online', endpoints: ['/search'] },
       { ...defaults, service_id: 'gpu', kind: 'compute', state: 'online', endpoints: ['/gpu'], capabilities: { cuda: true } },
     ]);
