@@ -10,7 +10,7 @@
  */
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, cleanupTmp, killAll, ROOT, runCli, tmpDir } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, ROOT, runCli, tmpDir } from './support/processes';
 
 type App = 'svc-control' | 'svc-fs-mount' | 'svc-fs-node';
 const APPS: App[] = ['svc-control', 'svc-fs-mount', 'svc-fs-node'];

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { FsClient } from '../libs/client/src';
 import { Errno, OpenFlags } from '../libs/protocol/src';
 import { parseEndpointSpec, StaticTopologySource, topologyFromEndpoints, TopologyChange, WorkspaceRouter } from '../libs/fs/src/router';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { cleanupTmp, killAll, Running, tmpDir } from './support/processes';
 import { startFsNode } from './helpers/fs-peer';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here

@@ -11,7 +11,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { BIN, cleanupTmp, killAll, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, startSvc, tmpDir, waitFor } from './support/processes';
 
 afterEach(() => closeSessions());
 afterAll(async () => {

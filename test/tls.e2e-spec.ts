@@ -18,7 +18,7 @@ import { randomBytes, X509Certificate } from 'node:crypto';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClientTls, FsClient, loadClientTls } from '../libs/client/src';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startNodeDaemon, startProcess, startSvc, tmpDir, waitFor } from './support/processes';
 import { fuseUnavailable, runMount } from './helpers/fs-mount';
 import { makeCa, opensslMissing, peerFingerprint, recordingProxy, TestCa, unmaskedClientPayloads } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';
@@ -276,26 +276,12 @@ describe('clients refuse what they cannot verify, before any upgrade reaches the
 
   it('a node daemon that cannot verify the control plane says why and keeps retrying; no upgrade', async () => {
     const before = upgrades(good);
-    const dir = tmpDir('tls-export-');
-    const node = await startProcess(
-      BIN.fsNode,
-      [
-        '--port',
-        '0',
-        '--export',
-        `work=${dir}`,
-        '--control-url',
-        good.url,
-        '--invite-token',
-        'inv',
-        '--state-file',
-        join(tmpDir('tls-node-state-'), 'state.json'),
-        '--reconnect-backoff-ms',
-        '100',
-        '--reconnect-backoff-max-ms',
-        '200',
-      ],
-      { SVC_LOG_LEVEL: 'warn', SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_TLS_CA: '' },
+    const node = await startNodeDaemon(
+      tmpDir('tls-node-'),
+      good.url,
+      'tls-node',
+      ['--invite-token', 'inv', '--reconnect-backoff-ms', '100', '--reconnect-backoff-max-ms', '200'],
+      { SVC_LOG_LEVEL: 'warn', SVC_TLS_CA: '' },
     );
     await waitFor(() => (node.stderr().match(/unknown CA/g) ?? []).length >= 2, 10_000);
     expect(node.stderr()).toContain(`cannot connect to the control plane (attempt 1): TLS: refused the certificate of ${good.url}: unknown CA`);

@@ -5,7 +5,7 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
-import { BIN, Running, startProcess } from './processes';
+import { BIN, Running, startProcess } from '../support/processes';
 
 /**
  * Starts `svc-fs-node --port P --export ...` and waits for its listening line.
