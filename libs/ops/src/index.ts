@@ -5,3 +5,4 @@ export * from './metrics';
 export * from './ops.module';
 export * from './config-values';
 export * from './atomic-file';
+export * from './server-start';
