@@ -62,6 +62,28 @@ export function toRuntimeError(e: unknown, label: string): ProtocolError {
   return new ProtocolError('eio', `${label}: ${(e as Error).message}`);
 }
 
+/**
+ * Runs `op` and throws its failure mapped by {@link toRuntimeError}, as a routed filesystem
+ * answers the runtime session.
+ * @param label the node or project named in `eio` messages
+ */
+export async function withRuntimeErrors<T>(label: string, op: () => Promise<T>): Promise<T> {
+  try {
+    return await op();
+  } catch (e) {
+    throw toRuntimeError(e, label);
+  }
+}
+
+/** The {@link RoutedHandle} over `ops` whose failures are mapped by {@link toRuntimeError} (see {@link withRuntimeErrors}). */
+export function runtimeHandle(label: string, ops: RoutedHandle): RoutedHandle {
+  return {
+    read: (offset, count) => withRuntimeErrors(label, () => ops.read(offset, count)),
+    write: (offset, data) => withRuntimeErrors(label, () => ops.write(offset, data)),
+    close: () => withRuntimeErrors(label, () => ops.close()),
+  };
+}
+
 const O_RDONLY = 0;
 const O_WRONLY = 1;
 const O_RDWR = 2;
@@ -84,16 +106,12 @@ class ExportFs implements RoutedFs {
     return attr;
   }
 
-  async walk(rel: string[]): Promise<FsAttr> {
-    try {
-      return await this.nodeOf(rel);
-    } catch (e) {
-      throw toRuntimeError(e, this.label);
-    }
+  walk(rel: string[]): Promise<FsAttr> {
+    return withRuntimeErrors(this.label, () => this.nodeOf(rel));
   }
 
-  async list(rel: string[]): Promise<Array<{ name: string; kind: 'dir' | 'file'; size: number }>> {
-    try {
+  list(rel: string[]): Promise<Array<{ name: string; kind: 'dir' | 'file'; size: number }>> {
+    return withRuntimeErrors(this.label, async () => {
       const dir = await this.nodeOf(rel);
       const out: Array<{ name: string; kind: 'dir' | 'file'; size: number }> = [];
       let cookie = 0;
@@ -108,46 +126,25 @@ class ExportFs implements RoutedFs {
         cookie = page.next;
       }
       return out;
-    } catch (e) {
-      throw toRuntimeError(e, this.label);
-    }
+    });
   }
 
-  async open(rel: string[], mode: 'r' | 'w' | 'rw'): Promise<RoutedHandle> {
-    try {
+  open(rel: string[], mode: 'r' | 'w' | 'rw'): Promise<RoutedHandle> {
+    return withRuntimeErrors(this.label, async () => {
       const attr = await this.nodeOf(rel);
       // "w" replaces the content (like a shell redirection); "rw" keeps it.
       const flags = mode === 'r' ? O_RDONLY : mode === 'w' ? O_WRONLY | O_TRUNC : O_RDWR;
       const { h } = await this.client.request<{ h: number }>('open', { node: attr.id }, { flags });
       const client = this.client;
-      const label = this.label;
-      return {
-        async read(offset, count) {
-          try {
-            return await client.read(h, offset, count);
-          } catch (e) {
-            throw toRuntimeError(e, label);
-          }
+      return runtimeHandle(this.label, {
+        read: (offset, count) => client.read(h, offset, count),
+        write: (offset, data) => client.write(h, offset, data),
+        // A terminal runs its request at close: its EINVAL must reach the caller.
+        close: async () => {
+          await client.request('close', { h });
         },
-        async write(offset, data) {
-          try {
-            return await client.write(h, offset, data);
-          } catch (e) {
-            throw toRuntimeError(e, label);
-          }
-        },
-        async close() {
-          try {
-            await client.request('close', { h });
-          } catch (e) {
-            // A terminal runs its request at close: its EINVAL must reach the caller.
-            throw toRuntimeError(e, label);
-          }
-        },
-      };
-    } catch (e) {
-      throw toRuntimeError(e, this.label);
-    }
+      });
+    });
   }
 }
 
