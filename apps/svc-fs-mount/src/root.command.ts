@@ -11,7 +11,6 @@
  * the same router.
  */
 import { Option, RootCommand } from 'nest-commander';
-import { CliOutput } from './cli-output';
 import { MountCommand } from './commands/base.command';
 import { CatCommand, WriteCommand } from './commands/data.commands';
 import { GetattrCommand, MkdirCommand, ReaddirCommand, RenameCommand, RmdirCommand, TruncateCommand, UnlinkCommand } from './commands/path.commands';
@@ -40,10 +39,6 @@ export const COMMANDS = [
   subCommands: COMMANDS,
 })
 export class MountRootCommand extends MountCommand {
-  constructor(private readonly out: CliOutput) {
-    super();
-  }
-
   @Option({ flags: '--workspace-url <url>', description: `control-plane URL (workspace mode; default $SVC_URL or ${DEFAULT_WORKSPACE_URL})` })
   parseWorkspaceUrl(v: string): string {
     return v;

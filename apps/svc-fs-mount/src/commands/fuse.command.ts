@@ -18,8 +18,6 @@ import { promisify } from 'node:util';
 import { Option, SubCommand } from 'nest-commander';
 import { FuseFs, setFuseTimeUnitNs } from '../../../../libs/fs/src/fuse/fuse-fs';
 import { useDataPathGc } from '../../../../libs/ops/src/data-path-gc';
-import { CliOutput } from '../cli-output';
-import { MountSession } from '../mount-session';
 import { UsageError } from '../mount-options';
 import { MountCommand } from './base.command';
 
@@ -117,13 +115,6 @@ export async function prepareMountPoint(dir: string): Promise<string | null> {
   description: 'mount the workspace with FUSE; stays in the foreground until SIGINT/SIGTERM (--daemon detaches)',
 })
 export class FuseMountCommand extends MountCommand {
-  constructor(
-    private readonly session: MountSession,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   @Option({ flags: '--daemon', description: 'detach once mounted and print the pid' })
   parseDaemon(): boolean {
     return true;
