@@ -109,6 +109,16 @@ export async function prepareMountPoint(dir: string): Promise<string | null> {
   return cleaned;
 }
 
+/**
+ * The value of an integer option of `mount`, from 0 to `max`.
+ * @throws UsageError `<flag> must be an integer from 0 to <max>`
+ */
+function intOption(v: string, flag: string, max: number): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > max) throw new UsageError(`${flag} must be an integer from 0 to ${max}`);
+  return n;
+}
+
 @SubCommand({
   name: 'mount',
   arguments: '<mountpoint>',
@@ -127,9 +137,7 @@ export class FuseMountCommand extends MountCommand {
 
   @Option({ flags: '--attr-ttl-ms <ms>', description: 'attribute and entry cache lifetime, ms (default 1000)' })
   parseTtl(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 3_600_000) throw new UsageError('--attr-ttl-ms must be an integer from 0 to 3600000');
-    return n;
+    return intOption(v, '--attr-ttl-ms', 3_600_000);
   }
 
   @Option({
@@ -137,9 +145,7 @@ export class FuseMountCommand extends MountCommand {
     description: "lifetime of the client-side attribute, listing and open caches, invalidated by the nodes' change events, ms (default 60000)",
   })
   parseCacheTtl(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 3_600_000) throw new UsageError('--cache-ttl-ms must be an integer from 0 to 3600000');
-    return n;
+    return intOption(v, '--cache-ttl-ms', 3_600_000);
   }
 
   @Option({
@@ -147,9 +153,7 @@ export class FuseMountCommand extends MountCommand {
     description: 'after each operation keep polling this long instead of sleeping, µs (default 1000; 0 never): trades a little CPU for latency on virtual CPUs',
   })
   parsePoll(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 100_000) throw new UsageError('--poll-us must be an integer from 0 to 100000');
-    return n;
+    return intOption(v, '--poll-us', 100_000);
   }
 
   @Option({ flags: '--read-only', description: 'refuse every change with EROFS' })
