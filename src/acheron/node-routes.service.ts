@@ -4,7 +4,7 @@
  */
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { ConnectionError, FsClient } from '@svc/client';
-import { Errno, FsError, ProtocolError, ErrorCode } from '@svc/protocol';
+import { Errno, FsError, OpenFlags, ProtocolError, ErrorCode } from '@svc/protocol';
 import { StateService } from '../persistence/state.service';
 import { ServerConfig } from '../config';
 
@@ -84,10 +84,13 @@ export function runtimeHandle(label: string, ops: RoutedHandle): RoutedHandle {
   };
 }
 
-const O_RDONLY = 0;
-const O_WRONLY = 1;
-const O_RDWR = 2;
-const O_TRUNC = 0o1000;
+/**
+ * The open(2) flags ({@link OpenFlags}) of a runtime open mode: `r` read-only, `w` write-only
+ * replacing the content (like a shell redirection), `rw` read-write keeping it.
+ */
+export function openFlagsOf(mode: 'r' | 'w' | 'rw'): number {
+  return mode === 'r' ? OpenFlags.O_RDONLY : mode === 'w' ? OpenFlags.O_WRONLY | OpenFlags.O_TRUNC : OpenFlags.O_RDWR;
+}
 
 /** One export on one FS session. */
 class ExportFs implements RoutedFs {
@@ -132,9 +135,7 @@ class ExportFs implements RoutedFs {
   open(rel: string[], mode: 'r' | 'w' | 'rw'): Promise<RoutedHandle> {
     return withRuntimeErrors(this.label, async () => {
       const attr = await this.nodeOf(rel);
-      // "w" replaces the content (like a shell redirection); "rw" keeps it.
-      const flags = mode === 'r' ? O_RDONLY : mode === 'w' ? O_WRONLY | O_TRUNC : O_RDWR;
-      const { h } = await this.client.request<{ h: number }>('open', { node: attr.id }, { flags });
+      const { h } = await this.client.request<{ h: number }>('open', { node: attr.id }, { flags: openFlagsOf(mode) });
       const client = this.client;
       return runtimeHandle(this.label, {
         read: (offset, count) => client.read(h, offset, count),

@@ -10,14 +10,14 @@ import { Injectable } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
 import { Subscription } from 'rxjs';
 import { FsClient } from '@svc/client';
-import { FsError, OpenFlags } from '@svc/protocol';
+import { Errno, FsError } from '@svc/protocol';
 import { applyTopologyDelta, Topology, TopologySource, TopologySourceInfo, topologyFromStatus, WorkspaceRouter } from '@svc/fs/router';
 import type { WsSession } from '@svc/transport';
 import { Actor } from '../common/actor';
 import { ServerConfig } from '../config';
 import { AvailabilityService } from '../projects/availability.service';
 import { WorkspaceService } from '../projects/workspace.service';
-import { FsAttr, RoutedFs, RoutedHandle, runtimeHandle, withRuntimeErrors } from './node-routes.service';
+import { FsAttr, openFlagsOf, RoutedFs, RoutedHandle, runtimeHandle, withRuntimeErrors } from './node-routes.service';
 
 /**
  * A topology source fed by the control plane itself: the workspace status of `actor` for
@@ -94,8 +94,7 @@ class ProjectFs implements RoutedFs {
 
   async open(rel: string[], mode: 'r' | 'w' | 'rw'): Promise<RoutedHandle> {
     const router = this.router;
-    const flags = mode === 'r' ? OpenFlags.O_RDONLY : mode === 'w' ? OpenFlags.O_WRONLY | OpenFlags.O_TRUNC : OpenFlags.O_RDWR;
-    const { fh } = await withRuntimeErrors(this.label, () => router.open(this.pathOf(rel), flags));
+    const { fh } = await withRuntimeErrors(this.label, () => router.open(this.pathOf(rel), openFlagsOf(mode)));
     return runtimeHandle(this.label, {
       read: (offset, count) => router.read(fh, offset, count),
       write: (offset, data) => router.write(fh, offset, data),
@@ -103,7 +102,7 @@ class ProjectFs implements RoutedFs {
         try {
           await router.release(fh);
         } catch (e) {
-          if (!(e instanceof FsError && e.errno === 9)) throw e;
+          if (!(e instanceof FsError && e.errno === Errno.EBADF)) throw e;
         }
       },
     });
