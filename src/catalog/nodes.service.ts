@@ -16,6 +16,7 @@ import {
   NodeInfo,
   NodeJoinDto,
   NodeJoinRequestDto,
+  PendingJoin,
   LeaseRefreshDto,
   Platform,
   ProtocolError,
@@ -36,6 +37,18 @@ function platformOf(p: Platform | undefined): Platform {
   if (p?.arch !== undefined) out.arch = p.arch;
   if (p?.runtime_kind !== undefined) out.runtime_kind = p.runtime_kind;
   return out;
+}
+
+/** The NodeCredentials of `node` (docs/protocol.md "Nodes") with its node secret in clear, which only the digest of is stored. */
+function credentialsOf(node: NodeRecord, nodeSecret: string): NodeCredentials {
+  return {
+    node_id: node.node_id,
+    node_name: node.node_name,
+    node_secret: nodeSecret,
+    fs_auth_token: node.fs_auth_token,
+    lease_token: node.lease_token,
+    lease_expires_at_ms: node.lease_expires_at_ms,
+  };
 }
 
 @Injectable()
@@ -188,14 +201,7 @@ export class NodesService {
         // No sealed credentials for this node (imported from an earlier version): issue a new secret.
         const nodeSecret = newSecret();
         s.nodes.put({ ...node, secret_sha256: sha256Hex(nodeSecret) });
-        credentials = {
-          node_id: node.node_id,
-          node_name: node.node_name,
-          node_secret: nodeSecret,
-          fs_auth_token: node.fs_auth_token,
-          lease_token: node.lease_token,
-          lease_expires_at_ms: node.lease_expires_at_ms,
-        };
+        credentials = credentialsOf(node, nodeSecret);
       }
       s.joinRequests.put({ ...r, delivered: true });
       s.undelivered.delete(requestId);
@@ -204,7 +210,7 @@ export class NodesService {
   }
 
   /** Pending join requests, oldest first (no secrets). */
-  pendingList(): { pending: Array<{ request_id: string; node_name: string; fs_url: string; platform: Platform; requested_at_ms: number }> } {
+  pendingList(): { pending: PendingJoin[] } {
     const pending = [...this.store.state.joinRequests.values()]
       .filter((r) => r.state === 'pending')
       .sort((a, b) => a.requested_at_ms - b.requested_at_ms)
@@ -382,17 +388,7 @@ export class NodesService {
     };
     if (s.nodes.has(node.node_id)) throw new ProtocolError('internal_error', 'node id collision; retry');
     s.nodes.put(node);
-    return {
-      node,
-      credentials: {
-        node_id: node.node_id,
-        node_name: node.node_name,
-        node_secret: nodeSecret,
-        fs_auth_token: node.fs_auth_token,
-        lease_token: node.lease_token,
-        lease_expires_at_ms: node.lease_expires_at_ms,
-      },
-    };
+    return { node, credentials: credentialsOf(node, nodeSecret) };
   }
 
   /** Drops invites and decided requests that ended more than a day ago (and unfetched credentials with them). */

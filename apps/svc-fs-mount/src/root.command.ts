@@ -7,7 +7,6 @@
  * `mount MOUNTPOINT` (FUSE) sits beside the others on the same router.
  */
 import { Option, RootCommand } from 'nest-commander';
-import { CliOutput } from './cli-output';
 import { MountCommand } from './commands/base.command';
 import { CatCommand, WriteCommand } from './commands/data.commands';
 import { GetattrCommand, MkdirCommand, ReaddirCommand, RenameCommand, RmdirCommand, TruncateCommand, UnlinkCommand } from './commands/path.commands';
@@ -37,10 +36,6 @@ export const COMMANDS = [
   subCommands: COMMANDS,
 })
 export class MountRootCommand extends MountCommand {
-  constructor(private readonly out: CliOutput) {
-    super();
-  }
-
   @Option(commanderOption(MOUNT_OPTIONS.workspaceUrl))
   parseWorkspaceUrl(v: string): string {
     return v;

@@ -7,3 +7,4 @@ export * from './config-values';
 export * from './atomic-file';
 export * from './option-specs';
 export * from './common-options';
+export * from './server-start';

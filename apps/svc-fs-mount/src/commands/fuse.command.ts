@@ -18,8 +18,6 @@ import { promisify } from 'node:util';
 import { Option, SubCommand } from 'nest-commander';
 import { FuseFs, setFuseTimeUnitNs } from '../../../../libs/fs/src/fuse/fuse-fs';
 import { useDataPathGc } from '../../../../libs/ops/src/data-path-gc';
-import { CliOutput } from '../cli-output';
-import { MountSession } from '../mount-session';
 import { UsageError } from '../mount-options';
 import { FUSE_MAX_POLL_US, FUSE_MAX_TTL_MS, FUSE_MOUNT_DEFAULTS, MOUNT_OPTIONS } from '../option-table';
 import { commanderOption } from '../../../../libs/ops/src/option-specs';
@@ -113,19 +111,22 @@ export async function prepareMountPoint(dir: string): Promise<string | null> {
   return cleaned;
 }
 
+/**
+ * The value of an integer option of `mount`, from 0 to `max`.
+ * @throws UsageError `<flag> must be an integer from 0 to <max>`
+ */
+function intOption(v: string, flag: string, max: number): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > max) throw new UsageError(`${flag} must be an integer from 0 to ${max}`);
+  return n;
+}
+
 @SubCommand({
   name: 'mount',
   arguments: '<mountpoint>',
   description: 'mount the workspace with FUSE; stays in the foreground until SIGINT/SIGTERM (--daemon detaches)',
 })
 export class FuseMountCommand extends MountCommand {
-  constructor(
-    private readonly session: MountSession,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   @Option(commanderOption(MOUNT_OPTIONS.daemon))
   parseDaemon(): boolean {
     return true;
@@ -138,23 +139,17 @@ export class FuseMountCommand extends MountCommand {
 
   @Option(commanderOption(MOUNT_OPTIONS.attrTtl))
   parseTtl(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > FUSE_MAX_TTL_MS) throw new UsageError(`--attr-ttl-ms must be an integer from 0 to ${FUSE_MAX_TTL_MS}`);
-    return n;
+    return intOption(v, '--attr-ttl-ms', FUSE_MAX_TTL_MS);
   }
 
   @Option(commanderOption(MOUNT_OPTIONS.cacheTtl))
   parseCacheTtl(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > FUSE_MAX_TTL_MS) throw new UsageError(`--cache-ttl-ms must be an integer from 0 to ${FUSE_MAX_TTL_MS}`);
-    return n;
+    return intOption(v, '--cache-ttl-ms', FUSE_MAX_TTL_MS);
   }
 
   @Option(commanderOption(MOUNT_OPTIONS.pollUs))
   parsePoll(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > FUSE_MAX_POLL_US) throw new UsageError(`--poll-us must be an integer from 0 to ${FUSE_MAX_POLL_US}`);
-    return n;
+    return intOption(v, '--poll-us', FUSE_MAX_POLL_US);
   }
 
   @Option(commanderOption(MOUNT_OPTIONS.readOnly))

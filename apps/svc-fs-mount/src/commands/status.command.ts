@@ -6,9 +6,7 @@
 import { Option, SubCommand } from 'nest-commander';
 import { availabilityOf } from '@svc/protocol/wire';
 import { ProbeResult, WorkspaceRouter } from '../../../../libs/fs/src/router';
-import { CliOutput } from '../cli-output';
 import { table } from '../format';
-import { MountSession } from '../mount-session';
 import { MOUNT_OPTIONS } from '../option-table';
 import { commanderOption } from '../../../../libs/ops/src/option-specs';
 import { MountCommand } from './base.command';
@@ -114,13 +112,6 @@ export function formatStatus(r: StatusReport): string {
 
 @SubCommand({ name: 'status', description: 'show the topology, each mount state and a probe of every candidate (--json for JSON)' })
 export class StatusCommand extends MountCommand {
-  constructor(
-    private readonly session: MountSession,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   @Option(commanderOption(MOUNT_OPTIONS.noProbe))
   parseNoProbe(): boolean {
     return false;

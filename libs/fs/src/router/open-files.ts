@@ -117,22 +117,7 @@ export class OpenFiles {
   async open(t: FileTarget, flags: number, readBytes = this.openReadBytes): Promise<{ fh: number; attr?: Attr }> {
     const readOnly = (flags & OpenFlags.O_ACCMODE) === OpenFlags.O_RDONLY && (flags & (OpenFlags.O_TRUNC | OpenFlags.O_CREAT)) === 0;
     const o = await this.routes.withMount(t.mountPath, (a, ctx) => this.openOn(a, ctx, t.rel, flags, readOnly, readOnly ? readBytes : 0));
-    const fh = this.nextFh++;
-    this.files.set(fh, {
-      fh,
-      path: t.path,
-      mountPath: t.mountPath,
-      rel: t.rel,
-      flags,
-      readOnly,
-      active: o.active,
-      h: o.h,
-      reopening: null,
-      node: o.node,
-      first: o.first,
-      closed: o.closed,
-    });
-    return { fh, attr: o.attr };
+    return { fh: this.add(t, flags, readOnly, o), attr: o.attr };
   }
 
   /**
@@ -151,6 +136,11 @@ export class OpenFiles {
         return { active: a, h: res.h, attr: res.attr };
       }),
     );
+    return { fh: this.add(t, flags, false, { active, h, node: attr.id, first: null, closed: false }), attr };
+  }
+
+  /** Adds a file opened on the node (`o`) to the table under a new router handle, which it returns. */
+  private add(t: FileTarget, flags: number, readOnly: boolean, o: Omit<Opened, 'attr'>): number {
     const fh = this.nextFh++;
     this.files.set(fh, {
       fh,
@@ -158,15 +148,15 @@ export class OpenFiles {
       mountPath: t.mountPath,
       rel: t.rel,
       flags,
-      readOnly: false,
-      active,
-      h,
+      readOnly,
+      active: o.active,
+      h: o.h,
       reopening: null,
-      node: attr.id,
-      first: null,
-      closed: false,
+      node: o.node,
+      first: o.first,
+      closed: o.closed,
     });
-    return { fh, attr };
+    return fh;
   }
 
   /**
