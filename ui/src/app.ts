@@ -19,7 +19,7 @@
 import { ControlSession, RequestError } from './control-session.js';
 import { badge, clock, duration, fill, h, table, when } from './dom.js';
 import { topologySvg } from './topology.js';
-import type { AuditEntry, AvailabilityEvent, CatalogEvent, MountView, NodeInfo, PendingJoin, ProjectSummary, ServiceEntry, WorkspaceStatus } from './types.js';
+import type { AuditEntry, AvailabilityEvent, CatalogEvent, NodeInfo, PendingJoin, ProjectSummary, ServiceEntry, WorkspaceStatus } from './types.js';
 
 /** Full re-read period, ms (pushes cause an immediate re-read of what they touch). */
 const POLL_MS = 3000;
@@ -64,13 +64,13 @@ function projectName(id: string): string {
   return model.projects.find((p) => p.project_id === id)?.name ?? id;
 }
 
-/** Drops `auth_token` from mount views (the dashboard never holds FS session tokens). */
-function scrub(status: WorkspaceStatus): WorkspaceStatus {
-  const clean = (m: MountView & { auth_token?: string }): MountView => {
-    const { auth_token: _drop, ...rest } = m;
-    return rest;
-  };
-  return { ...status, mounts: status.mounts.map(clean), desired_mounts: status.desired_mounts.map(clean) };
+/**
+ * Parses a project's STATUS.json without the FS tokens it carries (`auth_token` of every mount
+ * view, in `mounts`, `desired_mounts` and `actual_mounts`): the dashboard never shows them, and
+ * does not keep them in memory.
+ */
+function parseStatus(text: string): WorkspaceStatus {
+  return JSON.parse(text, (key: string, value: unknown) => (key === 'auth_token' ? undefined : value)) as WorkspaceStatus;
 }
 
 function addEvent(item: FeedItem): void {
@@ -95,8 +95,8 @@ function gated(payload: Record<string, unknown>): Record<string, unknown> {
 
 async function readStatus(s: ControlSession, projectId: string): Promise<void> {
   try {
-    const st = JSON.parse(await s.readFile(`/projects/${projectId}/STATUS.json`)) as WorkspaceStatus;
-    model.status.set(projectId, scrub(st));
+    const st = parseStatus(await s.readFile(`/projects/${projectId}/STATUS.json`));
+    model.status.set(projectId, st);
   } catch (e) {
     if (e instanceof RequestError && e.code === 'enoent') model.status.delete(projectId);
     else throw e;
