@@ -33,6 +33,8 @@ export interface InodeEntry {
   children: Map<string, InodeEntry> | null;
   /** False once unlinked or replaced (it has no path any more). */
   attached: boolean;
+  /** File type bits (`S_IFMT` of the mode) the kernel was told; 0 until set. The kernel cannot change an inode's type. */
+  type: number;
 }
 
 /** See the module documentation. */
@@ -43,7 +45,7 @@ export class InodeTable {
   readonly root: InodeEntry;
 
   constructor() {
-    this.root = { ino: ROOT_INO, nlookup: 1, parent: null, name: '', children: null, attached: true };
+    this.root = { ino: ROOT_INO, nlookup: 1, parent: null, name: '', children: null, attached: true, type: 0o040000 };
     this.byIno.set(ROOT_INO, this.root);
   }
 
@@ -109,7 +111,7 @@ export class InodeTable {
     if (!dir) throw new Error(`inode ${parent} is not known`);
     let e = dir.children?.get(name);
     if (!e) {
-      e = { ino: this.nextIno++, nlookup: 0, parent: dir, name, children: null, attached: true };
+      e = { ino: this.nextIno++, nlookup: 0, parent: dir, name, children: null, attached: true, type: 0 };
       (dir.children ??= new Map()).set(name, e);
       this.byIno.set(e.ino, e);
     }
