@@ -5,6 +5,7 @@
 import { Injectable, OnModuleDestroy } from '@nestjs/common';
 import { Subject, Subscription } from 'rxjs';
 import {
+  CatalogEvent,
   CatalogView,
   fail,
   isIdentifierSafe,
@@ -24,16 +25,11 @@ import { serviceVisible, Viewer } from './permissions';
 export type CatalogChange =
   { event: 'upsert'; node_id: string; before: ServiceEntry[]; after: ServiceEntry[]; ts_ms: number } | { event: 'delete'; node_id: string; ts_ms: number };
 
-/** `control.node_service_event` payload. */
-export type CatalogEventPayload =
-  | { event: 'upsert'; node_id: string; added: string[]; removed: string[]; changed: string[]; ts_ms: number }
-  | { event: 'delete'; node_id: string; ts_ms: number };
-
 /**
  * The event a viewer receives for a change: ids of services that became visible to it
  * (added), stopped being visible (removed) or changed while visible.
  */
-export function eventFor(change: CatalogChange, viewer: Viewer): CatalogEventPayload {
+export function eventFor(change: CatalogChange, viewer: Viewer): CatalogEvent {
   if (change.event === 'delete') return change;
   const visible = (list: ServiceEntry[]) => new Map(list.filter((s) => serviceVisible(s, viewer)).map((s) => [s.service_id, JSON.stringify(s)]));
   const before = visible(change.before);

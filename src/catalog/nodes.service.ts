@@ -16,6 +16,7 @@ import {
   NodeInfo,
   NodeJoinDto,
   NodeJoinRequestDto,
+  PendingJoin,
   LeaseRefreshDto,
   Platform,
   ProtocolError,
@@ -204,7 +205,7 @@ export class NodesService {
   }
 
   /** Pending join requests, oldest first (no secrets). */
-  pendingList(): { pending: Array<{ request_id: string; node_name: string; fs_url: string; platform: Platform; requested_at_ms: number }> } {
+  pendingList(): { pending: PendingJoin[] } {
     const pending = [...this.store.state.joinRequests.values()]
       .filter((r) => r.state === 'pending')
       .sort((a, b) => a.requested_at_ms - b.requested_at_ms)

@@ -12,8 +12,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command } from 'nest-commander';
-import { ControlClient, ControlClientFactory, ControlError } from '@svc/client';
-import { CliOutput, openSession, reportFailure, SessionCommand } from './session-command';
+import { ControlClient, ControlError } from '@svc/client';
+import { SessionCommand } from './session-command';
 import { UsageError } from './payload';
 
 const ROOT_FID = 0;
@@ -84,21 +84,13 @@ class RuntimePath {
   argsDescription: { action: 'ls, cat, write or stat', path: 'absolute namespace path, e.g. /nodes', data: 'for write: the data, or - for standard input' },
 })
 export class AcheronCommand extends SessionCommand {
-  constructor(
-    private readonly factory: ControlClientFactory,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   async run(params: string[], options?: Record<string, unknown>): Promise<void> {
     const [action, path, data] = params;
-    let client: ControlClient | null = null;
-    try {
+    await this.withSession(this.resolved(options), async (open) => {
       if (!['ls', 'cat', 'write', 'stat'].includes(action)) throw new UsageError(`unknown action "${action}": use ls, cat, write or stat`);
       segments(path);
       if (action === 'write' && data === undefined) throw new UsageError('write needs DATA, or - to read standard input');
-      client = await openSession(this.factory, this.resolved(options));
+      const client = await open();
       await client.attach(ROOT_FID);
       try {
         await this.act(client, action, path, data);
@@ -111,11 +103,7 @@ export class AcheronCommand extends SessionCommand {
         }
         throw e;
       }
-    } catch (e) {
-      reportFailure(this.out, e);
-    } finally {
-      client?.close();
-    }
+    });
   }
 
   private async act(client: ControlClient, action: string, path: string, data: string | undefined): Promise<void> {

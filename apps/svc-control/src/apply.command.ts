@@ -21,10 +21,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, Option } from 'nest-commander';
-import { ControlClient, ControlClientFactory, ControlError } from '@svc/client';
+import { ControlError } from '@svc/client';
 import type { MountSpec, ProjectUpResult } from '@svc/protocol/wire';
 import { UsageError } from './payload';
-import { CliOutput, openSession, reportFailure, SessionCommand } from './session-command';
+import { SessionCommand } from './session-command';
 import { fieldOfServerMessage, parseWorkspaceFile, WorkspaceFile, WorkspaceFileError } from './workspace-file';
 
 /** One plan line: `+ /path node:export` (node by name, else id). */
@@ -50,13 +50,6 @@ export function describeResult(name: string, r: ProjectUpResult, dryRun: boolean
   description: 'make a project and its mounts equal to a workspace file (YAML or JSON): control.project_up',
 })
 export class ApplyCommand extends SessionCommand {
-  constructor(
-    private readonly factory: ControlClientFactory,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   @Option({ flags: '-f, --file <file>', description: 'the workspace file, YAML or JSON; - reads standard input' })
   parseFile(v: string): string {
     return v;
@@ -80,38 +73,41 @@ export class ApplyCommand extends SessionCommand {
   async run(_params: string[], options?: Record<string, unknown>): Promise<void> {
     const o = this.resolved(options);
     const opts = options ?? {};
-    let client: ControlClient | null = null;
     let ws: WorkspaceFile | null = null;
-    try {
-      const file = opts.file as string | undefined;
-      if (!file) throw new UsageError('apply needs -f FILE (YAML or JSON; - for standard input)');
-      ws = this.read(file);
-      const payload: Record<string, unknown> = { ...ws.payload };
-      const dryRun = opts.dryRun === true;
-      if (dryRun) payload.dry_run = true;
-      if (opts.prune === false) payload.prune = false;
-      if (o.operatorToken) payload.operator_token = o.operatorToken;
-      client = await openSession(this.factory, o);
-      const reply = await client.request<ProjectUpResult>('control.project_up', payload);
-      if (opts.json === true) {
-        this.out.json(reply);
-        return;
-      }
-      for (const line of describeResult(String(ws.payload.name), reply, dryRun)) this.out.line(line);
-      if (reply.project_token) this.out.line(`project_token: ${reply.project_token} (shown once: keep it)`);
-    } catch (e) {
-      if (e instanceof WorkspaceFileError) {
-        this.out.fail(`svc-control: ${e.message}`, 2);
-      } else if (e instanceof ControlError && ws) {
-        const field = fieldOfServerMessage(e.message);
-        const line = field ? ws.lineOf(field) : null;
-        this.out.fail(`error: ${e.code}: ${line !== null ? `${ws.file}:${line}: ` : ''}${e.message}`, 1);
-      } else {
-        reportFailure(this.out, e);
-      }
-    } finally {
-      client?.close();
-    }
+    await this.withSession(
+      o,
+      async (open) => {
+        const file = opts.file as string | undefined;
+        if (!file) throw new UsageError('apply needs -f FILE (YAML or JSON; - for standard input)');
+        ws = this.read(file);
+        const payload: Record<string, unknown> = { ...ws.payload };
+        const dryRun = opts.dryRun === true;
+        if (dryRun) payload.dry_run = true;
+        if (opts.prune === false) payload.prune = false;
+        if (o.operatorToken) payload.operator_token = o.operatorToken;
+        const client = await open();
+        const reply = await client.request<ProjectUpResult>('control.project_up', payload);
+        if (opts.json === true) {
+          this.out.json(reply);
+          return;
+        }
+        for (const line of describeResult(String(ws.payload.name), reply, dryRun)) this.out.line(line);
+        if (reply.project_token) this.out.line(`project_token: ${reply.project_token} (shown once: keep it)`);
+      },
+      (e) => {
+        if (e instanceof WorkspaceFileError) {
+          this.out.fail(`svc-control: ${e.message}`, 2);
+          return true;
+        }
+        if (e instanceof ControlError && ws) {
+          const field = fieldOfServerMessage(e.message);
+          const line = field ? ws.lineOf(field) : null;
+          this.out.fail(`error: ${e.code}: ${line !== null ? `${ws.file}:${line}: ` : ''}${e.message}`, 1);
+          return true;
+        }
+        return false;
+      },
+    );
   }
 
   /** @throws WorkspaceFileError when the file cannot be read or is not a valid workspace */

@@ -9,10 +9,9 @@
  * connection or authentication.
  */
 import { Command, Option } from 'nest-commander';
-import { ControlClient, ControlClientFactory } from '@svc/client';
 import { AUDIT_LIST_MAX_LIMIT, AuditEntry, AuditListResult } from '@svc/protocol/wire';
 import { UsageError } from './payload';
-import { CliOutput, openSession, reportFailure, SessionCommand } from './session-command';
+import { SessionCommand } from './session-command';
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
@@ -56,13 +55,6 @@ export function auditTable(entries: AuditEntry[]): string[] {
   description: 'print the audit log (control.audit_list), newest first: --since 1h --agent A --type T',
 })
 export class AuditCommand extends SessionCommand {
-  constructor(
-    private readonly factory: ControlClientFactory,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   @Option({ flags: '--since <when>', description: 'only entries since then: a duration back (15m, 1h, 7d) or a date' })
   parseSince(v: string): string {
     return v;
@@ -98,8 +90,7 @@ export class AuditCommand extends SessionCommand {
   async run(_params: string[], options?: Record<string, unknown>): Promise<void> {
     const o = this.resolved(options);
     const opts = options ?? {};
-    let client: ControlClient | null = null;
-    try {
+    await this.withSession(o, async (open) => {
       const now = Date.now();
       const filter: Record<string, unknown> = {};
       if (typeof opts.since === 'string') filter.since_ms = parseTimeArg(opts.since, '--since', now);
@@ -107,7 +98,7 @@ export class AuditCommand extends SessionCommand {
       if (typeof opts.agent === 'string') filter.actor_agent_id = opts.agent;
       if (typeof opts.type === 'string') filter.type = opts.type.includes('.') ? opts.type : `control.${opts.type}`;
       const want = (opts.limit as number | undefined) ?? 100;
-      client = await openSession(this.factory, o);
+      const client = await open();
       const entries: AuditEntry[] = [];
       let cursor: string | null = null;
       do {
@@ -122,10 +113,6 @@ export class AuditCommand extends SessionCommand {
       if (opts.json === true) for (const e of entries) this.out.line(JSON.stringify(e));
       else if (entries.length === 0) this.out.line('no audit entries match');
       else for (const line of auditTable(entries)) this.out.line(line);
-    } catch (e) {
-      reportFailure(this.out, e);
-    } finally {
-      client?.close();
-    }
+    });
   }
 }

@@ -5,7 +5,7 @@ import { AcheronCommand } from './acheron.command';
 import { ApplyCommand } from './apply.command';
 import { AuditCommand } from './audit.command';
 import { ControlCommand } from './control.command';
-import { CliOutput } from './session-command';
+import { CliOutput } from '../../../libs/ops/src/cli-output';
 
 @Module({
   imports: [ClientModule],

@@ -7,13 +7,13 @@
  * `error: <code>: <message>` on stderr); 2 usage, connection or authentication failure.
  */
 import { Option, RootCommand } from 'nest-commander';
-import { ControlClient, ControlClientFactory } from '@svc/client';
+import { ControlClient } from '@svc/client';
 import { PROTECTED_OPERATIONS } from '@svc/protocol/wire';
 import { readPayloadArg } from './payload';
 import { AcheronCommand } from './acheron.command';
 import { ApplyCommand } from './apply.command';
 import { AuditCommand } from './audit.command';
-import { CliOutput, openSession, reportFailure, SessionCommand } from './session-command';
+import { SessionCommand } from './session-command';
 
 @RootCommand({
   name: 'svc-control',
@@ -26,13 +26,6 @@ import { CliOutput, openSession, reportFailure, SessionCommand } from './session
   },
 })
 export class ControlCommand extends SessionCommand {
-  constructor(
-    private readonly factory: ControlClientFactory,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   @Option({ flags: '--watch', description: 'after the reply, keep the session open and print pushed events as JSON lines' })
   parseWatch(): boolean {
     return true;
@@ -46,22 +39,17 @@ export class ControlCommand extends SessionCommand {
       return;
     }
     const o = this.resolved(options);
-    let client: ControlClient | null = null;
-    try {
+    await this.withSession(o, async (open) => {
       const payload = readPayloadArg(payloadArg);
       const type = op.startsWith('control.') ? op : `control.${op}`;
       if (o.operatorToken && PROTECTED_OPERATIONS.includes(type) && payload.operator_token === undefined) {
         payload.operator_token = o.operatorToken;
       }
-      client = await openSession(this.factory, o);
+      const client = await open();
       const reply = await client.request(type, payload);
       this.out.json(reply);
       if (o.watch) await this.watch(client);
-    } catch (e) {
-      reportFailure(this.out, e);
-    } finally {
-      client?.close();
-    }
+    });
   }
 
   private watch(client: ControlClient): Promise<void> {

@@ -1,12 +1,15 @@
 /**
  * What every svc-control command shares: the session options (`--url`, `--auth-token`,
- * `--operator-token`, `--agent-id`, `--timeout-ms`, `--tls-ca`), opening the control session,
+ * `--operator-token`, `--agent-id`, `--timeout-ms`, `--tls-ca`), opening the control session and
+ * closing it when a command ends ({@link SessionCommand.withSession}),
  * and the mapping of failures to messages and exit codes (1: the server refused; 2: usage,
  * connection, TLS verification or authentication).
  */
+import { Injectable } from '@nestjs/common';
 import { Option, CommandRunner } from 'nest-commander';
 import { clientTlsFrom, ControlClient, ControlClientFactory, ControlError, ConnectionError, resolveAuthToken } from '@svc/client';
 import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
+import { CliOutput } from '../../../libs/ops/src/cli-output';
 import { UsageError } from './payload';
 
 export interface ControlOptions {
@@ -21,20 +24,6 @@ export interface ControlOptions {
 }
 
 export const DEFAULT_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
-
-/** Writes to stdout/stderr and sets the exit code; shared by the svc-control commands. */
-export class CliOutput {
-  json(value: unknown): void {
-    process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-  }
-  line(text: string): void {
-    process.stdout.write(`${text}\n`);
-  }
-  fail(message: string, code: number): void {
-    process.stderr.write(`${message}\n`);
-    process.exitCode = code;
-  }
-}
 
 /**
  * Opens the control session for a command; a `wss://` URL is verified against the system CAs
@@ -59,8 +48,19 @@ export function reportFailure(out: CliOutput, e: unknown, prefix = 'error'): voi
   else out.fail(`svc-control: ${(e as Error).message ?? String(e)}`, 2);
 }
 
-/** Options shared by every svc-control command (declared once, parsed by commander). */
+/**
+ * What every svc-control command has: the session options (declared once, parsed by commander),
+ * the session factory and the output, and {@link SessionCommand.withSession}.
+ */
+@Injectable()
 export abstract class SessionCommand extends CommandRunner {
+  constructor(
+    protected readonly factory: ControlClientFactory,
+    protected readonly out: CliOutput,
+  ) {
+    super();
+  }
+
   @Option({ flags: '--url <url>', description: `control-plane WebSocket URL (default ${DEFAULT_URL}, or $SVC_URL)` })
   parseUrl(v: string): string {
     return v;
@@ -113,5 +113,29 @@ export abstract class SessionCommand extends CommandRunner {
       timeoutMs: o.timeoutMs,
       tlsCa: o.tlsCa,
     };
+  }
+
+  /**
+   * Runs a command's work: `work` makes its own checks, then calls `open` for the control session
+   * (see {@link openSession}), which is closed when `work` ends. A failure is reported by
+   * `report` when it returns true for it, else by {@link reportFailure}; nothing is thrown.
+   */
+  protected async withSession(
+    options: ControlOptions,
+    work: (open: () => Promise<ControlClient>) => Promise<void>,
+    report: (e: unknown) => boolean = () => false,
+  ): Promise<void> {
+    const opened: ControlClient[] = [];
+    try {
+      await work(async () => {
+        const client = await openSession(this.factory, options);
+        opened.push(client);
+        return client;
+      });
+    } catch (e) {
+      if (!report(e)) reportFailure(this.out, e);
+    } finally {
+      for (const client of opened) client.close();
+    }
   }
 }

@@ -9,27 +9,12 @@ import { Injectable } from '@nestjs/common';
 import { ConnectionError, ControlError } from '@svc/client';
 import { Errno, ProtocolError, strerror } from '@svc/protocol/wire';
 import { MountUnavailableError } from '../../../libs/fs/src/router';
+import { CliOutput as SharedCliOutput } from '../../../libs/ops/src/cli-output';
 import { UsageError } from './mount-options';
 
-/** Writes results to stdout, errors to stderr, and sets the exit code. */
+/** The output of the command-line programs ({@link SharedCliOutput}), plus {@link CliOutput.report}: a failure as the message and exit code above. */
 @Injectable()
-export class CliOutput {
-  /** One JSON document on stdout. */
-  json(value: unknown): void {
-    process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-  }
-
-  /** One line on stdout. */
-  line(text: string): void {
-    process.stdout.write(`${text}\n`);
-  }
-
-  /** One line on stderr and the exit code. */
-  fail(message: string, code: number): void {
-    process.stderr.write(`${message}\n`);
-    process.exitCode = code;
-  }
-
+export class CliOutput extends SharedCliOutput {
   /**
    * Reports a failure of a command on `path` with the message format and exit code above.
    * @param path the workspace path the command was about (null when none)

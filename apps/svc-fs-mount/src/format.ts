@@ -1,11 +1,21 @@
 /** Human-readable formatting of attributes, listings and tables for `svc-fs-mount`. */
+import { FileType } from '@svc/protocol/wire';
 import { Attr, DirEntry, NodeKind } from '../../../libs/fs/src/router';
 
-const TYPE_CHARS: Record<number, string> = { 0o040000: 'd', 0o120000: 'l', 0o100000: '-', 0o020000: 'c', 0o060000: 'b', 0o010000: 'p', 0o140000: 's' };
+/** `ls -l` type character of each file type ({@link FileType}). */
+const TYPE_CHARS: Record<number, string> = {
+  [FileType.S_IFDIR]: 'd',
+  [FileType.S_IFLNK]: 'l',
+  [FileType.S_IFREG]: '-',
+  [FileType.S_IFCHR]: 'c',
+  [FileType.S_IFBLK]: 'b',
+  [FileType.S_IFIFO]: 'p',
+  [FileType.S_IFSOCK]: 's',
+};
 
 /** `ls -l` mode string of a full st_mode, e.g. `drwxr-xr-x`. */
 export function modeString(m: number): string {
-  const type = TYPE_CHARS[m & 0o170000] ?? '?';
+  const type = TYPE_CHARS[m & FileType.S_IFMT] ?? '?';
   let s = type;
   const rwx = 'rwxrwxrwx';
   for (let i = 0; i < 9; i++) s += m & (1 << (8 - i)) ? rwx[i] : '-';

@@ -34,6 +34,15 @@ export interface NodeInfo {
   online: boolean;
 }
 
+/** One pending join request of `control.node_join_pending_list` `pending` (no secrets); `requested_at_ms` ms since the epoch. */
+export interface PendingJoin {
+  request_id: string;
+  node_name: string;
+  fs_url: string;
+  platform: Platform;
+  requested_at_ms: number;
+}
+
 /** NodeCredentials (docs/protocol.md "Nodes"), returned once at join/approval. */
 export interface NodeCredentials {
   node_id: string;
@@ -165,6 +174,15 @@ export interface TopologyEndDelta {
  * `reason: "access_ended"`).
  */
 export type TopologyDelta = TopologyChangeDelta | TopologyEndDelta;
+
+/**
+ * `control.node_service_event` push payload, as one session receives it: on `upsert`, the ids of the
+ * node's services that became visible to it (`added`), stopped being visible (`removed`) or changed
+ * while visible (`changed`); on `delete`, the node is gone. `ts_ms` ms since the epoch.
+ */
+export type CatalogEvent =
+  | { event: 'upsert'; node_id: string; added: string[]; removed: string[]; changed: string[]; ts_ms: number }
+  | { event: 'delete'; node_id: string; ts_ms: number };
 
 /** A mount of a declarative workspace, as `control.project_up` reports it (docs/protocol.md "Declarative workspaces"). */
 export interface MountSpec {

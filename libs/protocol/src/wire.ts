@@ -16,3 +16,4 @@ export * from './secrets';
 export * from './topology';
 export * from './catalog';
 export * from './fs';
+export * from './file-mode';

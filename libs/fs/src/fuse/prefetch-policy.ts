@@ -23,7 +23,7 @@
  * brings is held by the {@link PrefetchCache} (bounded, coherent). No read waits for a batch;
  * an open of a file whose batch is in flight does.
  */
-import { Attr, NodeKind } from '@svc/protocol/wire';
+import { Attr, isRegularFileMode, NodeKind } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import type { FuseCaches, Listing } from './fuse-caches';
@@ -49,8 +49,6 @@ export interface PrefetchOptions {
   maxInFlight?: number;
 }
 
-const S_IFMT = 0o170000;
-const S_IFREG = 0o100000;
 /** Directories whose read history is kept (least recently read dropped first). */
 const MAX_DIRS = 256;
 /** A node that did not grant `prefetch` is asked again after this long, ms. */
@@ -118,7 +116,7 @@ export class PrefetchPolicy {
 
   /** True for attributes of a file a batch may bring: a regular file of at most `maxFile` bytes. */
   private candidate(a: Attr | undefined): a is Attr {
-    return a !== undefined && a.k === NodeKind.FILE && (a.m & S_IFMT) === S_IFREG && a.sz <= this.maxFile;
+    return a !== undefined && a.k === NodeKind.FILE && isRegularFileMode(a.m) && a.sz <= this.maxFile;
   }
 
   /** True when the content of `path` (attributes `a`) is held or on its way. */

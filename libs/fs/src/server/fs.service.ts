@@ -24,6 +24,7 @@ import {
   FEATURE_NAME_MAX,
   FS_FEATURES,
   HELLO_MAX_FEATURES,
+  isRegularFileMode,
   MAX_READ,
   MAX_WRITE,
   NodeKind,
@@ -56,10 +57,6 @@ import { FsNode, NodeTable } from './node-table';
 /** readdirp page size: default and bounds (entries). */
 export const READDIRP_DEFAULT_MAX = 256;
 export const READDIRP_MAX = 1024;
-
-/** File type bits of st_mode, and that of a regular file. */
-const S_IFMT = 0o170000;
-const S_IFREG = 0o100000;
 
 /** The errno of a failure (EIO for anything that is not an FsError). */
 function errnoOf(e: unknown): number {
@@ -424,7 +421,7 @@ export class FsService implements OnModuleDestroy {
       if (!st) entry.errno = Errno.ENOENT;
       else if (st.kind === NodeKind.SYMLINK) entry.errno = Errno.ELOOP;
       else if (st.kind === NodeKind.DIR) entry.errno = Errno.EISDIR;
-      else if ((st.mode & S_IFMT) !== S_IFREG) entry.errno = Errno.EACCES;
+      else if (!isRegularFileMode(st.mode)) entry.errno = Errno.EACCES;
       else {
         entry.attr = this.attr(session, this.table.child(dir, names[i]), st);
         if (st.size > fileCap) entry.skip = 'size';
@@ -456,7 +453,7 @@ export class FsService implements OnModuleDestroy {
         return;
       }
       const { stat } = r;
-      if (stat.kind !== NodeKind.FILE || (stat.mode & S_IFMT) !== S_IFREG) {
+      if (stat.kind !== NodeKind.FILE || !isRegularFileMode(stat.mode)) {
         delete entry.attr;
         entry.errno = stat.kind === NodeKind.DIR ? Errno.EISDIR : Errno.EACCES;
         return;
