@@ -206,10 +206,12 @@ export class FuseMountCommand extends MountCommand {
   private async unmount(session: FuseSession, mountpoint: string): Promise<void> {
     for (let i = 0; i < 10; i++) {
       if (!isMountPoint(mountpoint)) break;
-      if (!(await run('fusermount3', ['-u', mountpoint]).then(
-        () => true,
-        () => false,
-      )))
+      if (
+        !(await run('fusermount3', ['-u', mountpoint]).then(
+          () => true,
+          () => false,
+        ))
+      )
         await new Promise((r) => setTimeout(r, 200));
     }
     if (isMountPoint(mountpoint)) {

@@ -188,6 +188,9 @@ export class FuseFs {
         autoInvalData: true,
         parallelDirops: true,
         asyncRead: true,
+        // Nodes keep times to the µs (what a time set through them keeps): the kernel truncates
+        // the times it is given (utimensat, futimens) to that, as a local filesystem does to its own.
+        timeGran: 1000,
       },
     };
     this.session = await fuseMount(mountpoint, this.operations, opts);

@@ -74,7 +74,7 @@ export class FusePoller {
 
   /** The kernel interrupted request `id`: it is answered EINTR now (if still unanswered). */
   interrupt(id: number): void {
-    this.unanswered.get(id)?.fail(new FuseError(Errno.EINTR));
+    this.unanswered.get(id)?.fail(new FuseError('EINTR'));
   }
 
   /** Requests not answered yet. */

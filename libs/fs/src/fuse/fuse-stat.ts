@@ -7,7 +7,8 @@ import { FuseError, type Attr as KernelAttr } from '@svc/fuse3';
 import { Attr, Errno, FsError } from '@svc/protocol/wire';
 
 /**
- * Converts a router attribute (ns times) to the attributes the kernel caches. `blksize`, the
+ * Converts a router attribute (ns times) to the attributes the kernel caches (times to the µs,
+ * {@link usTimeNs}). `blksize`, the
  * preferred I/O size, is the 1 MiB of a read-ahead chunk: `cat`, `cp` and friends size their
  * buffers by it, so they make 8x fewer system calls than with 128 KiB.
  * @param ino the inode number `stat` reports (`st_ino`; the mount's stable numbers, fuse-inodes.ts)
@@ -22,10 +23,18 @@ export function toKernelAttr(a: Attr, ino: number): KernelAttr {
     size: a.sz,
     blksize: 1024 * 1024,
     blocks: Math.ceil(a.sz / 512),
-    atimeNs: BigInt(Math.round(a.at)),
-    mtimeNs: BigInt(Math.round(a.mt)),
-    ctimeNs: BigInt(Math.round(a.ct)),
+    atimeNs: usTimeNs(a.at),
+    mtimeNs: usTimeNs(a.mt),
+    ctimeNs: usTimeNs(a.ct),
   };
+}
+
+/**
+ * A wire time (ns since the epoch as a double, exact to about 256 ns) as whole µs in ns: the
+ * granularity the mount declares to the kernel, and what a time set through a node keeps.
+ */
+export function usTimeNs(ns: number): bigint {
+  return BigInt(Math.round(ns / 1000)) * 1000n;
 }
 
 /**
@@ -33,7 +42,7 @@ export function toKernelAttr(a: Attr, ino: number): KernelAttr {
  * (positive or negative), else EIO.
  */
 export function errnoOfFailure(e: unknown): number {
-  if (e instanceof FsError) return Math.abs(e.errno);
+  if (e instanceof FsError) return Math.abs(e.errno ?? Errno.EIO) || Errno.EIO;
   const n = (e as { errno?: unknown } | null)?.errno;
   return typeof n === 'number' && n !== 0 ? Math.abs(n) : Errno.EIO;
 }
