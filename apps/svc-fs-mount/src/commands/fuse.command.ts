@@ -13,6 +13,8 @@
 import { execFile, spawn } from 'node:child_process';
 import { constants as fsc, existsSync, readFileSync } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Option, SubCommand } from 'nest-commander';
@@ -20,6 +22,7 @@ import { DEBIAN_PACKAGES, FuseSession, fuse3Unavailable } from '../../../../libs
 import { FuseFs } from '../../../../libs/fs/src/fuse/fuse-fs';
 import { useDataPathGc } from '../../../../libs/ops/src/data-path-gc';
 import { CliOutput } from '../cli-output';
+import { mountRegistry, serveMetrics } from '../mount-metrics';
 import { MountSession } from '../mount-session';
 import { UsageError } from '../mount-options';
 import { MountCommand } from './base.command';
@@ -135,6 +138,13 @@ export class FuseMountCommand extends MountCommand {
     return n;
   }
 
+  @Option({ flags: '--metrics-port <port>', description: "serve the mount's Prometheus metrics on http://127.0.0.1:PORT/metrics (0: any free port, printed)" })
+  parseMetricsPort(v: string): number {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError('--metrics-port must be an integer from 0 to 65535');
+    return n;
+  }
+
   @Option({ flags: '--read-only', description: 'refuse every change with EROFS' })
   parseReadOnly(): boolean {
     return true;
@@ -142,7 +152,15 @@ export class FuseMountCommand extends MountCommand {
 
   async run(
     [arg]: string[],
-    options: { daemon?: boolean; allowOther?: boolean; attrTtlMs?: number; cacheTtlMs?: number; pollUs?: number; readOnly?: boolean } = {},
+    options: {
+      daemon?: boolean;
+      allowOther?: boolean;
+      attrTtlMs?: number;
+      cacheTtlMs?: number;
+      pollUs?: number;
+      readOnly?: boolean;
+      metricsPort?: number;
+    } = {},
   ): Promise<void> {
     const mountpoint = resolve(arg);
     if (options.daemon) return this.detach();
@@ -175,6 +193,16 @@ export class FuseMountCommand extends MountCommand {
       } catch (e) {
         throw new UsageError(`cannot mount on ${mountpoint}: ${(e as Error).message}`);
       }
+      let metrics: Server | null = null;
+      if (options.metricsPort !== undefined) {
+        try {
+          metrics = await serveMetrics(mountRegistry(fs), options.metricsPort);
+        } catch (e) {
+          await session.unmount().catch(() => undefined);
+          throw new UsageError(`cannot serve metrics on 127.0.0.1:${options.metricsPort}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+        }
+        process.stdout.write(`metrics on http://127.0.0.1:${(metrics.address() as AddressInfo).port}/metrics\n`);
+      }
       process.stdout.write(`mounted on ${mountpoint}\n`);
       const how = await new Promise<'signal' | 'outside'>((res) => {
         const stop = (why: 'signal' | 'outside') => {
@@ -195,6 +223,7 @@ export class FuseMountCommand extends MountCommand {
       });
       if (how === 'signal') await this.unmount(session, mountpoint);
       else await session.unmount().catch(() => undefined);
+      metrics?.close();
       process.stdout.write(how === 'signal' ? `unmounted ${mountpoint}\n` : `${mountpoint} was unmounted from outside; stopping\n`);
     });
   }

@@ -91,6 +91,20 @@ export interface FuseMountOptions {
   allowOther?: boolean;
 }
 
+/** What {@link FuseFs.stats} reports. */
+export interface FuseFsStats {
+  /** Inodes the kernel holds (lookup count above zero), the root included. */
+  inodes: number;
+  /** Open FUSE file handles. */
+  openFiles: number;
+  /** Requests being answered. */
+  pendingRequests: number;
+  /** Requests answered since the mount, by operation. */
+  requests: ReadonlyMap<string, number>;
+  /** Kernel invalidations sent: of inodes (attributes, pages) and of entries (names). */
+  invalidations: { inode: number; entry: number };
+}
+
 /** Libfuse operations over a WorkspaceRouter, with kernel caches kept coherent; see the module documentation. */
 export class FuseFs {
   private readonly caches: FuseCaches;
@@ -101,6 +115,8 @@ export class FuseFs {
   private readonly poller: FusePoller;
   private session: FuseSession | null = null;
   private readonly readOnly: boolean;
+  private readonly handles: FuseHandles;
+  private readonly invalidations = { inode: 0, entry: 0 };
 
   constructor(
     private readonly router: WorkspaceRouter,
@@ -119,7 +135,7 @@ export class FuseFs {
     this.operations = new FuseOperations({
       router,
       caches,
-      handles: new FuseHandles(router, caches, chunk),
+      handles: (this.handles = new FuseHandles(router, caches, chunk)),
       prefetch: new PrefetchPolicy(router, caches, caches.contents, options.prefetch),
       listAhead: new ListAhead(caches, options.listAhead),
       reads: new ReadAhead(router, chunk, readAhead),
@@ -209,9 +225,15 @@ export class FuseFs {
     this.invalPath(path, true);
   }
 
-  /** Requests not answered yet. */
-  get pendingRequests(): number {
-    return this.poller.pending;
+  /** Figures of the mount, for its metrics. */
+  stats(): FuseFsStats {
+    return {
+      inodes: this.inodes.size,
+      openFiles: this.handles.size,
+      pendingRequests: this.poller.pending,
+      requests: this.poller.answered,
+      invalidations: { ...this.invalidations },
+    };
   }
 
   /**
@@ -235,10 +257,14 @@ export class FuseFs {
   }
 
   private invalInode(e: InodeEntry): void {
-    void this.session?.notifyInvalInode(e.ino, 0, 0).catch(() => undefined);
+    if (!this.session) return;
+    this.invalidations.inode++;
+    void this.session.notifyInvalInode(e.ino, 0, 0).catch(() => undefined);
   }
 
   private invalEntry(e: InodeEntry): void {
-    if (e.parent) void this.session?.notifyInvalEntry(e.parent.ino, e.name).catch(() => undefined);
+    if (!this.session || !e.parent) return;
+    this.invalidations.entry++;
+    void this.session.notifyInvalEntry(e.parent.ino, e.name).catch(() => undefined);
   }
 }

@@ -109,6 +109,11 @@ export class FuseHandles {
     this.unindex(state);
   }
 
+  /** Open FUSE handles. */
+  get size(): number {
+    return this.files.size;
+  }
+
   /** Every open state. */
   values(): IterableIterator<OpenState> {
     return this.files.values();

@@ -181,7 +181,7 @@ export class FuseOperations implements Operations {
   }
 
   lookup(parent: number, name: string, ctx: RequestContext): Promise<Entry> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('lookup', ctx.id, async () => {
       const path = this.childPath(parent, name);
       return this.entry(parent, name, path, await this.caches.attrOf(path));
     });
@@ -196,7 +196,7 @@ export class FuseOperations implements Operations {
 
   // Written data still in the write-behind buffer must count in the size a reader sees.
   getattr(ino: number, _fh: number | undefined, ctx: RequestContext): Promise<AttrReply> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('getattr', ctx.id, async () => {
       const path = this.pathOf(ino);
       await this.flushPath(path);
       const attr = await this.caches.attrOf(path);
@@ -211,7 +211,7 @@ export class FuseOperations implements Operations {
   }
 
   setattr(ino: number, toSet: number, v: SetattrValues, _fh: number | undefined, ctx: RequestContext): Promise<AttrReply> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('setattr', ctx.id, async () => {
       const path = this.pathOf(ino);
       this.refuseWrite();
       await this.flushPath(path);
@@ -235,11 +235,11 @@ export class FuseOperations implements Operations {
   }
 
   readlink(ino: number, ctx: RequestContext): Promise<string> {
-    return this.poller.run(ctx.id, () => this.router.readlink(this.pathOf(ino)));
+    return this.poller.run('readlink', ctx.id, () => this.router.readlink(this.pathOf(ino)));
   }
 
   mkdir(parent: number, name: string, mode: number, ctx: RequestContext): Promise<Entry> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('mkdir', ctx.id, async () => {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       const attr = await this.router.mkdir(path, mode & 0o7777);
@@ -250,7 +250,7 @@ export class FuseOperations implements Operations {
   }
 
   symlink(parent: number, name: string, target: string, ctx: RequestContext): Promise<Entry> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('symlink', ctx.id, async () => {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       const attr = await this.router.symlink(path, target);
@@ -261,7 +261,7 @@ export class FuseOperations implements Operations {
   }
 
   unlink(parent: number, name: string, ctx: RequestContext): Promise<void> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('unlink', ctx.id, async () => {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       await this.flushPath(path);
@@ -274,7 +274,7 @@ export class FuseOperations implements Operations {
   }
 
   rmdir(parent: number, name: string, ctx: RequestContext): Promise<void> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('rmdir', ctx.id, async () => {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       await this.router.rmdir(path);
@@ -285,7 +285,7 @@ export class FuseOperations implements Operations {
   }
 
   rename(parent: number, name: string, newParent: number, newName: string, flags: number, ctx: RequestContext): Promise<void> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('rename', ctx.id, async () => {
       const src = this.childPath(parent, name);
       const dest = this.childPath(newParent, newName);
       this.refuseWrite();
@@ -321,6 +321,7 @@ export class FuseOperations implements Operations {
    */
   open(ino: number, flags: number, ctx: RequestContext): Promise<OpenReply> {
     return this.poller.run(
+      'open',
       ctx.id,
       async () => {
         const path = this.pathOf(ino);
@@ -368,6 +369,7 @@ export class FuseOperations implements Operations {
 
   create(parent: number, name: string, mode: number, flags: number, ctx: RequestContext): Promise<CreateReply> {
     return this.poller.run(
+      'create',
       ctx.id,
       async () => {
         const path = this.childPath(parent, name);
@@ -396,7 +398,7 @@ export class FuseOperations implements Operations {
    * @returns the bytes (fewer than `size` only at the end of the file)
    */
   read(_ino: number, fh: number, offset: number, size: number, ctx: RequestContext): Promise<Buffer> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('read', ctx.id, async () => {
       const state = this.state(fh);
       if (!state.readStarted) {
         state.readStarted = true;
@@ -420,7 +422,7 @@ export class FuseOperations implements Operations {
    * @returns bytes taken (all of `data`)
    */
   write(_ino: number, fh: number, offset: number, data: Buffer, _info: WriteInfo, ctx: RequestContext): Promise<number> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('write', ctx.id, async () => {
       this.refuseWrite();
       const state = this.state(fh);
       const e = state.writes.takeError();
@@ -436,14 +438,14 @@ export class FuseOperations implements Operations {
   }
 
   flush(_ino: number, fh: number, _lockOwner: bigint, ctx: RequestContext): Promise<void> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('flush', ctx.id, async () => {
       const s = this.handles.get(fh);
       if (s?.writes.dirty || s?.writes.error) await this.writes.flush(s.writes);
     });
   }
 
   fsync(_ino: number, fh: number, _datasync: boolean, ctx: RequestContext): Promise<void> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('fsync', ctx.id, async () => {
       const s = this.state(fh);
       // fsync(2) is of the file, whatever handle wrote: every handle's pending writes first.
       await this.flushPath(s.path);
@@ -455,7 +457,7 @@ export class FuseOperations implements Operations {
   }
 
   release(_ino: number, fh: number, _info: unknown, ctx: RequestContext): Promise<void> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('release', ctx.id, async () => {
       const s = this.handles.get(fh);
       if (!s) return;
       try {
@@ -503,7 +505,7 @@ export class FuseOperations implements Operations {
   }
 
   readdir(ino: number, _fh: number, offset: number, size: number, ctx: RequestContext): Promise<DirEntry[]> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('readdir', ctx.id, async () => {
       const { path, listing } = await this.listingAt(ino, offset);
       const out: DirEntry[] = [];
       let bytes = 0;
@@ -528,7 +530,7 @@ export class FuseOperations implements Operations {
    * are made (the kernel asks again from the last one's offset).
    */
   readdirplus(ino: number, _fh: number, offset: number, size: number, ctx: RequestContext): Promise<DirEntryPlus[]> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('readdirplus', ctx.id, async () => {
       const { path, listing } = await this.listingAt(ino, offset);
       const out: DirEntryPlus[] = [];
       let bytes = 0;
@@ -548,7 +550,7 @@ export class FuseOperations implements Operations {
   }
 
   statfs(ino: number, ctx: RequestContext): Promise<Statfs> {
-    return this.poller.run(ctx.id, async () => {
+    return this.poller.run('statfs', ctx.id, async () => {
       const s = await this.router.statfs(this.inodes.pathOf(ino) ?? '/');
       return { ...s, favail: s.ffree };
     });
@@ -556,6 +558,6 @@ export class FuseOperations implements Operations {
 
   /** access(2): the file must exist; permissions are the node's to check on use. */
   access(ino: number, _mask: number, ctx: RequestContext): Promise<void> {
-    return this.poller.run(ctx.id, async () => void (await this.caches.attrOf(this.pathOf(ino))));
+    return this.poller.run('access', ctx.id, async () => void (await this.caches.attrOf(this.pathOf(ino))));
   }
 }

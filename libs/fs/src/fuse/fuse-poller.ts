@@ -35,16 +35,20 @@ export class FusePoller {
     private readonly opTimeoutMs: number,
   ) {}
 
+  /** Requests answered, by operation name (`lookup`, `open`, ...). */
+  readonly answered = new Map<string, number>();
+
   /**
-   * Runs operation `fn` for request `id`: resolves with its result, rejects with its failure as
+   * Runs operation `op` (`fn`) for request `id`: resolves with its result, rejects with its failure as
    * a {@link FuseError}, with EINTR on {@link interrupt}, or ETIMEDOUT after `opTimeoutMs`. A
    * result that arrives after an EINTR or ETIMEDOUT answer is given to `late`.
    */
-  run<T>(id: number, fn: () => Promise<T>, late?: (value: T) => void): Promise<T> {
+  run<T>(op: string, id: number, fn: () => Promise<T>, late?: (value: T) => void): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       let done = false;
       const finish = () => {
         done = true;
+        this.answered.set(op, (this.answered.get(op) ?? 0) + 1);
         this.unanswered.delete(id);
         this.poll();
       };
