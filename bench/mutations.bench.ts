@@ -94,7 +94,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   freePort,
-  fuseNativeBuild,
+  fuseBindingBuild,
   fuseUnavailable,
   fuseUnmount,
   log,
@@ -440,7 +440,7 @@ async function main(): Promise<void> {
     notes.push(
       `svc: svc-fs-node ${node.url} exporting ${dirs.svcExport}, metrics ${metricsUrl}; svc-fs-mount --endpoint w=${node.url} mount ${dirs.svcMnt}${MOUNT_ARGS.length ? ` ${MOUNT_ARGS.join(' ')}` : ''}`,
     );
-    notes.push(`svc: fuse-native ${fuseNativeBuild()}`);
+    notes.push(`svc: libfuse 3 binding ${fuseBindingBuild()}`);
     const targets: Target[] = [{ name: 'local', disk: dirs.local, view: dirs.local }];
     if (WITH_SSHFS) {
       // A peer that cannot start is left out with the reason, like a missing one.

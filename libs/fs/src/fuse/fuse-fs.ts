@@ -187,6 +187,7 @@ export class FuseFs {
   async mount(mountpoint: string, options: FuseMountOptions = {}): Promise<FuseSession> {
     const opts: MountOptions = {
       fsname: 'svc',
+      options: ['noatime'],
       subtype: 'svc',
       allowOther: options.allowOther === true,
       readOnly: this.readOnly,
