@@ -30,18 +30,16 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'nod
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ControlClient } from '../libs/client/src';
+import { BIN, ROOT, waitFor } from '../test/support/processes';
+import { quantile } from './measure';
+import { startListening as startProgram } from './programs';
 
-const ROOT = resolve(__dirname, '..', '..');
-const BIN = {
-  svc: join(ROOT, 'dist/src/main.js'),
-  fsNode: join(ROOT, 'dist/apps/svc-fs-node/src/main.js'),
-};
 const RUNS = Number(process.env.BENCH_CLI_RUNS ?? 20);
 const WARMUP = Number(process.env.BENCH_CLI_WARMUP ?? 2);
 /** Another checkout (built) whose CLIs are timed too, interleaved, against the same servers. */
 const BASELINE = process.env.BENCH_CLI_BASELINE ? resolve(process.env.BENCH_CLI_BASELINE) : null;
 const ADMIN_TOKEN = 'bench-cli-admin-token-0123456789abcdef';
-/** The issue's target for each CLI command, ms of wall time. */
+/** The target for each CLI command, ms of wall time. */
 const TARGET_MS = 150;
 
 /** An environment without the variables the CLIs read, so only the arguments given count. */
@@ -55,44 +53,16 @@ const CLEAN_ENV: NodeJS.ProcessEnv = {
   SVC_LOG_LEVEL: 'warn',
 };
 
-const started: ChildProcess[] = [];
+/** The servers started, while they run. */
+const started = new Set<ChildProcess>();
 
 /**
- * Spawns `node script ...args` and resolves with the URL of its `listening on <url>` line.
+ * Spawns `node script ...args` (environment {@link CLEAN_ENV} plus `env`) and resolves with the
+ * URL of its `listening on <url>` line.
  * @throws Error when it exits first or does not listen within 20 s
  */
 function startListening(script: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; url: string }> {
-  const proc = spawn(process.execPath, [script, ...args], { env: { ...CLEAN_ENV, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  started.push(proc);
-  return new Promise((res, rej) => {
-    let out = '';
-    let err = '';
-    const timer = setTimeout(() => rej(new Error(`${script} did not listen within 20 s: ${err}`)), 20_000);
-    proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = /listening on (\S+)/.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        res({ proc, url: m[1] });
-      }
-    });
-    proc.once('exit', (c) => {
-      clearTimeout(timer);
-      rej(new Error(`${script} exited (${c}) before listening: ${err}`));
-    });
-  });
-}
-
-/** Polls `fn` every 100 ms until it returns a value, for at most 15 s. */
-async function waitFor<T>(fn: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const v = await fn();
-    if (v !== undefined) return v;
-    if (Date.now() > deadline) throw new Error('condition not met within 15 s');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  return startProgram([script, ...args], { ...CLEAN_ENV, ...env }, { timeoutMs: 20_000, track: started });
 }
 
 /** One run's figures, ms. */
@@ -176,12 +146,6 @@ function listeningCase(name: string, script: string, args: string[]): Case {
   };
 }
 
-/** The q-quantile (0..1) of `xs` by nearest rank. */
-function quantile(xs: number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
-}
-
 async function main(): Promise<void> {
   const tmp = mkdtempSync(join(tmpdir(), 'bench-cli-'));
   let admin: ControlClient | null = null;
@@ -214,13 +178,17 @@ async function main(): Promise<void> {
       { SVC_AUTH_TOKEN: ADMIN_TOKEN },
     );
     const c = admin;
-    const nodeId = await waitFor(async () => {
-      const { nodes } = await c.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list');
-      const n = nodes.find((x) => x.node_name === 'bench-node');
-      if (!n) return undefined;
-      const { services } = await c.request<{ services: unknown[] }>('node_service_get', { node_id: n.node_id });
-      return services.length > 0 ? n.node_id : undefined;
-    });
+    const nodeId = await waitFor(
+      async () => {
+        const { nodes } = await c.request<{ nodes: Array<{ node_id: string; node_name: string }> }>('node_list');
+        const n = nodes.find((x) => x.node_name === 'bench-node');
+        if (!n) return undefined;
+        const { services } = await c.request<{ services: unknown[] }>('node_service_get', { node_id: n.node_id });
+        return services.length > 0 ? n.node_id : undefined;
+      },
+      15_000,
+      100,
+    );
     const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'bench-cli' });
     await admin.request('project_mount_set', { project_id: project.project_id, node_id: nodeId, export_name: 'work', mount_path: '/a' });
     // Endpoint mode needs a node without FS session auth (a daemon node requires tokens).

@@ -8,43 +8,15 @@
  * BENCH_SERVER_NODE_ARGS passes extra node flags to the server (e.g. `--cpu-prof`);
  * BENCH_ONLY=ping|rss|status runs one part.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import WebSocket from 'ws';
 import { ControlClient } from '../libs/client/src';
+import { quantile, rssMiB } from './measure';
+import { BENCH_ADMIN_TOKEN as TOKEN, startBenchSvc } from './programs';
 
-const ROOT = resolve(__dirname, '..', '..');
-const TOKEN = 'bench-admin-token-0123456789';
 const PING_SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
-
-function percentile(sorted: number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
-
-function rssMiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
-}
-
-async function startServer(stateDir: string): Promise<{ url: string; pid: number; stop: () => void }> {
-  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist/src/main.js'), '--port', '0', '--state-dir', stateDir], {
-    env: { ...process.env, SVC_ADMIN_TOKEN: TOKEN, SVC_USER_TOKEN: 'bench-user-token-0123456789', SVC_LOG_LEVEL: 'warn' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((res, rej) => {
-    let out = '';
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = /listening on (\S+)/.exec(out);
-      if (m) res(m[1]);
-    });
-    proc.once('exit', (c) => rej(new Error(`svc exited ${c}`)));
-  });
-  return { url, pid: proc.pid!, stop: () => proc.kill('SIGTERM') };
-}
 
 /** Opens a raw, negotiated session (the cheapest client, so the client is not the bottleneck). */
 function rawSession(url: string): Promise<WebSocket> {
@@ -95,9 +67,8 @@ async function benchPing(url: string, depth: number): Promise<void> {
         }),
     ),
   );
-  latencies.sort((a, b) => a - b);
   console.log(
-    `control.ping, 64 sessions x ${depth} in flight, ${PING_SECONDS} s: ${Math.round(count / PING_SECONDS)} ops/s, p50 ${percentile(latencies, 50).toFixed(3)} ms, p99 ${percentile(latencies, 99).toFixed(3)} ms`,
+    `control.ping, 64 sessions x ${depth} in flight, ${PING_SECONDS} s: ${Math.round(count / PING_SECONDS)} ops/s, p50 ${quantile(latencies, 0.5).toFixed(3)} ms, p99 ${quantile(latencies, 0.99).toFixed(3)} ms`,
   );
   for (const ws of sessions) ws.close();
 }
@@ -128,9 +99,8 @@ async function benchWorkspaceStatus(url: string): Promise<void> {
     await admin.request('workspace_status', { project_id: p.project_id, project_token: p.project_token });
     latencies.push(performance.now() - s);
   }
-  latencies.sort((a, b) => a - b);
   console.log(
-    `control.workspace_status (1000 mounts, 200 nodes), 500 sequential via ControlClient (incl. JSON.parse of the reply): p50 ${percentile(latencies, 50).toFixed(2)} ms, p99 ${percentile(latencies, 99).toFixed(2)} ms`,
+    `control.workspace_status (1000 mounts, 200 nodes), 500 sequential via ControlClient (incl. JSON.parse of the reply): p50 ${quantile(latencies, 0.5).toFixed(2)} ms, p99 ${quantile(latencies, 0.99).toFixed(2)} ms`,
   );
   admin.close();
   // The same from a raw session that takes the frame without decoding it: server + transport.
@@ -152,9 +122,8 @@ async function benchWorkspaceStatus(url: string): Promise<void> {
     if (i >= 50) rawLatencies.push(performance.now() - s);
     bytes = data.length;
   }
-  rawLatencies.sort((a, b) => a - b);
   console.log(
-    `control.workspace_status, raw frame received (${(bytes / 1024).toFixed(0)} KiB, not decoded): p50 ${percentile(rawLatencies, 50).toFixed(2)} ms, p99 ${percentile(rawLatencies, 99).toFixed(2)} ms`,
+    `control.workspace_status, raw frame received (${(bytes / 1024).toFixed(0)} KiB, not decoded): p50 ${quantile(rawLatencies, 0.5).toFixed(2)} ms, p99 ${quantile(rawLatencies, 0.99).toFixed(2)} ms`,
   );
   raw.close();
 }
@@ -170,18 +139,18 @@ async function benchIdleRss(url: string, pid: number): Promise<void> {
 
 async function main(): Promise<void> {
   const stateDir = mkdtempSync(join(tmpdir(), 'svc-bench-'));
-  const server = await startServer(stateDir);
+  const { proc, url } = await startBenchSvc(stateDir);
   try {
-    console.log(`svc bench on ${server.url} (node ${process.version})`);
+    console.log(`svc bench on ${url} (node ${process.version})`);
     const only = process.env.BENCH_ONLY;
     if (!only || only === 'ping') {
-      await benchPing(server.url, 1);
-      await benchPing(server.url, 8);
+      await benchPing(url, 1);
+      await benchPing(url, 8);
     }
-    if (!only || only === 'rss') await benchIdleRss(server.url, server.pid);
-    if (!only || only === 'status') await benchWorkspaceStatus(server.url);
+    if (!only || only === 'rss') await benchIdleRss(url, proc.pid!);
+    if (!only || only === 'status') await benchWorkspaceStatus(url);
   } finally {
-    server.stop();
+    proc.kill('SIGTERM');
     rmSync(stateDir, { recursive: true, force: true });
   }
 }

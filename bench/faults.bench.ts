@@ -23,10 +23,10 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
-import { missingProjects, Mutators, startNodeDaemon, timeTo } from './support/faults';
-import { Postgres, postgresBinDir, startPostgres } from './support/postgres';
-import { ADMIN_TOKEN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from './support/processes';
-import { startTcpProxy } from './support/tcp-proxy';
+import { missingProjects, Mutators, timeTo } from '../test/support/faults';
+import { Postgres, postgresBinDir, startPostgres } from '../test/support/postgres';
+import { ADMIN_TOKEN, cleanupTmp, killAll, Running, sleep, startNodeDaemon, startSvc, tmpDir, waitFor } from '../test/support/processes';
+import { startTcpProxy } from '../test/support/tcp-proxy';
 
 const ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 1));
 const START = Date.now();
@@ -140,7 +140,6 @@ async function daemonFaults(): Promise<void> {
   const admin = await connect(svc);
   const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
   const dir = tmpDir('bench-faults-node-');
-  mkdirSync(join(dir, 'work'));
   const startDaemon = (args: string[] = []) => startNodeDaemon(dir, svc.url, 'bench', args, { SVC_LOG_LEVEL: 'warn' });
   let daemon = await startDaemon(['--invite-token', invite_token]);
   const nodeId = await waitFor(

@@ -19,20 +19,18 @@
  * BENCH_RANDOM_READS (default 4000), BENCH_DIR (default the OS temp dir), BENCH_TLS_RUNS
  * (alternated plain and TLS reads for the TLS cost, default 5 each).
  */
-import { spawn } from 'node:child_process';
 import { randomBytes, randomInt } from 'node:crypto';
-import { closeSync, createWriteStream, mkdirSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { open, readdir, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { FsClient, loadClientTls } from '../libs/client/src';
 import { OpenFlags, parseEndpointSpec, readFileTo, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
+import { BIN } from '../test/support/processes';
+import { median } from './measure';
+import { startFsNode, timedRun } from './programs';
 import { BenchTls, makeBenchTls } from './tls';
-
-const ROOT = resolve(__dirname, '..', '..');
-const NODE = join(ROOT, 'dist/apps/svc-fs-node/src/main.js');
-const MOUNT = join(ROOT, 'dist/apps/svc-fs-mount/src/main.js');
 const FILE_MIB = Number(process.env.BENCH_FILE_MIB ?? 256);
 const TREE_FILES = Number(process.env.BENCH_TREE_FILES ?? 10_000);
 const RANDOM_READS = Number(process.env.BENCH_RANDOM_READS ?? 4000);
@@ -47,53 +45,24 @@ interface Row {
   note?: string;
 }
 
-/** Starts svc-fs-node on `dir` (serving TLS with `tls`). */
+/** Starts svc-fs-node on `dir` (serving TLS with `tls`), its log (warnings) on this process's stderr. */
 async function startNode(dir: string, tls?: BenchTls): Promise<{ url: string; stop: () => void }> {
-  const proc = spawn(process.execPath, [NODE, '--port', '0', '--export', `work=${dir}`, ...(tls ? ['--tls-cert', tls.cert, '--tls-key', tls.key] : [])], {
-    env: { ...process.env, SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const url = await new Promise<string>((res, rej) => {
-    let out = '';
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = /listening on (\S+)/.exec(out);
-      if (m) res(m[1]);
-    });
-    proc.once('exit', (c) => rej(new Error(`svc-fs-node exited ${c}`)));
-  });
+  const { proc, url } = await startFsNode(
+    ['--export', `work=${dir}`, ...(tls ? ['--tls-cert', tls.cert, '--tls-key', tls.key] : [])],
+    {},
+    { stderr: 'inherit' },
+  );
   return { url, stop: () => proc.kill('SIGTERM') };
 }
 
 /** Runs svc-fs-mount with stdin/stdout connected to files; returns the wall time in s. */
 function runMount(args: string[], stdinFile: string | null, stdoutFile: string): Promise<number> {
-  return new Promise((res, rej) => {
-    const inFd = stdinFile ? openSync(stdinFile, 'r') : 'ignore';
-    const outFd = openSync(stdoutFile, 'w');
-    const t0 = performance.now();
-    const p = spawn(process.execPath, [MOUNT, ...args], { stdio: [inFd, outFd, 'pipe'] });
-    if (typeof inFd === 'number') closeSync(inFd);
-    closeSync(outFd);
-    let err = '';
-    p.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
-    p.once('exit', (code) => (code === 0 ? res((performance.now() - t0) / 1000) : rej(new Error(`svc-fs-mount ${args.join(' ')} exited ${code}: ${err}`))));
-  });
+  return timedRun(process.execPath, [BIN.fsMount, ...args], { stdin: stdinFile ?? undefined, stdout: stdoutFile });
 }
 
 /** `cat src > dst` with coreutils; returns the wall time in s. */
 function runCat(src: string, dst: string): Promise<number> {
-  return new Promise((res, rej) => {
-    const outFd = openSync(dst, 'w');
-    const t0 = performance.now();
-    const p = spawn('cat', [src], { stdio: ['ignore', outFd, 'inherit'] });
-    closeSync(outFd);
-    p.once('exit', (code) => (code === 0 ? res((performance.now() - t0) / 1000) : rej(new Error(`cat exited ${code}`))));
-  });
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
+  return timedRun('cat', [src], { stdout: dst });
 }
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {

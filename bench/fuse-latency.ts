@@ -27,91 +27,22 @@
  * (comma-separated subset of `handoff,files,grep,git`), BENCH_TOP (profile rows per process, 15),
  * BENCH_KEEP=1 (keep the temporary directory with the profiles and probe files).
  */
-import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { ChildProcess, execFileSync } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
+import { BIN, ROOT, sleep } from '../test/support/processes';
+import { quantile } from './measure';
+import { dropCaches, GIT, gitRepo, mounted, textTree } from './peers';
+import { envWords, log, startListening, startUntil, stopProcess } from './programs';
 
-const ROOT = resolve(__dirname, '..', '..');
-const NODE = join(ROOT, 'dist/apps/svc-fs-node/src/main.js');
-const MOUNT = join(ROOT, 'dist/apps/svc-fs-mount/src/main.js');
 const PROBE = join(__dirname, 'latency-probe.js');
 const TREE_FILES = Number(process.env.BENCH_TREE_FILES ?? 10_000);
 const REPO_FILES = Number(process.env.BENCH_REPO_FILES ?? 2000);
-const MOUNT_ARGS = (process.env.BENCH_MOUNT_ARGS ?? '').split(/\s+/).filter(Boolean);
+const MOUNT_ARGS = envWords('BENCH_MOUNT_ARGS');
 const CPU_PROF = process.env.BENCH_CPU_PROF !== '0';
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'handoff,files,grep,git').split(',').map((s) => s.trim()));
 const TOP = Number(process.env.BENCH_TOP ?? 15);
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function log(text: string): void {
-  process.stderr.write(`${text}\n`);
-}
-
-function mounted(dir: string): boolean {
-  return readFileSync('/proc/self/mountinfo', 'utf8')
-    .split('\n')
-    .some((l) => l.split(' ')[4] === dir);
-}
-
-const WORDS = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon'.split(' ');
-
-/** The same tree as bench/fuse.bench.ts: `count` files of about 1 KiB in directories of 100. */
-function textTree(root: string, count: number): void {
-  let seed = 1;
-  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) % WORDS.length;
-  for (let i = 0; i < count; i++) {
-    const dir = join(root, `d${String(Math.floor(i / 100)).padStart(3, '0')}`);
-    if (i % 100 === 0) mkdirSync(dir, { recursive: true });
-    const lines = Array.from({ length: 15 }, () => Array.from({ length: 10 }, () => WORDS[rnd()]).join(' '));
-    if (i % 7 === 0) lines.splice(5, 0, 'needle in the haystack');
-    writeFileSync(join(dir, `f${String(i % 100).padStart(3, '0')}.txt`), `${lines.join('\n')}\n`);
-  }
-}
-
-function startUntil(args: string[], pattern: RegExp, env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; match: RegExpExecArray }> {
-  const proc = spawn(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
-  return new Promise((res, rej) => {
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = pattern.exec(out);
-      if (m) res({ proc, match: m });
-    });
-    proc.once('exit', (c) => rej(new Error(`${args.at(-1)} exited ${c}: ${err.trim()}`)));
-  });
-}
-
-function stopProc(p: ChildProcess): Promise<void> {
-  if (p.exitCode !== null || p.signalCode !== null) return Promise.resolve();
-  return new Promise((res) => {
-    const t = setTimeout(() => p.kill('SIGKILL'), 10_000);
-    p.once('exit', () => {
-      clearTimeout(t);
-      res();
-    });
-    p.kill('SIGTERM');
-  });
-}
-
-function dropCaches(): boolean {
-  try {
-    execFileSync('sync');
-    writeFileSync('/proc/sys/vm/drop_caches', '3\n');
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-function quantile(xs: number[], q: number): number {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(q * s.length))];
-}
 
 function us(n: number): string {
   return Number.isNaN(n) ? '-' : n >= 1000 ? n.toFixed(0) : n.toFixed(1);
@@ -174,23 +105,23 @@ async function runPhase(
   const mnt = join(base, `mnt-${name}`);
   mkdirSync(dir);
   mkdirSync(mnt);
-  const flags = ['-r', PROBE, ...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [])];
+  const nodeFlags = ['-r', PROBE, ...(CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${dir}`] : [])];
   const env = { SVC_LOG_LEVEL: 'warn', LATENCY_PROBE_DIR: dir };
   let node: ChildProcess | null = null;
   let mount: ChildProcess | null = null;
   const stopMount = async () => {
-    if (mount) await stopProc(mount);
+    if (mount) await stopProcess(mount, 10_000);
     mount = null;
     if (mounted(mnt)) execFileSync('fusermount', ['-uz', mnt], { stdio: 'ignore' });
   };
   try {
-    const started = await startUntil([...flags, NODE, '--port', '0', '--export', `work=${exp}`], /listening on (\S+)/, { ...env, SVC_FS_NODE_AUTH_TOKEN: '' });
+    const started = await startListening([BIN.fsNode, '--port', '0', '--export', `work=${exp}`], { ...env, SVC_FS_NODE_AUTH_TOKEN: '' }, { nodeFlags });
     node = started.proc;
-    const url = started.match[1];
+    const url = started.url;
     const startMount = async () => {
       // Only the mount that does the measured work is probed and profiled.
-      mount = (await startUntil([...flags, MOUNT, '--endpoint', `w=${url}`, 'mount', mnt, ...MOUNT_ARGS], /mounted on /, env)).proc;
-      if (!dropCaches()) log('  (the page cache cannot be dropped here)');
+      mount = (await startUntil([BIN.fsMount, '--endpoint', `w=${url}`, 'mount', mnt, ...MOUNT_ARGS], /mounted on /, env, { nodeFlags })).proc;
+      if (dropCaches() !== null) log('  (the page cache cannot be dropped here)');
     };
     const remount = async () => {
       await stopMount();
@@ -204,7 +135,7 @@ async function runPhase(
     return { name, ...r, probes: [], profiles: [] };
   } finally {
     await stopMount();
-    if (node) await stopProc(node);
+    if (node) await stopProcess(node, 10_000);
   }
 }
 
@@ -290,14 +221,7 @@ async function main(): Promise<void> {
   try {
     log(`preparing a ${TREE_FILES}-file tree in ${exp}`);
     textTree(join(exp, 'tree'), TREE_FILES);
-    if (PHASES.has('git')) {
-      textTree(join(exp, 'repo'), REPO_FILES);
-      const git = (...args: string[]) =>
-        execFileSync('git', ['-c', 'user.email=bench@example.com', '-c', 'user.name=bench', ...args], { cwd: join(exp, 'repo'), stdio: 'ignore' });
-      git('init', '-q');
-      git('add', '-A');
-      git('commit', '-qm', 'bench');
-    }
+    if (PHASES.has('git')) gitRepo(join(exp, 'repo'), REPO_FILES);
     const dirs = readdirSync(join(exp, 'tree')).sort();
     const files = dirs.flatMap((d) =>
       readdirSync(join(exp, 'tree', d))
@@ -354,7 +278,7 @@ async function main(): Promise<void> {
     if (PHASES.has('git')) {
       phases.push(
         await runPhase('git', base, exp, async (root, remount) => {
-          const status = () => execFileSync('git', ['-c', 'safe.directory=*', 'status', '--porcelain'], { cwd: join(root, 'repo'), stdio: 'ignore' });
+          const status = () => execFileSync('git', [...GIT, 'status', '--porcelain'], { cwd: join(root, 'repo'), stdio: 'ignore' });
           // The index learns this mount's inode numbers and times first (as in bench:fuse), then all is cold.
           status();
           await remount();

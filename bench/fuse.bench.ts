@@ -65,20 +65,22 @@
  *    `--cpu-prof --cpu-prof-dir=/tmp/prof` (profiles are written when they exit, at each remount);
  *  - BENCH_KEEP=1: keep the temporary directory (the tree, the repository, the profiles).
  */
-import { ChildProcess, execFileSync } from 'node:child_process';
+import { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, createWriteStream, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { dropCaches, fuseUnavailable, fuseUnmount, log, median, Peer, SshfsPeer, startFsNode, stopProcess, SvcPeer, timedRun } from './peers';
+import { median } from './measure';
+import { dropCaches, fuseUnavailable, fuseUnmount, GIT, gitRepo, Peer, SshfsPeer, SvcPeer, textTree } from './peers';
+import { envWords, log, startFsNode, stopProcess, timedRun } from './programs';
 import { makeBenchTls } from './tls';
 
 const FILE_MIB = Number(process.env.BENCH_FILE_MIB ?? 256);
 const TREE_FILES = Number(process.env.BENCH_TREE_FILES ?? 10_000);
 const REPO_FILES = Number(process.env.BENCH_REPO_FILES ?? 2000);
 const RUNS = Math.max(1, Number(process.env.BENCH_RUNS ?? 5));
-const MOUNT_ARGS = (process.env.BENCH_MOUNT_ARGS ?? '').split(/\s+/).filter(Boolean);
-const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean);
+const MOUNT_ARGS = envWords('BENCH_MOUNT_ARGS');
+const NODE_FLAGS = envWords('BENCH_NODE_FLAGS');
 const WITH_SSHFS = process.env.BENCH_SSHFS !== '0';
 const WITH_TLS = process.env.BENCH_TLS !== '0';
 const ONLY = new Set((process.env.BENCH_ONLY ?? 'read,write,find,grep,git').split(',').map((s) => s.trim()));
@@ -90,34 +92,6 @@ async function randomFile(file: string, mib: number): Promise<void> {
   const out = createWriteStream(file);
   for (let i = 0; i < mib; i++) if (!out.write(randomBytes(MIB))) await new Promise<void>((r) => out.once('drain', () => r()));
   await new Promise<void>((r) => out.end(() => r()));
-}
-
-const WORDS = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon'.split(' ');
-
-/** Writes `count` text files of about 1 KiB in directories of 100 below `root`; every 7th holds "needle". */
-function textTree(root: string, count: number, prefix = 'f'): void {
-  let seed = 1;
-  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) % WORDS.length;
-  for (let i = 0; i < count; i++) {
-    const dir = join(root, `d${String(Math.floor(i / 100)).padStart(3, '0')}`);
-    if (i % 100 === 0) mkdirSync(dir, { recursive: true });
-    const lines = Array.from({ length: 15 }, () => Array.from({ length: 10 }, () => WORDS[rnd()]).join(' '));
-    if (i % 7 === 0) lines.splice(5, 0, 'needle in the haystack');
-    writeFileSync(join(dir, `${prefix}${String(i % 100).padStart(3, '0')}.txt`), `${lines.join('\n')}\n`);
-  }
-}
-
-/** git with a fixed identity, and any directory trusted (the mounts may report other owners). */
-const GIT = ['-c', 'user.email=bench@example.com', '-c', 'user.name=bench', '-c', 'safe.directory=*'];
-
-/** A git repository of `count` committed files at `dir`. */
-function gitRepo(dir: string, count: number): void {
-  mkdirSync(dir, { recursive: true });
-  textTree(dir, count, 'src');
-  const git = (...args: string[]) => execFileSync('git', [...GIT, ...args], { cwd: dir, stdio: 'ignore' });
-  git('init', '-q');
-  git('add', '-A');
-  git('commit', '-qm', 'bench');
 }
 
 interface Row {

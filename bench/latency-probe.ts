@@ -43,36 +43,35 @@ function typeAndTag(data: unknown, binary: boolean): [string, number] | null {
   return m ? [m[1], Number(m[2])] : null;
 }
 
-function onSend(data: unknown, binary: boolean): void {
+/**
+ * Records a frame going one way: a request (`acheron.t_*`) is kept in `requests` by its tag; a
+ * reply ends the request of its tag kept in `answered` (those of the other way), adding the time
+ * between them, µs, to `series` under the request's operation name.
+ */
+function onFrame(data: unknown, binary: boolean, requests: Map<number, [string, number]>, answered: Map<number, [string, number]>, series: Series): void {
   const tt = typeAndTag(data, binary);
   if (!tt) return;
   const now = performance.now();
   const [type, tag] = tt;
   if (type.startsWith('acheron.t_')) {
-    sent.set(tag, [type.replace(/^acheron\.t_(fs_)?/, ''), now]);
+    requests.set(tag, [type.replace(/^acheron\.t_(fs_)?/, ''), now]);
   } else {
-    const req = received.get(tag);
+    const req = answered.get(tag);
     if (req) {
-      received.delete(tag);
-      add(node, req[0], (now - req[1]) * 1000);
+      answered.delete(tag);
+      add(series, req[0], (now - req[1]) * 1000);
     }
   }
 }
 
+/** A frame sent: a request the mount sends, or the node's reply to one it received (`node` times). */
+function onSend(data: unknown, binary: boolean): void {
+  onFrame(data, binary, sent, received, node);
+}
+
+/** A frame received: a request the node receives, or the reply to one the mount sent (`rtt` times). */
 function onMessage(data: unknown, binary: boolean): void {
-  const tt = typeAndTag(data, binary);
-  if (!tt) return;
-  const now = performance.now();
-  const [type, tag] = tt;
-  if (type.startsWith('acheron.t_')) {
-    received.set(tag, [type.replace(/^acheron\.t_(fs_)?/, ''), now]);
-  } else {
-    const req = sent.get(tag);
-    if (req) {
-      sent.delete(tag);
-      add(rtt, req[0], (now - req[1]) * 1000);
-    }
-  }
+  onFrame(data, binary, received, sent, rtt);
 }
 
 if (DIR) {

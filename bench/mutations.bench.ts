@@ -92,23 +92,11 @@ import { ChildProcess, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  freePort,
-  fuseBindingBuild,
-  fuseUnavailable,
-  fuseUnmount,
-  log,
-  median,
-  Peer,
-  sleep,
-  SshfsPeer,
-  startFsNode,
-  stopProcess,
-  SvcPeer,
-  timedRun,
-  which,
-} from './peers';
-import { prng } from './prng';
+import { prng } from '../test/support/prng';
+import { freePort, sleep } from '../test/support/processes';
+import { median } from './measure';
+import { fuseBindingBuild, fuseUnavailable, fuseUnmount, Peer, SshfsPeer, SvcPeer } from './peers';
+import { envWords, log, startFsNode, stopProcess, timedRun, which } from './programs';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (
@@ -122,8 +110,8 @@ const SAVES = envInt('BENCH_SAVES', 300, 1);
 const TRANSACTIONS = envInt('BENCH_TRANSACTIONS', 300, 1);
 const TIMEOUT_MS = envInt('BENCH_TIMEOUT_S', 300, 1) * 1000;
 const WITH_SSHFS = process.env.BENCH_SSHFS !== '0';
-const MOUNT_ARGS = (process.env.BENCH_MOUNT_ARGS ?? '').split(/\s+/).filter(Boolean);
-const NODE_FLAGS = (process.env.BENCH_NODE_FLAGS ?? '').split(/\s+/).filter(Boolean);
+const MOUNT_ARGS = envWords('BENCH_MOUNT_ARGS');
+const NODE_FLAGS = envWords('BENCH_NODE_FLAGS');
 const ONLY = new Set((process.env.BENCH_ONLY ?? 'rm,saves,sqlite,tar').split(',').map((s) => s.trim()));
 /** Files per directory in the trees. */
 const PER_DIR = 100;

@@ -1,8 +1,9 @@
 /**
- * What the FUSE benches (bench/fuse.bench.ts, bench/mutations.bench.ts) share: starting the built
- * `svc-fs-node` and the `svc-fs-mount ... mount` FUSE mount ({@link startFsNode}, {@link SvcPeer}),
- * the sshfs peer on a private loopback sshd ({@link SshfsPeer}), and the process, mount and
- * timing helpers around them.
+ * What the FUSE benches (bench/fuse.bench.ts, bench/mutations.bench.ts, bench/fuse-latency.ts)
+ * share: the `svc-fs-mount ... mount` FUSE mount ({@link SvcPeer}), the sshfs peer on a private
+ * loopback sshd ({@link SshfsPeer}), the mount and page cache helpers around them, and the trees
+ * they work on ({@link textTree}, {@link gitRepo}). The svc-fs-node they mount comes from
+ * `startFsNode` (bench/programs.ts).
  *
  * The sshfs peer: a private `sshd` on a free loopback port (throwaway config, host key, client key
  * and `AuthorizedKeysFile` in a temp dir; `UsePAM no`, `StrictModes no`, `Subsystem sftp
@@ -18,25 +19,12 @@
  * Everything listens on and connects to 127.0.0.1 only.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fuse3Unavailable } from '../libs/fuse3/src/binding';
-
-const ROOT = resolve(__dirname, '..', '..');
-/** The built `svc-fs-node` program. */
-export const FS_NODE_JS = join(ROOT, 'dist/apps/svc-fs-node/src/main.js');
-/** The built `svc-fs-mount` program. */
-export const FS_MOUNT_JS = join(ROOT, 'dist/apps/svc-fs-mount/src/main.js');
-
-/** Writes one line to stderr (the benches' progress log; their figures go to stdout). */
-export function log(text: string): void {
-  process.stderr.write(`${text}\n`);
-}
-
-/** Resolves after `ms` milliseconds. */
-export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+import { BIN, freePort, ROOT, sleep } from '../test/support/processes';
+import { exitOf, log, startUntil, stopProcess, waitForPort, which } from './programs';
 
 /**
  * Why FUSE cannot be used here: no /dev/fuse, the libfuse 3 binding not built, or no fusermount3.
@@ -75,218 +63,6 @@ export function mounted(dir: string): boolean {
   return readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .some((l) => l.split(' ')[4] === dir);
-}
-
-/**
- * Waits for `proc` to exit. Never rejects.
- * @param ms how long to wait, ms
- * @returns its exit code (-1 when killed by a signal; at once when it already exited), or null when it still runs after `ms`
- */
-export function exitOf(proc: ChildProcess, ms: number): Promise<number | null> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve(proc.exitCode ?? -1);
-  return new Promise((res) => {
-    const t = setTimeout(() => res(null), ms);
-    proc.once('exit', (c) => {
-      clearTimeout(t);
-      res(c ?? -1);
-    });
-  });
-}
-
-/**
- * Stops `proc` when it still runs: SIGTERM, then SIGKILL when it has not exited after `graceMs`
- * (and waits up to 2 s more for that). Never rejects.
- * @param graceMs how long SIGTERM may take, ms
- */
-export async function stopProcess(proc: ChildProcess, graceMs: number): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return;
-  proc.kill('SIGTERM');
-  if ((await exitOf(proc, graceMs)) === null) {
-    proc.kill('SIGKILL');
-    await exitOf(proc, 2000);
-  }
-}
-
-/** How {@link startUntil} starts a Node.js program. */
-export interface StartOptions {
-  /** Extra Node.js flags before the program, e.g. `--cpu-prof`. */
-  nodeFlags?: string[];
-  /** Give up (kill the program and reject) when `pattern` has not appeared after this many ms; default: wait as long as it runs. */
-  timeoutMs?: number;
-}
-
-/**
- * Starts a Node.js program (`process.execPath` with `args`, environment `process.env` plus `env`)
- * and waits until `pattern` appears on its stdout.
- * @returns the running process, the match, and the last 64 KiB it wrote to stderr (kept up to date while it runs)
- * @throws Error (rejects) when the program exits before, or, with `options.timeoutMs`, when the pattern does not appear in time (the program is then killed)
- */
-export function startUntil(
-  args: string[],
-  pattern: RegExp,
-  env: NodeJS.ProcessEnv = {},
-  options: StartOptions = {},
-): Promise<{ proc: ChildProcess; match: RegExpExecArray; stderr: () => string }> {
-  const proc = spawn(process.execPath, [...(options.nodeFlags ?? []), ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  // The last 64 KiB: enough for a crash's stack, bounded for a long-running server.
-  proc.stderr.setEncoding('utf8').on('data', (d: string) => (err = (err + d).slice(-65_536)));
-  return new Promise((res, rej) => {
-    const timer =
-      options.timeoutMs === undefined
-        ? null
-        : setTimeout(() => {
-            void stopProcess(proc, 2000);
-            rej(new Error(`${args[0]} did not print ${pattern} within ${options.timeoutMs} ms: ${err.trim()}`));
-          }, options.timeoutMs);
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = pattern.exec(out);
-      if (m) {
-        if (timer) clearTimeout(timer);
-        res({ proc, match: m, stderr: () => err });
-      }
-    });
-    proc.once('exit', (c) => {
-      if (timer) clearTimeout(timer);
-      rej(new Error(`${args[0]} exited ${c}: ${err.trim()}`));
-    });
-  });
-}
-
-/**
- * Starts the built `svc-fs-node` on a free loopback port (`--port 0`, no auth token, log level
- * warn) with `args`, e.g. `['--export', 'work=/dir']`.
- * @param env extra environment, e.g. `{ SVC_METRICS_PORT: '9100' }`
- * @returns the process, the URL it serves (`ws://127.0.0.1:PORT/...`) and its stderr so far
- * @throws Error (rejects) when it exits before listening, or after `options.timeoutMs`
- */
-export async function startFsNode(
-  args: string[],
-  env: NodeJS.ProcessEnv = {},
-  options: StartOptions = {},
-): Promise<{ proc: ChildProcess; url: string; stderr: () => string }> {
-  const { proc, match, stderr } = await startUntil(
-    [FS_NODE_JS, '--port', '0', ...args],
-    /listening on (\S+)/,
-    { SVC_LOG_LEVEL: 'warn', SVC_FS_NODE_AUTH_TOKEN: '', ...env },
-    options,
-  );
-  return { proc, url: match[1], stderr };
-}
-
-/** Where {@link timedRun} connects the command and how long it may take. */
-export interface RunOptions {
-  cwd?: string;
-  /** File read as stdin; default: none. */
-  stdin?: string;
-  /** File written as stdout; default /dev/null. */
-  stdout?: string;
-  /** Kill the command (SIGKILL) and reject after this many ms; default: no limit. */
-  timeoutMs?: number;
-  /** Holds the command's process while it runs (so a clean-up can stop it). */
-  track?: Set<ChildProcess>;
-}
-
-/**
- * Runs a command (not through a shell) with stdin/stdout connected to files (or ignored).
- * @returns its wall time in s, from spawn to exit
- * @throws Error (rejects) when it cannot start, exits non-zero (with its stderr), or outlasts `options.timeoutMs`
- */
-export function timedRun(cmd: string, args: string[], options: RunOptions = {}): Promise<number> {
-  return new Promise((res, rej) => {
-    const inFd = options.stdin ? openSync(options.stdin, 'r') : 'ignore';
-    const outFd = openSync(options.stdout ?? '/dev/null', 'w');
-    const t0 = performance.now();
-    const p = spawn(cmd, args, { cwd: options.cwd, stdio: [inFd, outFd, 'pipe'] });
-    options.track?.add(p);
-    if (typeof inFd === 'number') closeSync(inFd);
-    closeSync(outFd);
-    let err = '';
-    let timedOut = false;
-    const timer =
-      options.timeoutMs === undefined
-        ? null
-        : setTimeout(() => {
-            timedOut = true;
-            p.kill('SIGKILL');
-          }, options.timeoutMs);
-    p.stderr!.setEncoding('utf8').on('data', (d: string) => (err += d));
-    p.once('error', (e) => {
-      if (timer) clearTimeout(timer);
-      options.track?.delete(p);
-      rej(e);
-    });
-    p.once('exit', (code) => {
-      if (timer) clearTimeout(timer);
-      options.track?.delete(p);
-      if (timedOut) rej(new Error(`${cmd} did not finish within ${options.timeoutMs} ms (killed): ${err.trim()}`));
-      else if (code === 0) res((performance.now() - t0) / 1000);
-      else rej(new Error(`${cmd} ${args.join(' ')} exited ${code}: ${err.trim()}`));
-    });
-  });
-}
-
-/**
- * The median of `xs` (for an even count, the upper of the two middle values; the input is not changed).
- * @returns NaN for an empty array
- */
-export function median(xs: number[]): number {
-  if (xs.length === 0) return NaN;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)];
-}
-
-/**
- * A free TCP port on 127.0.0.1 (free when asked; the caller binds it soon after).
- * @throws Error (rejects) when no port can be bound
- */
-export function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => res(port));
-    });
-  });
-}
-
-/**
- * Resolves once 127.0.0.1:`port` accepts a TCP connection.
- * @param ms how long to try, ms
- * @param stderr what `proc` wrote so far, for the error message
- * @throws Error (rejects) when `proc` exits first or after `ms`
- */
-export async function waitForPort(port: number, ms: number, proc: ChildProcess, what: string, stderr: () => string): Promise<void> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`${what} exited ${proc.exitCode ?? proc.signalCode}: ${stderr().trim()}`);
-    const ok = await new Promise<boolean>((res) => {
-      const s = connect(port, '127.0.0.1');
-      s.once('connect', () => {
-        s.destroy();
-        res(true);
-      });
-      s.once('error', () => res(false));
-    });
-    if (ok) return;
-    if (Date.now() > deadline) throw new Error(`${what} does not accept connections on port ${port} after ${ms} ms: ${stderr().trim()}`);
-    await sleep(50);
-  }
-}
-
-/**
- * Path of an executable on PATH or in the sbin directories. Never throws.
- * @returns the path, or null when there is none
- */
-export function which(name: string): string | null {
-  for (const dir of [...(process.env.PATH ?? '').split(':'), '/usr/sbin', '/sbin', '/usr/local/sbin']) {
-    if (dir && existsSync(join(dir, name))) return join(dir, name);
-  }
-  return null;
 }
 
 /**
@@ -383,7 +159,7 @@ export class SvcPeer implements Peer {
   async remount(): Promise<void> {
     await this.stop();
     const m = await startUntil(
-      [FS_MOUNT_JS, '--endpoint', `w=${this.url}`, ...this.extraArgs, 'mount', this.mnt, ...(this.options.mountArgs ?? [])],
+      [BIN.fsMount, '--endpoint', `w=${this.url}`, ...this.extraArgs, 'mount', this.mnt, ...(this.options.mountArgs ?? [])],
       /mounted on /,
       { SVC_LOG_LEVEL: 'warn' },
       {
@@ -563,4 +339,32 @@ export class SshfsPeer implements Peer {
       }
     }
   }
+}
+
+const WORDS = 'alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau upsilon'.split(' ');
+
+/** Writes `count` text files of about 1 KiB in directories of 100 below `root`; every 7th holds "needle". */
+export function textTree(root: string, count: number, prefix = 'f'): void {
+  let seed = 1;
+  const rnd = () => (seed = (seed * 1103515245 + 12345) % 2147483648) % WORDS.length;
+  for (let i = 0; i < count; i++) {
+    const dir = join(root, `d${String(Math.floor(i / 100)).padStart(3, '0')}`);
+    if (i % 100 === 0) mkdirSync(dir, { recursive: true });
+    const lines = Array.from({ length: 15 }, () => Array.from({ length: 10 }, () => WORDS[rnd()]).join(' '));
+    if (i % 7 === 0) lines.splice(5, 0, 'needle in the haystack');
+    writeFileSync(join(dir, `${prefix}${String(i % 100).padStart(3, '0')}.txt`), `${lines.join('\n')}\n`);
+  }
+}
+
+/** git with a fixed identity, and any directory trusted (the mounts may report other owners). */
+export const GIT = ['-c', 'user.email=bench@example.com', '-c', 'user.name=bench', '-c', 'safe.directory=*'];
+
+/** A git repository of `count` committed files at `dir`. */
+export function gitRepo(dir: string, count: number): void {
+  mkdirSync(dir, { recursive: true });
+  textTree(dir, count, 'src');
+  const git = (...args: string[]) => execFileSync('git', [...GIT, ...args], { cwd: dir, stdio: 'ignore' });
+  git('init', '-q');
+  git('add', '-A');
+  git('commit', '-qm', 'bench');
 }

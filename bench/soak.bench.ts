@@ -25,16 +25,17 @@
  * - SOAK_SERVER_NODE_ARGS extra node flags for both servers (e.g. `--heapsnapshot-signal=SIGUSR2`);
  * - SOAK_ONLY=svc|fs runs one part; SOAK_SEED seeds the random choices.
  */
-import { ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, AddressInfo } from 'node:net';
+import { ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import WebSocket from 'ws';
 import { ControlClient } from '../libs/client/src';
-import { prng } from './prng';
+import { prng } from '../test/support/prng';
+import { BIN, freePort } from '../test/support/processes';
+import { rssMiB } from './measure';
+import { envWords, startListening } from './programs';
 
-const ROOT = resolve(__dirname, '..', '..');
 const ADMIN = 'soak-admin-token-0123456789abcdef';
 const USER = 'soak-user-token-0123456789abcdef';
 const env = (name: string, def: number) => {
@@ -62,11 +63,6 @@ let unique = 0;
 /** A string never used before in this run. */
 const fresh = (prefix: string) => `${prefix}${(unique++).toString(36)}`;
 
-function rssMiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
-}
-
 interface Server {
   name: string;
   url: string;
@@ -75,40 +71,20 @@ interface Server {
   stderr: () => string;
 }
 
-/** A free TCP port on 127.0.0.1 (for the ops endpoints, whose URL is logged only at info level). */
-function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
-    const srv = createServer();
-    srv.once('error', rej);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as AddressInfo).port;
-      srv.close(() => res(port));
-    });
-  });
-}
-
-/** Starts a built program with `--port 0` and ops endpoints; resolves with its URLs. */
+/**
+ * Starts a built program (`script`, a path in BIN) with `--port 0` and ops endpoints on a free port
+ * (their URL is logged only at info level), keeping the last 1 MiB of its log (a warning for
+ * every refused upgrade would grow without end); resolves with its URLs.
+ * @throws Error (rejects) when it exits before listening
+ */
 async function startServer(name: string, script: string, args: string[], extraEnv: NodeJS.ProcessEnv): Promise<Server> {
-  const nodeArgs = (process.env.SOAK_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
   const opsPort = await freePort();
-  const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, script), '--port', '0', ...args], {
-    env: { ...process.env, SVC_LOG_LEVEL: 'warn', SVC_METRICS_PORT: String(opsPort), SVC_MAX_MESSAGE_BYTES: String(MAX_MESSAGE_BYTES), ...extraEnv },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  let err = '';
-  proc.stderr.setEncoding('utf8').on('data', (d: string) => {
-    // Keep the last 1 MiB of the log (a warning for every refused upgrade would grow without end).
-    err = (err + d).slice(-1024 * 1024);
-  });
-  return new Promise((res, rej) => {
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = /listening on (\S+)/.exec(out);
-      if (m) res({ name, url: m[1], opsUrl: `http://127.0.0.1:${opsPort}`, proc, stderr: () => err });
-    });
-    proc.once('exit', (c) => rej(new Error(`${name} exited ${c}\n${err}`)));
-  });
+  const { proc, url, stderr } = await startListening(
+    [script, '--port', '0', ...args],
+    { SVC_LOG_LEVEL: 'warn', SVC_METRICS_PORT: String(opsPort), SVC_MAX_MESSAGE_BYTES: String(MAX_MESSAGE_BYTES), ...extraEnv },
+    { nodeFlags: envWords('SOAK_SERVER_NODE_ARGS'), stderr: 1024 * 1024 },
+  );
+  return { name, url, opsUrl: `http://127.0.0.1:${opsPort}`, proc, stderr };
 }
 
 /** Figures of a server's /metrics: series of `counterName`, all series, JS heap used and external memory (MiB). */
@@ -326,6 +302,29 @@ const NOT_STRINGS: unknown[] = [null, true, -1, 1.5, 1e308, [], {}, [1, 2, 3], {
 const NOT_NUMBERS: unknown[] = [null, true, '5', '', [], {}, ['x'], { a: 1 }];
 /** Values for envelope fields: wrong types and strange strings. */
 const NASTY: unknown[] = [...NOT_STRINGS, '', '\u0000', '../../etc/passwd', 'x'.repeat(300)];
+
+/** A request type (or FS operation), one of its payload fields, and values of the wrong type for it. */
+type WrongField = readonly [string, string, readonly unknown[]];
+
+/** A request type (or FS operation) and a payload with one field of the wrong type, picked from `table`. */
+function wrongPayload(table: readonly WrongField[]): [string, Record<string, unknown>] {
+  const [type, field, wrong] = pick(table);
+  return [type, { [field]: pick(wrong) }];
+}
+
+/** Wrong types in control requests; only these: a mix that creates projects or nodes would measure the state growing. */
+const SVC_WRONG_FIELDS: readonly WrongField[] = [
+  ['control.project_get', 'project_id', NOT_STRINGS],
+  ['control.project_create', 'name', NOT_STRINGS],
+  ['control.workspace_status', 'project_id', NOT_STRINGS],
+  ['control.workspace_status', 'project_token', NOT_STRINGS],
+  ['control.node_get', 'node_id', NOT_STRINGS],
+  ['control.node_join', 'invite_token', NOT_STRINGS],
+  ['control.node_lease_refresh', 'lease_ttl_ms', NOT_NUMBERS],
+  ['control.project_mount_set', 'mount_path', NOT_STRINGS],
+  ['control.node_join_status', 'request_id', NOT_STRINGS],
+];
+
 const nested = (depth: number) => '{"a":'.repeat(depth) + '1' + '}'.repeat(depth);
 const garbageText = () => Array.from({ length: 1 + Math.floor(rand() * 40) }, () => String.fromCharCode(32 + Math.floor(rand() * 95))).join('');
 const garbageBytes = () => Buffer.from(Array.from({ length: 1 + Math.floor(rand() * 64) }, () => Math.floor(rand() * 256)));
@@ -361,19 +360,8 @@ function svcFrame(ctx: SvcContext): string | Buffer {
   if (r < 0.65) return JSON.stringify({ channel: 'control', type: fresh(''), id });
   // wrong payload types
   if (r < 0.75) {
-    // Only wrong types: a mix that creates projects or nodes would measure the state growing.
-    const [type, field, wrong] = pick([
-      ['control.project_get', 'project_id', NOT_STRINGS],
-      ['control.project_create', 'name', NOT_STRINGS],
-      ['control.workspace_status', 'project_id', NOT_STRINGS],
-      ['control.workspace_status', 'project_token', NOT_STRINGS],
-      ['control.node_get', 'node_id', NOT_STRINGS],
-      ['control.node_join', 'invite_token', NOT_STRINGS],
-      ['control.node_lease_refresh', 'lease_ttl_ms', NOT_NUMBERS],
-      ['control.project_mount_set', 'mount_path', NOT_STRINGS],
-      ['control.node_join_status', 'request_id', NOT_STRINGS],
-    ] as const);
-    return frame(type, { [field]: pick(wrong) });
+    const [type, payload] = wrongPayload(SVC_WRONG_FIELDS);
+    return frame(type, payload);
   }
   if (r < 0.77) return frame('control.ping', pick(['x', 5, [], true]));
   // forbidden keys
@@ -445,6 +433,18 @@ interface FsContext {
   dir: string;
 }
 
+/** Wrong types in FS requests. */
+const FS_WRONG_FIELDS: readonly WrongField[] = [
+  ['lookup', 'name', NOT_STRINGS],
+  ['readdirp', 'cookie', NOT_NUMBERS],
+  ['readdirp', 'max', NOT_NUMBERS],
+  ['open', 'flags', NOT_NUMBERS],
+  ['read', 'off', NOT_NUMBERS],
+  ['create', 'mode', NOT_NUMBERS],
+  ['rename', 'old_name', NOT_STRINGS],
+  ['symlink', 'target', NOT_STRINGS],
+];
+
 let fsTag = 1;
 const FS_HELLO = '{"channel":"acheron","type":"acheron.t_fs_hello","tag":0,"payload":{"protocol":"unified-v2-fs","proto":2}}';
 
@@ -476,17 +476,8 @@ function fsFrame(ctx: FsContext): string | Buffer {
   if (r < 0.61) return JSON.stringify({ channel: 'acheron', type: fresh(''), tag });
   // wrong payload types
   if (r < 0.7) {
-    const [op, field, wrong] = pick([
-      ['lookup', 'name', NOT_STRINGS],
-      ['readdirp', 'cookie', NOT_NUMBERS],
-      ['readdirp', 'max', NOT_NUMBERS],
-      ['open', 'flags', NOT_NUMBERS],
-      ['read', 'off', NOT_NUMBERS],
-      ['create', 'mode', NOT_NUMBERS],
-      ['rename', 'old_name', NOT_STRINGS],
-      ['symlink', 'target', NOT_STRINGS],
-    ] as const);
-    return frame(op, root, { [field]: pick(wrong) });
+    const [op, payload] = wrongPayload(FS_WRONG_FIELDS);
+    return frame(op, root, payload);
   }
   if (r < 0.72) return frame('getattr', { node: pick(NOT_NUMBERS) });
   // names that are not one component, too long, forbidden keys
@@ -585,9 +576,9 @@ async function main(): Promise<void> {
   const servers: Server[] = [];
   console.log(`soak seed ${seed}; batch ${BATCH} frames; ${SESSIONS} long sessions x ${WINDOW} in flight + ${SHORT_WORKERS} short-session workers per server`);
   try {
-    const fsNode = await startServer('svc-fs-node', 'dist/apps/svc-fs-node/src/main.js', ['--export', `work=${exportDir}`], {});
+    const fsNode = await startServer('svc-fs-node', BIN.fsNode, ['--export', `work=${exportDir}`], {});
     servers.push(fsNode);
-    const svc = await startServer('svc', 'dist/src/main.js', ['--state-dir', join(base, 'state')], { SVC_ADMIN_TOKEN: ADMIN, SVC_USER_TOKEN: USER });
+    const svc = await startServer('svc', BIN.svc, ['--state-dir', join(base, 'state')], { SVC_ADMIN_TOKEN: ADMIN, SVC_USER_TOKEN: USER });
     servers.push(svc);
 
     const results: Tally[] = [];

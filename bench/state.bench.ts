@@ -62,18 +62,17 @@
  * Examples: `BENCH_POSTGRES=1 BENCH_REPLICAS=2 npm run bench:state`;
  * `SVC_DATABASE_URL=postgres://svc@127.0.0.1:5432/postgres BENCH_REPLICAS=2 node dist/bench/state.bench.js`.
  */
-import { ChildProcess, spawn } from 'node:child_process';
+import { ChildProcess } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { Client } from 'pg';
 import { ConnectionError, ControlClient, ControlError } from '../libs/client/src';
+import { sleep } from '../test/support/processes';
+import { quantile, rssMiB } from './measure';
 import { BenchPostgres, startPostgres } from './postgres';
-
-const ROOT = resolve(__dirname, '..', '..');
-const ADMIN_TOKEN = 'bench-admin-token-0123456789';
-const USER_TOKEN = 'bench-user-token-0123456789';
+import { BENCH_ADMIN_TOKEN as ADMIN_TOKEN, startBenchSvc, stopProcess } from './programs';
 const SESSIONS = 64;
 const REQUEST_TIMEOUT_MS = 60_000;
 const LEASE_TTL_MS = 3_600_000;
@@ -107,16 +106,6 @@ if (REPLICAS > SESSIONS) throw new Error(`BENCH_REPLICAS must be at most ${SESSI
 /** `sqlite` / `postgres, 2 replicas`, for the headings. */
 const STORE_TEXT = STORE === 'sqlite' ? 'sqlite' : `postgres, ${REPLICAS} replica${REPLICAS === 1 ? '' : 's'}`;
 
-function percentile(sorted: number[], p: number): number {
-  if (sorted.length === 0) return NaN;
-  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
-}
-
-function rssMiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+)/.exec(status)![1]) / 1024;
-}
-
 function dirBytes(dir: string): number {
   let total = 0;
   for (const e of readdirSync(dir, { withFileTypes: true })) {
@@ -126,7 +115,6 @@ function dirBytes(dir: string): number {
   return total;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const list = (xs: number[], digits: number) => xs.map((x) => x.toFixed(digits)).join(' + ');
 
 // ---- PostgreSQL: the server and one fresh database per scale ----
@@ -192,19 +180,6 @@ async function setUpPostgres(): Promise<string> {
 const children = new Set<ChildProcess>();
 const tempDirs = new Set<string>();
 
-/** SIGTERM, wait for the exit (SIGKILL after `graceMs`). */
-function stopProcess(proc: ChildProcess, graceMs: number): Promise<void> {
-  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
-  return new Promise<void>((res) => {
-    const kill = setTimeout(() => proc.kill('SIGKILL'), graceMs);
-    proc.once('exit', () => {
-      clearTimeout(kill);
-      res();
-    });
-    proc.kill('SIGTERM');
-  });
-}
-
 /** Last resort (also from the `exit` handler): kills and removes synchronously. */
 function cleanupSync(): void {
   for (const p of children) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
@@ -264,43 +239,24 @@ interface Server {
   stop(): Promise<number>;
 }
 
-function startServer(stateDir: string, env: NodeJS.ProcessEnv, t0 = performance.now(), timeoutMs = 120_000): Promise<Server> {
-  if (cleaning) return Promise.reject(new Error('stopping'));
-  const nodeArgs = (process.env.BENCH_SERVER_NODE_ARGS ?? '').split(' ').filter(Boolean);
-  const proc = spawn(process.execPath, [...nodeArgs, join(ROOT, 'dist/src/main.js'), '--port', '0', '--state-dir', stateDir], {
-    env: { ...process.env, SVC_ADMIN_TOKEN: ADMIN_TOKEN, SVC_USER_TOKEN: USER_TOKEN, SVC_LOG_LEVEL: 'warn', ...env },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  children.add(proc);
-  proc.once('exit', () => children.delete(proc));
-  return new Promise<Server>((res, rej) => {
-    let out = '';
-    const timer = setTimeout(() => {
-      proc.kill('SIGKILL');
-      rej(new Error(`svc did not print its listening line within ${timeoutMs} ms`));
-    }, timeoutMs);
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => {
-      out += d;
-      const m = /listening on (\S+)/.exec(out);
-      if (!m) return;
-      clearTimeout(timer);
-      const startMs = performance.now() - t0;
-      res({
-        url: m[1],
-        pid: proc.pid!,
-        startMs,
-        stop: async () => {
-          const s = performance.now();
-          await stopProcess(proc, 60_000);
-          return performance.now() - s;
-        },
-      });
-    });
-    proc.once('exit', (code, signal) => {
-      clearTimeout(timer);
-      rej(new Error(`svc exited (${code ?? signal}) before listening`));
-    });
-  });
+/**
+ * Starts `svc` on `stateDir` with the store `env` names (its log on this process's stderr).
+ * @param t0 the instant {@link Server.startMs} counts from (performance.now()), default now
+ * @throws Error (rejects) when the bench is stopping, when svc exits before listening, or after `timeoutMs`
+ */
+async function startServer(stateDir: string, env: NodeJS.ProcessEnv, t0 = performance.now(), timeoutMs = 120_000): Promise<Server> {
+  if (cleaning) throw new Error('stopping');
+  const { proc, url } = await startBenchSvc(stateDir, env, { timeoutMs, track: children });
+  return {
+    url,
+    pid: proc.pid!,
+    startMs: performance.now() - t0,
+    stop: async () => {
+      const s = performance.now();
+      await stopProcess(proc, 60_000);
+      return performance.now() - s;
+    },
+  };
 }
 
 /**
@@ -566,8 +522,7 @@ async function closedLoop(
     }),
   );
   const elapsed = (performance.now() - t0) / 1000;
-  latencies.sort((a, b) => a - b);
-  return { ok, errors, seconds: elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
+  return { ok, errors, seconds: elapsed, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99) };
 }
 
 function errorsText(r: LoadResult): string {
@@ -721,9 +676,8 @@ async function runScale(n: number): Promise<Figures> {
       await sessions[0].request('workspace_status', statusPayload);
       seq.push(performance.now() - s);
     }
-    seq.sort((a, b) => a - b);
     console.log(
-      `workspace_status, 1 session sequential${REPLICAS > 1 ? ' (on replica 0)' : ''}, ${seqCount} requests: p50 ${percentile(seq, 50).toFixed(2)} ms, p99 ${percentile(seq, 99).toFixed(2)} ms`,
+      `workspace_status, 1 session sequential${REPLICAS > 1 ? ' (on replica 0)' : ''}, ${seqCount} requests: p50 ${quantile(seq, 0.5).toFixed(2)} ms, p99 ${quantile(seq, 0.99).toFixed(2)} ms`,
     );
 
     // restart (every replica stopped, then all started at once)
@@ -771,8 +725,8 @@ async function runScale(n: number): Promise<Figures> {
       mountSetP99: mountSet.p99,
       statusP50: status.p50,
       statusP99: status.p99,
-      statusSeqP50: percentile(seq, 50),
-      statusSeqP99: percentile(seq, 99),
+      statusSeqP50: quantile(seq, 0.5),
+      statusSeqP99: quantile(seq, 0.99),
       statusKiB,
       rssLoadMiB: Math.max(...rssLoad),
       stateMiB,

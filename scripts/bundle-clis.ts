@@ -21,17 +21,19 @@
  * frameworks load but a command-line program does not run ({@link DEFERRED}), Node built-ins
  * the clients use on some paths only ({@link LAZY_BUILTINS}), ws's native masking for small
  * frames ({@link smallFrameMask}), optional addons that are not installed
- * ({@link nativeAddons}), and work some packages do when loaded ({@link SOURCE_PATCHES}).
+ * ({@link nativeAddons}), and work some packages do when loaded ({@link LAZY_GLOBALS}).
  *
  * Usage: `node dist/scripts/bundle-clis.js [app ...]` (default: every program below).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import Module from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { build, Plugin } from 'esbuild';
 import { BUNDLE_FILE, BUNDLE_ID_LENGTH, BUNDLE_ID_MARK, codeCacheFileOf, WRITE_CODE_CACHE_ENV } from '../libs/ops/src/bundled-program';
+import type { LazyGlobal } from '../libs/ops/src/lazy-globals';
 
 const ROOT = resolve(__dirname, '..', '..');
 
@@ -281,19 +283,72 @@ const DEFERRED = [
 ];
 
 /**
- * Where each export of a TypeScript re-export module (a "barrel": `var X_1 = require("./x");`
- * then `Object.defineProperty(exports, "name", { enumerable: true, get: function () { return
- * X_1.prop; } });`) comes from: export name -> the module required and the property read. Exports
- * written otherwise are not in the map.
+ * The real path of each package file `files` names (paths under `node_modules`), as Node's and
+ * esbuild's resolution return them (`node_modules` may be a symbolic link).
+ * @throws Error naming the first file that does not exist (a dependency update moved or removed it)
  */
-function reExportsOf(source: string): Map<string, { from: string; prop: string }> {
-  const required = new Map<string, string>();
-  for (const m of source.matchAll(/^var (\w+) = require\("([^"]+)"\);$/gm)) required.set(m[1], m[2]);
+function packageFiles(files: string[]): Map<string, string> {
+  const real = new Map<string, string>();
+  for (const f of files) {
+    try {
+      real.set(realpathSync(join(ROOT, 'node_modules', f)), f);
+    } catch {
+      throw new Error(`node_modules/${f} does not exist: the list naming it in scripts/bundle-clis.ts is out of date`);
+    }
+  }
+  return real;
+}
+
+/** What each module file loaded in this process required, in order: file -> [specifier, exports]. */
+const requiredBy = new Map<string, Array<[string, unknown]>>();
+
+/**
+ * Records every `require` made from here on by a module file ({@link requiredBy}), the
+ * modules already loaded included. Called once, before any deferred module is loaded.
+ */
+function recordRequires(): void {
+  const proto = Module.prototype;
+  const original = Object.getOwnPropertyDescriptor(proto, 'require')!.value as (this: Module, id: string) => unknown;
+  proto.require = function (this: Module, id: string): unknown {
+    const exports = original.call(this, id);
+    const list = requiredBy.get(this.filename) ?? [];
+    list.push([id, exports]);
+    requiredBy.set(this.filename, list);
+    return exports;
+  };
+}
+
+/**
+ * Where each export of the module `file` that is a getter comes from (a re-export: TypeScript's
+ * `Object.defineProperty(exports, name, { get })` and tslib's `__exportStar`): export name -> the
+ * specifier the module required and the property of that module's exports holding the same
+ * value (the same name first), found from what the module required when it was loaded
+ * ({@link requiredBy}) and the values themselves, not from its source text. Exports that are
+ * plain values, or whose value no required module holds, are not in the map.
+ * @param exports the module's exports, loaded in this process after {@link recordRequires}
+ * @throws Error when the module's requires were not recorded
+ */
+function reExportsOf(file: string, exports: Record<string, unknown>): Map<string, { from: string; prop: string }> {
+  const required = requiredBy.get(file);
+  if (required === undefined) throw new Error(`${file}: loaded before its requires were recorded`);
+  const modules = required.filter((r): r is [string, Record<string, unknown>] => (typeof r[1] === 'object' && r[1] !== null) || typeof r[1] === 'function');
   const map = new Map<string, { from: string; prop: string }>();
-  const getter = /^Object\.defineProperty\(exports, "(\w+)", \{ enumerable: true, get: function \(\) \{ return (\w+)\.(\w+); \} \}\);$/gm;
-  for (const m of source.matchAll(getter)) {
-    const from = required.get(m[2]);
-    if (from !== undefined) map.set(m[1], { from, prop: m[3] });
+  for (const name of Object.keys(exports)) {
+    if (Object.getOwnPropertyDescriptor(exports, name)?.get === undefined) continue;
+    const value = exports[name];
+    const same = modules.find(([, m]) => name in m && m[name] === value);
+    if (same) {
+      map.set(name, { from: same[0], prop: name });
+      continue;
+    }
+    if ((typeof value !== 'object' || value === null) && typeof value !== 'function') continue;
+    for (const [from, m] of modules) {
+      const prop = Object.keys(m).find((p) => m[p] === value);
+      if (prop !== undefined) {
+        map.set(name, { from, prop });
+        break;
+      }
+    }
   }
   return map;
 }
@@ -304,13 +359,20 @@ function reExportsOf(source: string): Map<string, { from: string; prop: string }
  * A getter of a re-export ({@link reExportsOf}) runs only the module the export comes from
  * (Nest's `new ReplaySubject()` then loads the 25 rxjs modules it needs, not 226); any other
  * runs the whole module. Every importer shares the one bundled copy of each module, and
- * TypeScript's `__exportStar` copies the getters themselves, so it stays lazy.
+ * TypeScript's `__exportStar` copies the getters themselves, so it stays lazy. The build fails
+ * when one of the files does not exist or no bundled code requires it.
  */
 function deferredModules(files: string[]): Plugin {
-  const deferred = new Set(files.map((f) => join(ROOT, 'node_modules', f)));
+  const deferred = packageFiles(files);
   return {
     name: 'svc-deferred-modules',
     setup(b) {
+      const seen = new Set<string>();
+      b.onEnd((result) => {
+        if (result.errors.length > 0) return;
+        const unseen = [...deferred].filter(([file]) => !seen.has(file)).map(([, f]) => f);
+        if (unseen.length > 0) return { errors: [{ text: `deferred modules no bundled code requires: ${unseen.join(', ')}` }] };
+      });
       // Relative and absolute requires, and bare ones of the packages the files belong to.
       const packages = [...new Set(files.map((f) => packageOf(f)!))];
       const filter = new RegExp(`^(\\.|/|(${anyOf(packages)})(/|$))`);
@@ -318,6 +380,7 @@ function deferredModules(files: string[]): Plugin {
         if (args.namespace !== 'file' && args.namespace !== 'svc-deferred') return undefined;
         const file = resolvedFrom(args.path, args.resolveDir);
         if (file === null || !deferred.has(file)) return undefined;
+        seen.add(file);
         return args.namespace === 'svc-deferred' ? { path: file } : { path: file, namespace: 'svc-deferred' };
       });
       b.onLoad({ filter: /.*/, namespace: 'svc-deferred' }, (args) => {
@@ -326,56 +389,59 @@ function deferredModules(files: string[]): Plugin {
         require('reflect-metadata');
         // eslint-disable-next-line @typescript-eslint/no-require-imports -- the module named by the bundler, at build time
         const real = require(args.path) as Record<string, unknown>;
-        return { contents: standIn(real, args.path, reExportsOf(readFileSync(args.path, 'utf8'))), loader: 'js', resolveDir: dirname(args.path) };
+        return { contents: standIn(real, args.path, reExportsOf(args.path, real)), loader: 'js', resolveDir: dirname(args.path) };
       });
     },
   };
 }
 
 /**
- * A change to a package's file as it goes into a bundle: start-up work the package does when it
- * is loaded, deferred to its first use.
+ * Package modules loaded with globals replaced by stand-ins that create the real object on first
+ * use (libs/ops/src/lazy-globals.ts), as paths under `node_modules`: start-up work they do when
+ * loaded that our programs never use. Nest's `Logger` and `ConsoleLogger` modules (always loaded)
+ * build an `Intl.DateTimeFormat`, which loads the ICU locale data (about 12 ms; our programs log
+ * through pino or not at all). nest-commander's module reads `process.stdin` (for inquirer's
+ * prompts, which our commands do not use): Node then creates the stdin stream, and for a file or
+ * /dev/null its fs streams, fs/promises and readline modules with it (about 4 ms); the input of
+ * its prompt options is then a stand-in that forwards to `process.stdin`.
+ * test/cli-startup.e2e-spec.ts checks that the clients build no date formatter and create no
+ * stdin stream at start-up, and that, unbundled, these modules still do (else this list is out of date).
  */
-interface SourcePatch {
-  /** The package files to change. */
-  file: RegExp;
-  /** The text to replace; when it is not found (another version), the file is bundled unchanged, with a warning. */
-  find: RegExp;
-  /** Its replacement (`$1`... refer to `find`'s groups). */
-  replace: string;
-}
+const LAZY_GLOBALS: Record<string, LazyGlobal[]> = {
+  '@nestjs/common/services/logger.service.js': ['Intl.DateTimeFormat'],
+  '@nestjs/common/services/console-logger.service.js': ['Intl.DateTimeFormat'],
+  'nest-commander/src/command-runner.module.js': ['process.stdin'],
+};
 
-/** The {@link SourcePatch}es of every bundle. */
-const SOURCE_PATCHES: SourcePatch[] = [
-  // Nest's `Logger` and `ConsoleLogger` modules (always loaded) build an `Intl.DateTimeFormat`,
-  // which loads the ICU locale data (about 12 ms). Our programs log through pino or not at all.
-  {
-    file: /@nestjs[\\/]common[\\/]services[\\/](console-)?logger\.service\.js$/,
-    find: /const dateTimeFormatter = new Intl\.DateTimeFormat\(([^;]*?)\);/,
-    replace: 'let dateTimeFormat_;\nconst dateTimeFormatter = { format: (t) => (dateTimeFormat_ ??= new Intl.DateTimeFormat($1)).format(t) };',
-  },
-  // nest-commander's module reads `process.stdin` when loaded (for inquirer's prompts, which our
-  // commands do not use): Node then creates the stdin stream, and for a file or /dev/null its fs
-  // streams, fs/promises and readline modules with it (about 4 ms).
-  {
-    file: /nest-commander[\\/]src[\\/]command-runner\.module\.js$/,
-    find: /input: process\.stdin,(\s*)output: process\.stdout/,
-    replace: 'get input() { return process.stdin; },$1get output() { return process.stdout; }',
-  },
-];
+/** The compiled libs/ops/src/lazy-globals.ts, which the modules of {@link lazyGlobals} require. */
+const LAZY_GLOBALS_MODULE = require.resolve('../libs/ops/src/lazy-globals');
 
-/** The esbuild plugin of {@link SOURCE_PATCHES}. */
-function sourcePatches(patches: SourcePatch[]): Plugin {
+/**
+ * The esbuild plugin of {@link LAZY_GLOBALS}: a `require` of one of these files from the bundled
+ * code gets a module of ours that loads the file (bundled as it is) through `loadWithLazyGlobals`
+ * and exports what it exports. The build fails when one of the files does not exist.
+ */
+function lazyGlobals(files: Record<string, LazyGlobal[]>): Plugin {
+  const paths = packageFiles(Object.keys(files));
   return {
-    name: 'svc-source-patches',
+    name: 'svc-lazy-globals',
     setup(b) {
-      for (const patch of patches) {
-        b.onLoad({ filter: patch.file }, (args) => {
-          const text = readFileSync(args.path, 'utf8');
-          if (!patch.find.test(text)) return { contents: text, loader: 'js', warnings: [{ text: `${patch.find} not found: bundled unchanged` }] };
-          return { contents: text.replace(patch.find, patch.replace), loader: 'js' };
-        });
-      }
+      const packages = [...new Set(Object.keys(files).map((f) => packageOf(f)!))];
+      const filter = new RegExp(`^(\\.|/|(${anyOf(packages)})(/|$))`);
+      b.onResolve({ filter }, (args) => {
+        if (args.namespace !== 'file' && args.namespace !== 'svc-lazy-globals') return undefined;
+        const file = resolvedFrom(args.path, args.resolveDir);
+        if (file === null || !paths.has(file)) return undefined;
+        return args.namespace === 'svc-lazy-globals' ? { path: file } : { path: file, namespace: 'svc-lazy-globals' };
+      });
+      b.onLoad({ filter: /.*/, namespace: 'svc-lazy-globals' }, (args) => ({
+        contents: [
+          `const { loadWithLazyGlobals } = require(${JSON.stringify(LAZY_GLOBALS_MODULE)});`,
+          `module.exports = loadWithLazyGlobals(${JSON.stringify(files[paths.get(args.path)!])}, () => require(${JSON.stringify(args.path)}));`,
+        ].join('\n'),
+        loader: 'js',
+        resolveDir: dirname(args.path),
+      }));
     },
   };
 }
@@ -496,7 +562,7 @@ async function bundle(p: Program, exportDir: string): Promise<void> {
       ...(p.lazyBuiltins.length > 0 ? [lazyBuiltins(p.lazyBuiltins)] : []),
       lazyPackages(LAZY),
       externals(p.external),
-      sourcePatches(SOURCE_PATCHES),
+      lazyGlobals(LAZY_GLOBALS),
     ],
     logLevel: 'warning',
   });
@@ -514,6 +580,7 @@ async function main(): Promise<void> {
   const only = process.argv.slice(2);
   const unknown = only.filter((a) => !PROGRAMS.some((p) => p.app === a));
   if (unknown.length > 0) throw new Error(`unknown program ${unknown.join(', ')}; known: ${PROGRAMS.map((p) => p.app).join(', ')}`);
+  recordRequires();
   const exportDir = mkdtempSync(join(tmpdir(), 'svc-bundle-warm-'));
   try {
     for (const p of PROGRAMS) if (only.length === 0 || only.includes(p.app)) await bundle(p, exportDir);

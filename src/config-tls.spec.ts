@@ -1,14 +1,9 @@
 import { rootCertificates } from 'node:tls';
-import { describeWithOpenssl, makeCa, TestCa } from '../test/helpers/tls';
-import { cleanupTmp } from '../test/helpers/processes';
+import { describeWithOpenssl, useTestCa } from '../test/helpers/tls';
 import { ConfigError, loadServerConfig } from './config';
 
 describeWithOpenssl('svc TLS configuration', () => {
-  let ca: TestCa;
-  beforeAll(() => {
-    ca = makeCa();
-  });
-  afterAll(() => cleanupTmp());
+  const ca = useTestCa();
 
   it('serves TLS with --tls-cert/--tls-key and trusts --tls-ca for the FS routing', () => {
     const c = ca.issue('cfg-svc');

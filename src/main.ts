@@ -12,15 +12,14 @@
  */
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
-import type { Server } from 'node:http';
-import { AppLogger, ReadinessService } from '@svc/ops';
+import { AppLogger, onStopSignal, ReadinessService, startOpsListener, warnOperator } from '@svc/ops';
 import { EnvelopeWsAdapter, insecureTransportWarning, ServerTls, SessionRegistry } from '@svc/transport';
 import { AppModule } from './app.module';
 import { ConfigError, loadServerConfig, SERVER_USAGE, ServerConfig } from './config';
 import { ControlEndpointProfile } from './control/control-endpoint.profile';
 import { ControlMetrics } from './health/control-metrics';
 import { DashboardHttp } from './dashboard/dashboard.http';
-import { redactUrl } from './persistence/postgres-state.store';
+import { stateLocation } from './persistence/state-store.factory';
 import { StateService } from './persistence/state.service';
 import { NodePresenceService } from './catalog/node-presence.service';
 
@@ -75,34 +74,17 @@ async function main(): Promise<void> {
   });
   app.useWebSocketAdapter(adapter);
 
-  if (config.metricsPort !== null) {
-    await app.listen(config.metricsPort, config.bind);
-    const addr = (app.getHttpServer() as Server).address();
-    logger.log(
-      { msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` },
-      'Bootstrap',
-    );
-  } else {
-    await app.init();
-  }
+  await startOpsListener(app, logger, config.bind, config.metricsPort);
   app.flushLogs();
 
-  let stopping = false;
   const store = app.get(StateService);
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.log({ msg: `received ${signal}; shutting down` }, 'Bootstrap');
-    readiness.beginShutdown();
+  onStopSignal(logger, readiness, async () => {
     // Sessions closed by this shutdown are not node failures: their daemons reconnect elsewhere.
     app.get(NodePresenceService).stop();
     await adapter.shutdown(config.shutdownGraceMs);
     await store.close();
     await app.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  });
 
   try {
     await store.open();
@@ -127,7 +109,7 @@ async function main(): Promise<void> {
     {
       msg: 'svc ready',
       url,
-      state: config.databaseUrl ? redactUrl(config.databaseUrl) : config.stateDir,
+      state: stateLocation(config),
       encrypted: config.stateKey !== null,
       operator_gate: config.operatorToken !== null,
       tls: config.tls ? { fingerprint256: config.tls.material.fingerprint256, not_after: config.tls.material.validTo.toISOString() } : null,
@@ -135,10 +117,7 @@ async function main(): Promise<void> {
     'Bootstrap',
   );
   process.stdout.write(`listening on ${url}\n`);
-  if (config.insecureTransport) {
-    logger.warn({ msg: insecureTransportWarning(url) }, 'Bootstrap');
-    process.stderr.write(`svc: warning: ${insecureTransportWarning(url)}\n`);
-  }
+  if (config.insecureTransport) warnOperator(logger, 'svc', insecureTransportWarning(url));
 }
 
 main().catch((e) => die(`fatal: ${(e as Error).stack ?? String(e)}`, 1));

@@ -7,52 +7,22 @@
  * replays a run.
  */
 import { ControlClient } from '../libs/client/src';
-import { ADMIN_TOKEN, cleanupTmp, killAll } from './helpers/processes';
-import { prng } from './helpers/prng';
-import { RawPeer } from './helpers/raw-ws';
-import { startWorkspace, Workspace } from './helpers/workspace';
+import { ADMIN_TOKEN } from './support/processes';
+import { FuzzRun, NASTY_VALUES, picker } from './helpers/fuzz';
+import { RawPeer, Received } from './helpers/raw-ws';
+import { useWorkspace } from './helpers/workspace';
 
 const FRAMES = 3_000;
-let ws: Workspace;
+const ws = useWorkspace({ terminalIds: ['t1'] });
 
-beforeAll(async () => {
-  ws = await startWorkspace({ terminalIds: ['t1'] });
-}, 60_000);
-
-afterAll(async () => {
-  ws?.close();
-  await killAll();
-  cleanupTmp();
-});
-
-const NASTY: unknown[] = [
-  null,
-  true,
-  -1,
-  0,
-  2 ** 53,
-  1e308,
-  NaN,
-  '',
-  'x'.repeat(70_000),
-  [],
-  {},
-  ['..'],
-  [''],
-  ['a\u0000b'],
-  '!!!',
-  1.5,
-  { __proto__: { polluted: true } },
-  JSON.parse('{"__proto__":{"polluted":true}}'),
-  ['a', { prototype: 1 }],
-];
+const NASTY: unknown[] = [...NASTY_VALUES, ['..'], [''], ['a\u0000b'], '!!!', 1.5, ['a', { prototype: 1 }]];
 
 /** Fids this run walked to (most frames use them, so walks, opens and reads reach real files). */
 const fids: number[] = [];
 let nextFid = 10;
 
 function frame(rand: () => number, names: string[], prefixes: string[][]): string {
-  const pick = <T>(xs: readonly T[]): T => structuredClone(xs[Math.floor(rand() * xs.length)]);
+  const pick = picker(rand);
   const fid = () => (rand() < 0.8 && fids.length > 0 ? fids[Math.floor(rand() * fids.length)] : pick([0, 1, 99_999, -1]));
   const tail = () => Array.from({ length: Math.floor(rand() * 3) }, () => pick(names));
   // mostly below real roots (routed filesystems included), sometimes anywhere
@@ -157,37 +127,25 @@ it(`survives ${FRAMES} fuzzed runtime frames over routed filesystems`, async () 
     ['projects', project_id, 'fs', 'shared'],
     ['debug'],
   ];
-  const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 1e9);
-  const rand = prng(seed);
-  let answered = 0;
-  let closes = 0;
-  /** Replies that were internal_error (there must be none: bad input is never a server fault). */
-  const internal: string[] = [];
+  const run = new FuzzRun(FRAMES);
+  const rules = {
+    timeoutMs: 15_000,
+    // also an FS node's internal error passed on by the router (errno 5 with its reference)
+    internalError: (m: Received) =>
+      m.error?.code === 'internal_error' || /internal error \(ref/.test(m.error?.message ?? '') ? String(m.error?.message) : null,
+  };
   let p = await attached();
   for (let i = 0; i < FRAMES; i++) {
-    const f = frame(rand, names, prefixes);
-    const before = p.messages.length;
-    p.send(f);
-    try {
-      const reply = await p.nth(before, 15_000);
-      // also an FS node's internal error passed on by the router (errno 5 with its reference)
-      if (reply.error?.code === 'internal_error' || /internal error \(ref/.test(reply.error?.message ?? ''))
-        internal.push(`frame ${i}: ${f.slice(0, 200)} -> ${reply.error?.message}`);
-      answered++;
-    } catch (e) {
-      if (p.closeCode === null) throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${f.slice(0, 200)}: ${(e as Error).message}`);
-      closes++;
-    }
+    await run.send(i, p, frame(run.rand, names, prefixes), rules);
     if (p.closeCode !== null) {
       p = await attached();
       fids.length = 0;
     }
-    if (ws.svc.proc.exitCode !== null) throw new Error(`seed ${seed}: svc exited after frame ${i}`);
+    if (ws.svc.proc.exitCode !== null) throw new Error(`seed ${run.seed}: svc exited after frame ${i}`);
   }
   p.close();
-  expect(answered + closes).toBe(FRAMES);
-  expect(answered).toBeGreaterThan(FRAMES / 2);
-  expect({ seed, internal }).toEqual({ seed, internal: [] });
+  run.expectNoInternalErrors();
+  expect(run.answered).toBeGreaterThan(FRAMES / 2);
   // a normal runtime session still reads a routed file
   const c = await ControlClient.connect({ url: ws.svc.url, token: ADMIN_TOKEN });
   await c.attach(0);

@@ -7,8 +7,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { closeSessions, failure, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, tmpDir } from './helpers/processes';
+import { closeSessions, failure, gatedTerminalService, INVOKE_GATING, session } from './helpers/control';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, tmpDir } from './support/processes';
 import { RawPeer } from './helpers/raw-ws';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
@@ -111,16 +111,7 @@ describe('projected files of a real daemon node', () => {
 });
 
 describe('invoke gating of /projects/<id>/fs', () => {
-  it.each([
-    ['allow', 'allow', 'user', true],
-    ['allow', 'deny', 'user', false],
-    ['deny', 'allow', 'user', false],
-    ['deny', 'deny', 'user', false],
-    ['allow', 'allow', 'admin', true],
-    ['allow', 'deny', 'admin', true],
-    ['deny', 'allow', 'admin', true],
-    ['deny', 'deny', 'admin', true],
-  ] as const)('policy %s, terminal permission %s, %s: /term listed = %s', async (policy, perm, role, present) => {
+  it.each(INVOKE_GATING)('policy %s, terminal permission %s, %s: /term listed = %s', async (policy, perm, role, present) => {
     const { invite_token } = await ws.admin.request<{ invite_token: string }>('node_invite_create');
     const n = await ws.admin.request<{ node_id: string; node_secret: string }>('node_join', {
       invite_token,
@@ -132,14 +123,7 @@ describe('invoke gating of /projects/<id>/fs', () => {
       node_secret: n.node_secret,
       services: [
         { service_id: 'fs', kind: 'fs', state: 'online', endpoints: ['/x'], mounts: [{ mount_id: 'work', mount_path: '/x' }] },
-        {
-          service_id: 'terminal-g',
-          kind: 'terminal',
-          state: 'online',
-          endpoints: ['/t'],
-          capabilities: { invoke: true },
-          permissions: perm === 'allow' ? { allow_roles: ['admin', 'user'] } : { default: 'deny-by-default' },
-        },
+        gatedTerminalService('terminal-g', '/t', perm),
       ],
     });
     const p = await ws.admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'gating', access_policy: { invoke: policy } });

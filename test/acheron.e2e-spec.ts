@@ -4,7 +4,7 @@
  * matrix, fid rules and errors, per-session projections, /debug for admins.
  */
 import { Client, closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { cleanupTmp, killAll, Running, startSvc } from './helpers/processes';
+import { cleanupTmp, killAll, Running, startSvc } from './support/processes';
 
 let svc: Running;
 let admin: Client;

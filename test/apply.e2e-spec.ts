@@ -8,7 +8,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, closeSessions, Credentials, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, ROOT, runCli, Running, startSvc, tmpDir } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, ROOT, runCli, Running, startSvc, tmpDir } from './support/processes';
 
 const OP = 'op-secret-apply';
 let svc: Running;

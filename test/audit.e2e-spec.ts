@@ -10,25 +10,17 @@
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { Client as PgClient } from 'pg';
+import type { AuditEntry, AuditListResult } from '../libs/protocol/src';
 import { Client, closeSessions, Credentials, failure, ProjectDetail, session } from './helpers/control';
-import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, startSvc, USER_TOKEN, waitFor } from './helpers/processes';
+import { Postgres, postgresBinDir, startPostgres } from './support/postgres';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, sleep, startSvc, USER_TOKEN, waitFor } from './support/processes';
 
 const OP = 'op-secret-for-the-audit-test';
 
-interface Entry {
-  ts_ms: number;
-  role: string;
-  agent_id: string;
-  type: string;
-  target: Record<string, string>;
-  result: string;
-}
-type Expected = Omit<Entry, 'ts_ms'>;
+type Expected = Omit<AuditEntry, 'ts_ms'>;
 
-const list = (c: Client, filter: Record<string, unknown> = {}) =>
-  c.request<{ entries: Entry[]; next_cursor: string | null }>('audit_list', { limit: 1000, ...filter });
-const strip = (entries: Entry[]) => entries.map(({ ts_ms: _ts, ...rest }) => rest);
+const list = (c: Client, filter: Record<string, unknown> = {}) => c.request<AuditListResult>('audit_list', { limit: 1000, ...filter });
+const strip = (entries: AuditEntry[]) => entries.map(({ ts_ms: _ts, ...rest }) => rest);
 
 afterEach(() => closeSessions());
 afterAll(async () => {
@@ -150,10 +142,10 @@ describe('audit log (embedded store)', () => {
     const mid = all.entries[Math.floor(all.entries.length / 2)].ts_ms;
     expect((await list(ops, { since_ms: mid })).entries.every((e) => e.ts_ms >= mid)).toBe(true);
     expect((await list(ops, { until_ms: mid })).entries.every((e) => e.ts_ms <= mid)).toBe(true);
-    const pages: Entry[] = [];
+    const pages: AuditEntry[] = [];
     let cursor: string | null = null;
     do {
-      const page: { entries: Entry[]; next_cursor: string | null } = await list(ops, { limit: 4, ...(cursor ? { cursor } : {}) });
+      const page: AuditListResult = await list(ops, { limit: 4, ...(cursor ? { cursor } : {}) });
       expect(page.entries.length).toBeLessThanOrEqual(4);
       pages.push(...page.entries);
       cursor = page.next_cursor;
@@ -180,7 +172,7 @@ describe('audit log (embedded store)', () => {
       since.stdout
         .trim()
         .split('\n')
-        .map((l) => JSON.parse(l) as Entry),
+        .map((l) => JSON.parse(l) as AuditEntry),
     ).toEqual(all.entries.slice(0, 100));
     const userCli = await runCli(BIN.control, ['--url', svc.url, 'audit'], { env: { SVC_AUTH_TOKEN: USER_TOKEN } });
     expect(userCli.code).toBe(1);

@@ -2,8 +2,8 @@
  * e2e: the node service catalog: upsert validation, defaults, secrets, get with permission filtering,
  * watch/unwatch events, and invoke gating in workspace_status.
  */
-import { Client, closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';
+import { Client, closeSessions, Credentials, failure, gatedTerminalService, INVOKE_GATING, joinNode, ProjectDetail, session } from './helpers/control';
+import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './support/processes';
 
 let svc: Running;
 let admin: Client;
@@ -238,34 +238,18 @@ describe('permission filtering for non-admin sessions', () => {
 });
 
 describe('invoke gating in workspace_status', () => {
-  it.each([
-    ['allow', 'allow', 'user', true],
-    ['allow', 'deny', 'user', false],
-    ['deny', 'allow', 'user', false],
-    ['deny', 'deny', 'user', false],
-    ['allow', 'allow', 'admin', true],
-    ['allow', 'deny', 'admin', true],
-    ['deny', 'allow', 'admin', true],
-    ['deny', 'deny', 'admin', true],
-  ])('policy %s, service permission %s, %s: invoke mount present = %s', async (policy, perm, role, present) => {
+  it.each(INVOKE_GATING)('policy %s, service permission %s, %s: invoke mount present = %s', async (policy, perm, role, present) => {
     const n = await joinNode(admin, `gate-${policy}-${perm}-${role}`);
     const p = await admin.request<ProjectDetail>('project_create', { name: 'gate', access_policy: { invoke: policy } });
     await upsert(admin, n, {
       services: [
         fsService({ service_id: 'fs', mounts: [{ mount_id: 'work', mount_path: '/x' }] }),
-        {
-          service_id: 'terminal-t',
-          kind: 'terminal',
-          state: 'online',
-          endpoints: ['/nodes/x/terminal/t'],
-          capabilities: { invoke: true },
-          permissions: perm === 'allow' ? { allow_roles: ['admin', 'user'] } : { default: 'deny-by-default' },
-        },
+        gatedTerminalService('terminal-t', '/nodes/x/terminal/t', perm),
       ],
     });
     await admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/work' });
     await admin.request('project_mount_set', { project_id: p.project_id, node_id: n.node_id, export_name: 'terminal-t', mount_path: '/term' });
-    const c = await session(svc.url, role as 'admin' | 'user');
+    const c = await session(svc.url, role);
     const status = await c.request<{ mounts: Array<{ mount_path: string }>; desired_mounts: Array<{ mount_path: string }> }>('workspace_status', {
       project_id: p.project_id,
       project_token: p.project_token,

@@ -10,7 +10,7 @@
  */
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, symlinkSync, unlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, cleanupTmp, killAll, ROOT, runCli, tmpDir } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, ROOT, runCli, tmpDir } from './support/processes';
 
 type App = 'svc-control' | 'svc-fs-mount' | 'svc-fs-node';
 const APPS: App[] = ['svc-control', 'svc-fs-mount', 'svc-fs-node'];
@@ -49,10 +49,30 @@ const CASES: Record<App, string[][]> = {
 
 /** A preload that writes every module file loaded, one a line, to the file in $LOADED_OUT at exit. */
 let preload: string;
+/**
+ * A preload that writes, as JSON to the file in $PROBE_OUT at exit, the stack frame (file and
+ * line) that built each `Intl.DateTimeFormat` (`dtf`) and that read `process.stdin` (`stdin`).
+ */
+let probe: string;
 
 beforeAll(() => {
-  preload = join(tmpDir('cli-startup-'), 'loaded.js');
+  const dir = tmpDir('cli-startup-');
+  preload = join(dir, 'loaded.js');
   writeFileSync(preload, "process.on('exit', () => require('fs').writeFileSync(process.env.LOADED_OUT, Object.keys(require.cache).join('\\n')));\n");
+  probe = join(dir, 'probe.js');
+  writeFileSync(
+    probe,
+    [
+      `const seen = { dtf: [], stdin: [] };`,
+      `const caller = () => (new Error().stack.split('\\n').slice(1).find((l) => !l.includes(__filename)) || '').trim();`,
+      `const Real = Intl.DateTimeFormat;`,
+      `const built = (args) => (seen.dtf.push(caller()), Reflect.construct(Real, args));`,
+      `Intl.DateTimeFormat = new Proxy(Real, { construct: (_, args) => built(args), apply: (_, __, args) => built(args) });`,
+      `const stdin = Object.getOwnPropertyDescriptor(process, 'stdin');`,
+      `Object.defineProperty(process, 'stdin', { ...stdin, get() { seen.stdin.push(caller()); return stdin.get.call(this); } });`,
+      `process.on('exit', () => require('fs').writeFileSync(process.env.PROBE_OUT, JSON.stringify(seen)));`,
+    ].join('\n'),
+  );
 });
 afterAll(async () => {
   await killAll();
@@ -130,6 +150,31 @@ describe('CLI start-up', () => {
     expect(unbundled.length).toBeGreaterThan(300);
     // nest-commander's prompt package among them (bundled, it is not loaded at all: above).
     expect(unbundled.some((f) => /node_modules[\\/]inquirer[\\/]/.test(f))).toBe(true);
+  });
+
+  it('a client builds no Intl.DateTimeFormat and creates no process.stdin while it runs a command; unbundled, Nest and nest-commander do both when loaded', async () => {
+    // What the bundles load through libs/ops/src/lazy-globals.ts (LAZY_GLOBALS in
+    // scripts/bundle-clis.ts). The unbundled runs show that the packages still do this work
+    // where the list says: when they no longer do, the list is out of date.
+    const probed = async (script: string, args: string[]) => {
+      const out = join(tmpDir('cli-probe-'), 'probe.json');
+      const r = await runCli('-r', [probe, script, ...args], { env: { ...ENV, PROBE_OUT: out } });
+      expect(r.code).not.toBeNull();
+      return JSON.parse(readFileSync(out, 'utf8')) as { dtf: string[]; stdin: string[] };
+    };
+    const runs: Array<[App, string[]]> = [
+      ['svc-control', ['--help']],
+      ['svc-control', ['--url', 'ws://127.0.0.1:1/', '--auth-token', 'x', 'ping']],
+      ['svc-fs-mount', ['--help']],
+      ['svc-fs-mount', ['--endpoint', 'a=ws://127.0.0.1:1/v2/fs#work@/a', 'cat', '/a/x']],
+    ];
+    for (const [app, args] of runs) expect({ app, args, ...(await probed(main(app), args)) }).toEqual({ app, args, dtf: [], stdin: [] });
+    const unbundled = await probed(program('svc-control'), ['--help']);
+    expect(unbundled.dtf).toEqual([
+      expect.stringMatching(/node_modules[\\/]@nestjs[\\/]common[\\/]services[\\/]console-logger\.service\.js:/),
+      expect.stringMatching(/node_modules[\\/]@nestjs[\\/]common[\\/]services[\\/]logger\.service\.js:/),
+    ]);
+    expect(unbundled.stdin).toEqual([expect.stringMatching(/node_modules[\\/]nest-commander[\\/]src[\\/]command-runner\.module\.js:/)]);
   });
 
   it('svc-fs-node answers --help and configuration errors without loading Nest, its validation or the FS server', async () => {

@@ -3,7 +3,7 @@
  * (docs/protocol.md "Gates" to "Workspace status") against the built `svc` over real WebSockets.
  */
 import { Client, closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';
+import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './support/processes';
 
 let svc: Running;
 let admin: Client;

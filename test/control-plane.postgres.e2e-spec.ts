@@ -9,8 +9,8 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client } from 'pg';
 import { closeSessions, joinNode, ProjectDetail, session } from './helpers/control';
-import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
-import { BIN, startSvc, tmpDir, useStoreEnv } from './helpers/processes';
+import { Postgres, postgresBinDir, startPostgres } from './support/postgres';
+import { BIN, startSvc, tmpDir, useStoreEnv } from './support/processes';
 
 let pg: Postgres | null = null;
 beforeAll(async () => {

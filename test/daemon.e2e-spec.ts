@@ -9,7 +9,7 @@
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, closeSessions, failure, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startNodeDaemon, startSvc, tmpDir, waitFor } from './support/processes';
 
 afterEach(() => closeSessions());
 afterAll(async () => {
@@ -27,16 +27,32 @@ interface Service {
 /** An svc-fs-node started by `startNode`: its directory and its state file. */
 type StartedNode = Running & { dir: string; stateFile: string };
 
-function startNode(controlUrl: string, extra: string[], dir = tmpDir('node-')): Promise<StartedNode> {
-  const stateFile = join(dir, 'state.json');
-  mkdirSync(join(dir, 'work'), { recursive: true });
-  return startProcess(
-    BIN.fsNode,
-    ['--port', '0', '--export', `work=${join(dir, 'work')}`, '--control-url', controlUrl, '--state-file', stateFile, ...FAST, ...extra],
-    {
-      SVC_AUTH_TOKEN: ADMIN_TOKEN,
-    },
-  ).then((r) => ({ ...r, dir, stateFile }));
+/** Starts the daemon of node `name` on `dir` (startNodeDaemon) with the short lease and backoff of {@link FAST}, then `extra`. */
+async function startNode(controlUrl: string, name: string, extra: string[], dir = tmpDir('node-')): Promise<StartedNode> {
+  return { ...(await startNodeDaemon(dir, controlUrl, name, [...FAST, ...extra])), dir, stateFile: join(dir, 'state.json') };
+}
+
+/** Creates an invite on `admin` and starts the daemon of node `name` paired by it ({@link startNode}). */
+async function startInvitedNode(admin: Client, controlUrl: string, name: string, extra: string[] = []): Promise<StartedNode> {
+  const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
+  return startNode(controlUrl, name, ['--invite-token', invite_token, ...extra]);
+}
+
+/** The catalog record a daemon on node `nodeId` publishes for its terminal `tid` (`--terminal-id`), with `permissions`. */
+function terminalRecord(nodeId: string, tid: string, permissions: Record<string, unknown>): Service {
+  return {
+    service_id: `terminal-${tid}`,
+    kind: 'terminal',
+    version: '1',
+    state: 'online',
+    endpoints: [`/nodes/${nodeId}/terminal/${tid}`],
+    capabilities: { pty: true, terminal_id: tid, invoke: true },
+    mounts: [{ mount_id: `terminal-${tid}`, mount_path: `/nodes/${nodeId}/terminal/${tid}`, state: 'online' }],
+    ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } },
+    runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' },
+    permissions,
+    schema: {},
+  };
 }
 
 async function nodeNamed(admin: Client, name: string): Promise<{ node_id: string; fs_url: string; state: string; last_seen_ms: number }> {
@@ -59,19 +75,7 @@ describe('pairing and the published record', () => {
   it('pairs by invite and publishes the built-in fs and terminal services, labels and platform', async () => {
     const svc = await startSvc();
     const admin = await session(svc.url);
-    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
-    const node = await startNode(svc.url, [
-      '--invite-token',
-      invite_token,
-      '--node-name',
-      'inv-node',
-      '--terminal-id',
-      't1',
-      '--label',
-      'zone=eu',
-      '--label',
-      'tier=gold',
-    ]);
+    const node = await startInvitedNode(admin, svc.url, 'inv-node', ['--terminal-id', 't1', '--label', 'zone=eu', '--label', 'tier=gold']);
     const info = await nodeNamed(admin, 'inv-node');
     expect(info.fs_url).toBe(node.url);
     const services = await servicesOf(admin, info.node_id, 2);
@@ -90,19 +94,7 @@ describe('pairing and the published record', () => {
         permissions: {},
         schema: {},
       },
-      {
-        service_id: 'terminal-t1',
-        kind: 'terminal',
-        version: '1',
-        state: 'online',
-        endpoints: [`/nodes/${id}/terminal/t1`],
-        capabilities: { pty: true, terminal_id: 't1', invoke: true },
-        mounts: [{ mount_id: 'terminal-t1', mount_path: `/nodes/${id}/terminal/t1`, state: 'online' }],
-        ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } },
-        runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' },
-        permissions: { default: 'deny-by-default' },
-        schema: {},
-      },
+      terminalRecord(id, 't1', { default: 'deny-by-default' }),
     ]);
     const record = await admin.request<{ labels: Record<string, string>; platform: Record<string, string> }>('node_service_get', { node_id: id });
     expect(record.labels).toEqual({ zone: 'eu', tier: 'gold' });
@@ -112,23 +104,7 @@ describe('pairing and the published record', () => {
     const saved = JSON.parse(readFileSync(node.stateFile, 'utf8'));
     expect(saved.credentials.node_id).toBe(id);
     await node.stop();
-    const again = await startProcess(
-      BIN.fsNode,
-      [
-        '--port',
-        '0',
-        '--export',
-        `work=${join(node.dir, 'work')}`,
-        '--control-url',
-        svc.url,
-        '--state-file',
-        node.stateFile,
-        '--node-name',
-        'inv-node',
-        ...FAST,
-      ],
-      { SVC_AUTH_TOKEN: ADMIN_TOKEN },
-    );
+    const again = await startNode(svc.url, 'inv-node', [], node.dir);
     await waitFor(async () => (await admin.request<{ node: { fs_url: string } }>('node_get', { node_id: id })).node.fs_url === again.url, 10_000);
     expect((await admin.request<{ nodes: unknown[] }>('node_list')).nodes).toHaveLength(1);
   });
@@ -147,11 +123,10 @@ describe('pairing and the published record', () => {
     );
     const node = await startNode(
       svc.url,
+      'req-node',
       [
         '--pair-mode',
         'request',
-        '--node-name',
-        'req-node',
         '--no-fs-service',
         '--terminal-id',
         'x',
@@ -182,19 +157,7 @@ describe('pairing and the published record', () => {
     const id = info.node_id;
     const defaults = { version: '1', capabilities: {}, mounts: [], ops: {}, runtime: {}, permissions: {}, schema: {} };
     expect(services).toEqual([
-      {
-        service_id: 'terminal-x',
-        kind: 'terminal',
-        version: '1',
-        state: 'online',
-        endpoints: [`/nodes/${id}/terminal/x`],
-        capabilities: { pty: true, terminal_id: 'x', invoke: true },
-        mounts: [{ mount_id: 'terminal-x', mount_path: `/nodes/${id}/terminal/x`, state: 'online' }],
-        ops: { invoke: 'control/invoke.json', paths: { exec: 'control/invoke.json' } },
-        runtime: { kind: 'native_proc', entry: 'internal-terminal-invoke' },
-        permissions: { allow_roles: ['admin', 'user'], require_project_token: true },
-        schema: {},
-      },
+      terminalRecord(id, 'x', { allow_roles: ['admin', 'user'], require_project_token: true }),
       { ...defaults, service_id: 'search', kind: 'index', state: 'online', endpoints: ['/search'] },
       { ...defaults, service_id: 'gpu', kind: 'compute', state: 'online', endpoints: ['/gpu'], capabilities: { cuda: true } },
     ]);
@@ -211,7 +174,7 @@ describe('pairing and the published record', () => {
   it('exits 3 with a clear message when the join request is denied', async () => {
     const svc = await startSvc();
     const admin = await session(svc.url);
-    const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'denied-node']);
+    const node = await startNode(svc.url, 'denied-node', ['--pair-mode', 'request']);
     const pending = await waitFor(
       async () =>
         (await admin.request<{ pending: Array<{ request_id: string; node_name: string }> }>('node_join_pending_list')).pending.find(
@@ -232,9 +195,8 @@ describe('resilience', () => {
     let svc = await startSvc({ stateDir });
     const port = new URL(svc.url).port;
     const admin = await session(svc.url);
-    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
     const servicesDir = tmpDir('services-d-');
-    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'res-node', '--services-dir', servicesDir]);
+    const node = await startInvitedNode(admin, svc.url, 'res-node', ['--services-dir', servicesDir]);
     const info = await nodeNamed(admin, 'res-node');
     await servicesOf(admin, info.node_id, 1);
     closeSessions();
@@ -260,7 +222,7 @@ describe('resilience', () => {
     const { FsClient } = await import('../libs/client/src');
     const svc = await startSvc();
     const admin = await session(svc.url);
-    const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'again-node']);
+    const node = await startNode(svc.url, 'again-node', ['--pair-mode', 'request']);
     const approve = async () => {
       const p = await waitFor(
         async () =>
@@ -296,8 +258,7 @@ describe('resilience', () => {
   it('says clearly that invite mode needs a new invite after node_delete, and exits 3', async () => {
     const svc = await startSvc();
     const admin = await session(svc.url);
-    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
-    const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', 'gone-node']);
+    const node = await startInvitedNode(admin, svc.url, 'gone-node');
     const info = await nodeNamed(admin, 'gone-node');
     await admin.request('node_delete', { node_id: info.node_id });
     const exit = await node.exited;
@@ -309,7 +270,7 @@ describe('resilience', () => {
   it('refuses FS sessions until paired, then opens them with the topology auth_token', async () => {
     const svc = await startSvc();
     const admin = await session(svc.url);
-    const node = await startNode(svc.url, ['--pair-mode', 'request', '--node-name', 'auth-node']);
+    const node = await startNode(svc.url, 'auth-node', ['--pair-mode', 'request']);
     const { FsClient } = await import('../libs/client/src');
     await expect(FsClient.connect({ url: node.url, authToken: 'anything' })).rejects.toMatchObject({ errno: 13 });
     const p = await waitFor(
@@ -352,8 +313,7 @@ describe('the lease when a daemon stops', () => {
     const lease = ['--lease-ttl-ms', '60000', '--refresh-interval-ms', '1000'];
     const nodes: Record<string, StartedNode> = {};
     for (const name of ['rel-1', 'rel-2']) {
-      const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
-      const node = await startNode(svc.url, ['--invite-token', invite_token, '--node-name', name, ...lease]);
+      const node = await startInvitedNode(admin, svc.url, name, lease);
       const info = await nodeNamed(admin, name);
       await servicesOf(admin, info.node_id, 1);
       nodes[info.node_id] = node;
@@ -394,18 +354,8 @@ describe('the lease when a daemon stops', () => {
   it("a killed daemon's mounts turn degraded within 2 s (its control session closed), long before its lease ends", async () => {
     const svc = await startSvc();
     const admin = await session(svc.url);
-    const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
     // a 60 s lease: only the closed session can make the mount degraded in time
-    const node = await startNode(svc.url, [
-      '--invite-token',
-      invite_token,
-      '--node-name',
-      'killed',
-      '--lease-ttl-ms',
-      '60000',
-      '--refresh-interval-ms',
-      '20000',
-    ]);
+    const node = await startInvitedNode(admin, svc.url, 'killed', ['--lease-ttl-ms', '60000', '--refresh-interval-ms', '20000']);
     const info = await nodeNamed(admin, 'killed');
     await servicesOf(admin, info.node_id, 1);
     const project = await admin.request<{ project_id: string; project_token: string }>('project_create', { name: 'killed' });

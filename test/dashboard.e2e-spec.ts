@@ -1,5 +1,5 @@
 /**
- * e2e: the web dashboard ("Acceptance" Dashboard bullet) in a real browser:
+ * e2e: the web dashboard in a real browser:
  * Debian's headless Chromium driven by playwright-core, against the built `svc` with two
  * real `svc-fs-node` daemons and a project (test/helpers/workspace.ts).
  *
@@ -23,7 +23,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import NodeWebSocket from 'ws';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc, tmpDir, USER_TOKEN, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startNodeDaemon, startSvc, tmpDir, USER_TOKEN, waitFor } from './support/processes';
 import { describeWithOpenssl, makeCa } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
@@ -75,6 +75,19 @@ function upgradeStatus(url: string, headers: Record<string, string>, ca?: Buffer
     });
     ws.once('error', (e) => reject(e));
   });
+}
+
+/** Opens a WebSocket to `url` from page `p`, with the browser's own WebSocket: `open`, or `refused` when it fails. */
+function browserWebSocket(p: Page, url: string): Promise<string> {
+  return p.evaluate(
+    (u) =>
+      new Promise<string>((resolve) => {
+        const s = new (globalThis as unknown as { WebSocket: new (u: string) => { onopen: () => void; onerror: () => void } }).WebSocket(u);
+        s.onopen = () => resolve('open');
+        s.onerror = () => resolve('refused');
+      }),
+    url,
+  );
 }
 
 suite('web dashboard in headless Chromium', () => {
@@ -131,17 +144,7 @@ suite('web dashboard in headless Chromium', () => {
     await screenshot(p, 'sign-in');
     // the dashboard's scripts and its WebSocket need the session too
     expect((await anon.request.get(`${base}/ui/app.js`)).status()).toBe(401);
-    const opened = await p.evaluate(
-      (url) =>
-        new Promise<string>((resolve) => {
-          // the browser's own WebSocket (not the ws package of this file)
-          const s = new (globalThis as unknown as { WebSocket: new (u: string) => { onopen: () => void; onerror: () => void } }).WebSocket(url);
-          s.onopen = () => resolve('open');
-          s.onerror = () => resolve('refused');
-        }),
-      ws.svc.url,
-    );
-    expect(opened).toBe('refused');
+    expect(await browserWebSocket(p, ws.svc.url)).toBe('refused');
     // a browser on the bare port is sent to the dashboard
     expect((await anon.request.get(`${base}/`, { headers: { Accept: 'text/html' }, maxRedirects: 0 })).headers().location).toBe('/ui/');
     await anon.close();
@@ -227,28 +230,14 @@ suite('web dashboard in headless Chromium', () => {
   });
 
   it('approves a pending join request with the button and shows the new node', async () => {
-    const dir = tmpDir('node-c-');
-    nodeC = await startProcess(
-      BIN.fsNode,
-      [
-        '--port',
-        '0',
-        '--export',
-        `work=${dir}`,
-        '--control-url',
-        ws.svc.url,
-        '--pair-mode',
-        'request',
-        '--node-name',
-        'node-c',
-        '--state-file',
-        join(dir, '.state.json'),
-        '--refresh-interval-ms',
-        '1000',
-        '--reconnect-backoff-ms',
-        '200',
-      ],
-      { SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_LOG_LEVEL: 'warn' },
+    nodeC = await startNodeDaemon(
+      tmpDir('node-c-'),
+      ws.svc.url,
+      'node-c',
+      ['--pair-mode', 'request', '--refresh-interval-ms', '1000', '--reconnect-backoff-ms', '200'],
+      {
+        SVC_LOG_LEVEL: 'warn',
+      },
     );
     const button = page.locator('tr[data-node-name="node-c"] button.approve');
     await button.waitFor({ timeout: 10_000 });
@@ -299,17 +288,7 @@ suite('web dashboard in headless Chromium', () => {
     const addr = otherOrigin.address() as { port: number };
     const evil = await context.newPage();
     await evil.goto(`http://127.0.0.1:${addr.port}/`);
-    const verdict = await evil.evaluate(
-      (url) =>
-        new Promise<string>((resolve) => {
-          // the browser's own WebSocket (not the ws package of this file)
-          const s = new (globalThis as unknown as { WebSocket: new (u: string) => { onopen: () => void; onerror: () => void } }).WebSocket(url);
-          s.onopen = () => resolve('open');
-          s.onerror = () => resolve('refused');
-        }),
-      ws.svc.url,
-    );
-    expect(verdict).toBe('refused');
+    expect(await browserWebSocket(evil, ws.svc.url)).toBe('refused');
     await waitFor(() => /upgrade refused: cross-origin WebSocket upgrade \(Origin http:\/\/127\.0\.0\.1:\d+/.test(ws.svc.stderr()), 3000);
     await evil.close();
     // The same with a plain client holding the browser's session cookie: only the dashboard's

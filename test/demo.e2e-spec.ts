@@ -6,7 +6,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { ROOT, runCli } from './helpers/processes';
+import { ROOT, runCli } from './support/processes';
 
 it('runs the demo to the end and exits 0', async () => {
   const r = await runCli(join(ROOT, 'dist/scripts/demo.js'), ['--ci'], { timeoutMs: 120_000 });

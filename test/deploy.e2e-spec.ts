@@ -26,8 +26,8 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse, parseAllDocuments } from 'yaml';
-import { BIN, cleanupTmp, killAll, ROOT, Running, startProcess, tmpDir, ADMIN_TOKEN, USER_TOKEN } from './helpers/processes';
-import { Postgres, startPostgres } from './helpers/postgres';
+import { BIN, cleanupTmp, killAll, ROOT, Running, startProcess, tmpDir, ADMIN_TOKEN, USER_TOKEN } from './support/processes';
+import { Postgres, startPostgres } from './support/postgres';
 import { makeCa, opensslMissing, TestCa } from './helpers/tls';
 import { ControlClient, loadClientTls } from '../libs/client/src';
 

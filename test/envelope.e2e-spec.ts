@@ -2,7 +2,7 @@
  * e2e: the strict envelope and negotiation (docs/protocol.md "Envelope and errors") against the
  * built `svc` process over real WebSockets.
  */
-import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc, USER_TOKEN } from './helpers/processes';
+import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc, USER_TOKEN } from './support/processes';
 import { RawPeer } from './helpers/raw-ws';
 
 let svc: Running;

@@ -43,7 +43,7 @@ import {
   writeSync,
 } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, cleanupTmp, killAll, sleep, tmpDir, waitFor } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, sleep, tmpDir, waitFor } from './support/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
 import { fuseUnavailable, killMount, startFsNode } from './helpers/fs-mount';
 

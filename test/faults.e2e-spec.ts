@@ -28,14 +28,12 @@
  * session shut down (SIGTERM): the node stays `online`.
  */
 import { ControlClient } from '../libs/client/src';
-import { closeSessions, failure, joinNode, session } from './helpers/control';
-import { Postgres, postgresBinDir, Standby, startPostgres } from './helpers/postgres';
-import { mkdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { ADMIN_TOKEN, USER_TOKEN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { closeSessions, failure, joinNode, session, untilAnswered } from './helpers/control';
+import { Postgres, postgresBinDir, Standby, startPostgres } from './support/postgres';
+import { ADMIN_TOKEN, USER_TOKEN, cleanupTmp, killAll, Running, sleep, startNodeDaemon, startSvc, tmpDir, waitFor } from './support/processes';
 import { Client as PgClient } from 'pg';
-import { startTcpProxy, TcpProxy } from '../bench/support/tcp-proxy';
-import { missingProjects, Mutators, readyz, startNodeDaemon, timeTo } from '../bench/support/faults';
+import { startTcpProxy, TcpProxy } from './support/tcp-proxy';
+import { missingProjects, Mutators, readyz, timeTo } from './support/faults';
 
 afterEach(() => closeSessions());
 afterAll(async () => {
@@ -174,15 +172,7 @@ pgMaybe('the state database fails under load (two replicas, eight mutating sessi
     const ca = await session(a.url);
     const cb = await session(b.url);
     const node = await joinNode(ca, `${label}-node`);
-    await waitFor(
-      () =>
-        cb.request('node_get', { node_id: node.node_id }).then(
-          () => true,
-          () => undefined,
-        ),
-      1000,
-      20,
-    );
+    await untilAnswered(cb, 'node_get', { node_id: node.node_id });
     const events: string[] = [];
     cb.on('event', (type: string, payload: { node_id?: string }) => {
       if (type === 'control.node_service_event' && payload.node_id === node.node_id) events.push(type);
@@ -196,23 +186,18 @@ pgMaybe('the state database fails under load (two replicas, eight mutating sessi
     expect(events).toHaveLength(1);
   }
 
-  it('pg_ctl stop -m fast: /readyz 503 within 2 s, mutations unavailable, reads served, ready within 5 s of the restart, no exit', async () => {
-    await faultCycle(
-      'fast',
-      () => pg!.stopServer('fast'),
-      () => pg!.startServer(),
-      true,
-    );
-  }, 60_000);
-
-  it('pg_ctl stop -m immediate: the same', async () => {
-    await faultCycle(
-      'immediate',
-      () => pg!.stopServer('immediate'),
-      () => pg!.startServer(),
-      true,
-    );
-  }, 60_000);
+  it.each(['fast', 'immediate'] as const)(
+    'pg_ctl stop -m %s: /readyz 503 within 2 s, mutations unavailable, reads served, ready within 5 s of the restart, no exit',
+    async (mode) => {
+      await faultCycle(
+        mode,
+        () => pg!.stopServer(mode),
+        () => pg!.startServer(),
+        true,
+      );
+    },
+    60_000,
+  );
 
   it('pg_terminate_backend of every svc connection: the same, without a restart of anything', async () => {
     await faultCycle(
@@ -439,7 +424,6 @@ describe('node daemon sessions (docs/protocol.md "Liveness from daemon sessions"
     const admin = await session(replicas[0].url);
     const { invite_token } = await admin.request<{ invite_token: string }>('node_invite_create');
     dir = tmpDir('liveness-');
-    mkdirSync(join(dir, 'work'));
     daemon = await startDaemon(['--invite-token', invite_token]);
     nodeId = await waitFor(
       async () =>

@@ -14,7 +14,7 @@ import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, symlinkS
 import { join } from 'node:path';
 import { closeSessions, Client, Credentials, failure, joinNode, session } from './helpers/control';
 import { FsPeer, startFsNode } from './helpers/fs-peer';
-import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc, tmpDir } from './helpers/processes';
+import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc, tmpDir } from './support/processes';
 import { RawPeer, Received } from './helpers/raw-ws';
 
 const KEYS = ['__proto__', 'constructor', 'prototype'] as const;

@@ -7,11 +7,10 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
+import { Errno, OpenFlags } from '../libs/protocol/src';
 import { FsPeer, startFsNode } from './helpers/fs-peer';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { cleanupTmp, killAll, Running, tmpDir } from './support/processes';
 
-const O = { RDONLY: 0, WRONLY: 1, RDWR: 2, CREAT: 0o100, EXCL: 0o200, TRUNC: 0o1000 };
-const E = { ENOENT: 2, EACCES: 13, EEXIST: 17, EXDEV: 18, EINVAL: 22, ENAMETOOLONG: 36, ELOOP: 40, ENOTSUP: 95 };
 const SECRET = 'TOP SECRET: outside the export\n';
 
 let base: string;
@@ -110,26 +109,26 @@ afterAll(async () => {
 
 describe('names that are not one path component', () => {
   it.each([
-    ['..', E.EINVAL],
-    ['.', E.EINVAL],
-    ['', E.EINVAL],
-    ['../outside/secret.txt', E.EINVAL],
-    ['/etc/passwd', E.EINVAL],
-    ['file.txt\0', E.EINVAL],
-    ['..\0', E.EINVAL],
-    ['x'.repeat(256), E.ENAMETOOLONG],
-    ['é'.repeat(128), E.ENAMETOOLONG],
+    ['..', Errno.EINVAL],
+    ['.', Errno.EINVAL],
+    ['', Errno.EINVAL],
+    ['../outside/secret.txt', Errno.EINVAL],
+    ['/etc/passwd', Errno.EINVAL],
+    ['file.txt\0', Errno.EINVAL],
+    ['..\0', Errno.EINVAL],
+    ['x'.repeat(256), Errno.ENAMETOOLONG],
+    ['é'.repeat(128), Errno.ENAMETOOLONG],
   ])('lookup %j is refused', async (name, errno) => {
     expect(await p.errno('lookup', { node: r }, { name })).toBe(errno);
   });
 
   it('a 255-byte name is a valid name (ENOENT, not EINVAL)', async () => {
-    expect(await p.errno('lookup', { node: r }, { name: 'y'.repeat(255) })).toBe(E.ENOENT);
+    expect(await p.errno('lookup', { node: r }, { name: 'y'.repeat(255) })).toBe(Errno.ENOENT);
   });
 
   it.each([
-    ['create', { name: '../pwned.txt', mode: 0o644, flags: O.RDWR }],
-    ['create', { name: '/tmp/pwned.txt', mode: 0o644, flags: O.RDWR }],
+    ['create', { name: '../pwned.txt', mode: 0o644, flags: OpenFlags.O_RDWR }],
+    ['create', { name: '/tmp/pwned.txt', mode: 0o644, flags: OpenFlags.O_RDWR }],
     ['mkdir', { name: '..', mode: 0o755 }],
     ['mkdir', { name: '../pwned', mode: 0o755 }],
     ['unlink', { name: '../outside/secret.txt' }],
@@ -137,16 +136,16 @@ describe('names that are not one path component', () => {
     ['symlink', { name: '../pwned-link', target: 'x' }],
     ['symlink', { name: 'a/b', target: 'x' }],
   ])('%s %j is EINVAL', async (op, payload) => {
-    expect(await p.errno(op, { node: r }, payload)).toBe(E.EINVAL);
+    expect(await p.errno(op, { node: r }, payload)).toBe(Errno.EINVAL);
   });
 
   it('rename with a traversing source name is EINVAL', async () => {
-    expect(await p.errno('rename', {}, { old_parent: r, old_name: '../outside/secret.txt', new_parent: r, new_name: 'stolen' })).toBe(E.EINVAL);
+    expect(await p.errno('rename', {}, { old_parent: r, old_name: '../outside/secret.txt', new_parent: r, new_name: 'stolen' })).toBe(Errno.EINVAL);
   });
 
   it('rename of a directory to a traversing target name is EINVAL', async () => {
-    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'dir', new_parent: r, new_name: '../outside/dir' })).toBe(E.EINVAL);
-    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'dir', new_parent: r, new_name: '..' })).toBe(E.EINVAL);
+    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'dir', new_parent: r, new_name: '../outside/dir' })).toBe(Errno.EINVAL);
+    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'dir', new_parent: r, new_name: '..' })).toBe(Errno.EINVAL);
     expect(fs.existsSync(join(root, 'dir', 'nested.txt'))).toBe(true);
   });
 });
@@ -171,19 +170,19 @@ describe('symlinks whose target is outside the root', () => {
     ['etc', 'passwd'],
     ['proc', 'secret.txt'],
   ])('lookup through %s is EACCES', async (link, name) => {
-    expect(await p.errno('lookup', { node: await id(link) }, { name })).toBe(E.EACCES);
+    expect(await p.errno('lookup', { node: await id(link) }, { name })).toBe(Errno.EACCES);
   });
 
   it.each([
-    ['escape_file', O.RDONLY],
-    ['escape_abs', O.RDWR],
-    ['escape_file', O.WRONLY | O.TRUNC],
-    ['escape_dir', O.RDONLY],
-    ['out_and_back', O.RDONLY],
-    ['dangling_out', O.WRONLY | O.CREAT],
-    ['devzero', O.RDONLY],
+    ['escape_file', OpenFlags.O_RDONLY],
+    ['escape_abs', OpenFlags.O_RDWR],
+    ['escape_file', OpenFlags.O_WRONLY | OpenFlags.O_TRUNC],
+    ['escape_dir', OpenFlags.O_RDONLY],
+    ['out_and_back', OpenFlags.O_RDONLY],
+    ['dangling_out', OpenFlags.O_WRONLY | OpenFlags.O_CREAT],
+    ['devzero', OpenFlags.O_RDONLY],
   ])('open of %s (flags %o) is EACCES', async (link, flags) => {
-    expect(await p.errno('open', { node: await id(link) }, { flags })).toBe(E.EACCES);
+    expect(await p.errno('open', { node: await id(link) }, { flags })).toBe(Errno.EACCES);
   });
 
   it('open of a dangling outside link with O_CREAT creates nothing outside', async () => {
@@ -191,44 +190,44 @@ describe('symlinks whose target is outside the root', () => {
   });
 
   it.each(['escape_dir', 'escape_dir_abs', 'chain', 'dir/up', 'etc'])('readdirp of %s is EACCES', async (link) => {
-    expect(await p.errno('readdirp', { node: await id(link) }, { cookie: 0 })).toBe(E.EACCES);
+    expect(await p.errno('readdirp', { node: await id(link) }, { cookie: 0 })).toBe(Errno.EACCES);
   });
 
   it('create in an outside-pointing directory link is EACCES', async () => {
-    expect(await p.errno('create', { node: await id('escape_dir') }, { name: 'pwned.txt', mode: 0o644, flags: O.RDWR })).toBe(E.EACCES);
+    expect(await p.errno('create', { node: await id('escape_dir') }, { name: 'pwned.txt', mode: 0o644, flags: OpenFlags.O_RDWR })).toBe(Errno.EACCES);
   });
 
   it('create over a dangling outside link never follows it (ELOOP) and creates nothing', async () => {
-    expect(await p.errno('create', { node: r }, { name: 'dangling_out', mode: 0o644, flags: O.WRONLY })).toBe(E.ELOOP);
-    expect(await p.errno('create', { node: r }, { name: 'dangling_out', mode: 0o644, flags: O.WRONLY | O.EXCL })).toBe(E.EEXIST);
+    expect(await p.errno('create', { node: r }, { name: 'dangling_out', mode: 0o644, flags: OpenFlags.O_WRONLY })).toBe(Errno.ELOOP);
+    expect(await p.errno('create', { node: r }, { name: 'dangling_out', mode: 0o644, flags: OpenFlags.O_WRONLY | OpenFlags.O_EXCL })).toBe(Errno.EEXIST);
   });
 
   it('mkdir in an outside-pointing link is EACCES; mkdir over a dangling link is EEXIST', async () => {
-    expect(await p.errno('mkdir', { node: await id('escape_dir') }, { name: 'pwned', mode: 0o755 })).toBe(E.EACCES);
-    expect(await p.errno('mkdir', { node: r }, { name: 'dangling_out_dir', mode: 0o755 })).toBe(E.EEXIST);
+    expect(await p.errno('mkdir', { node: await id('escape_dir') }, { name: 'pwned', mode: 0o755 })).toBe(Errno.EACCES);
+    expect(await p.errno('mkdir', { node: r }, { name: 'dangling_out_dir', mode: 0o755 })).toBe(Errno.EEXIST);
   });
 
   it('unlink and rmdir through an outside-pointing link are EACCES', async () => {
-    expect(await p.errno('unlink', { node: await id('escape_dir') }, { name: 'secret.txt' })).toBe(E.EACCES);
-    expect(await p.errno('rmdir', { node: await id('escape_dir_abs') }, { name: 'sub' })).toBe(E.EACCES);
+    expect(await p.errno('unlink', { node: await id('escape_dir') }, { name: 'secret.txt' })).toBe(Errno.EACCES);
+    expect(await p.errno('rmdir', { node: await id('escape_dir_abs') }, { name: 'sub' })).toBe(Errno.EACCES);
   });
 
   it('rename with an outside-pointing source directory is EACCES', async () => {
-    expect(await p.errno('rename', {}, { old_parent: await id('escape_dir'), old_name: 'secret.txt', new_parent: r, new_name: 'stolen' })).toBe(E.EACCES);
+    expect(await p.errno('rename', {}, { old_parent: await id('escape_dir'), old_name: 'secret.txt', new_parent: r, new_name: 'stolen' })).toBe(Errno.EACCES);
   });
 
   it('rename into an outside-pointing target directory is EACCES (a directory too)', async () => {
-    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'file.txt', new_parent: await id('escape_dir'), new_name: 'planted' })).toBe(E.EACCES);
-    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'dir', new_parent: await id('escape_dir_abs'), new_name: 'dir' })).toBe(E.EACCES);
+    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'file.txt', new_parent: await id('escape_dir'), new_name: 'planted' })).toBe(Errno.EACCES);
+    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'dir', new_parent: await id('escape_dir_abs'), new_name: 'dir' })).toBe(Errno.EACCES);
     expect(fs.existsSync(join(root, 'file.txt'))).toBe(true);
   });
 
   it('rename into another export is EXDEV', async () => {
-    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'file.txt', new_parent: await p.root('other'), new_name: 'x' })).toBe(E.EXDEV);
+    expect(await p.errno('rename', {}, { old_parent: r, old_name: 'file.txt', new_parent: await p.root('other'), new_name: 'x' })).toBe(Errno.EXDEV);
   });
 
   it('symlink inside an outside-pointing link is EACCES', async () => {
-    expect(await p.errno('symlink', { node: await id('escape_dir') }, { name: 'l', target: 'x' })).toBe(E.EACCES);
+    expect(await p.errno('symlink', { node: await id('escape_dir') }, { name: 'l', target: 'x' })).toBe(Errno.EACCES);
   });
 
   it.each([
@@ -239,7 +238,7 @@ describe('symlinks whose target is outside the root', () => {
     ['many levels up', () => '../../../../..'],
     ['a detour that ends outside', () => 'dir/../../outside'],
   ])('creating a symlink to %s is refused (EACCES), nothing created', async (_what, target) => {
-    expect(await p.errno('symlink', { node: r }, { name: 'made_out', target: target() })).toBe(E.EACCES);
+    expect(await p.errno('symlink', { node: r }, { name: 'made_out', target: target() })).toBe(Errno.EACCES);
     expect(fs.lstatSync(join(root, 'made_out'), { throwIfNoEntry: false })).toBeUndefined();
   });
 
@@ -249,7 +248,7 @@ describe('symlinks whose target is outside the root', () => {
     expect(fs.readlinkSync(join(root, 'dir', 'up_in'))).toBe('../file.txt');
     const abs = await p.call('symlink', { node: r }, { name: 'abs_in_made', target: join(fs.realpathSync(root), 'dir') });
     expect(abs.attr.k).toBe(3);
-    expect(await p.errno('symlink', { node: r }, { name: 'empty_target', target: '' })).toBe(E.EINVAL);
+    expect(await p.errno('symlink', { node: r }, { name: 'empty_target', target: '' })).toBe(Errno.EINVAL);
   });
 
   it('readlink returns only the link text, never the target content', async () => {
@@ -259,35 +258,35 @@ describe('symlinks whose target is outside the root', () => {
   });
 
   it('truncate of an outside-pointing link does not follow it (ELOOP)', async () => {
-    expect(await p.errno('truncate', { node: await id('escape_file') }, { sz: 0 })).toBe(E.ELOOP);
+    expect(await p.errno('truncate', { node: await id('escape_file') }, { sz: 0 })).toBe(Errno.ELOOP);
     expect(fs.readFileSync(join(outside, 'secret.txt'), 'utf8')).toBe(SECRET);
   });
 
   it('setattr of an outside-pointing link never reaches the target', async () => {
-    expect(await p.errno('setattr', { node: await id('escape_abs') }, { mode: 0o777 })).toBe(E.ENOTSUP);
-    expect(await p.errno('setattr', { node: await id('escape_abs') }, { sz: 0 })).toBe(E.ELOOP);
+    expect(await p.errno('setattr', { node: await id('escape_abs') }, { mode: 0o777 })).toBe(Errno.ENOTSUP);
+    expect(await p.errno('setattr', { node: await id('escape_abs') }, { sz: 0 })).toBe(Errno.ELOOP);
     const { attr } = await p.call('setattr', { node: await id('escape_abs') }, { mt: 1_000_000_000_000_000_000 });
     expect(attr.k).toBe(3);
     expect(Number(fs.lstatSync(join(root, 'escape_abs'), { bigint: true }).mtimeNs)).toBe(1_000_000_000_000_000_000);
   });
 
   it('statfs through an outside-pointing link is EACCES', async () => {
-    expect(await p.errno('statfs', { node: await id('escape_dir') })).toBe(E.EACCES);
+    expect(await p.errno('statfs', { node: await id('escape_dir') })).toBe(Errno.EACCES);
   });
 
   it('a symlink loop is ELOOP, not a hang or a crash', async () => {
-    expect(await p.errno('open', { node: await id('loop') }, { flags: O.RDONLY })).toBe(E.ELOOP);
-    expect(await p.errno('readdirp', { node: await id('loop') }, { cookie: 0 })).toBe(E.ELOOP);
-    expect(await p.errno('lookup', { node: await id('loop') }, { name: 'x' })).toBe(E.ELOOP);
+    expect(await p.errno('open', { node: await id('loop') }, { flags: OpenFlags.O_RDONLY })).toBe(Errno.ELOOP);
+    expect(await p.errno('readdirp', { node: await id('loop') }, { cookie: 0 })).toBe(Errno.ELOOP);
+    expect(await p.errno('lookup', { node: await id('loop') }, { name: 'x' })).toBe(Errno.ELOOP);
   });
 
   it('a fifo inside the root is refused (EACCES) without blocking the node', async () => {
-    expect(await p.errno('open', { node: await id('fifo') }, { flags: O.RDONLY })).toBe(E.EACCES);
-    expect(await p.errno('open', { node: await id('fifo') }, { flags: O.WRONLY })).toBe(E.EACCES);
+    expect(await p.errno('open', { node: await id('fifo') }, { flags: OpenFlags.O_RDONLY })).toBe(Errno.EACCES);
+    expect(await p.errno('open', { node: await id('fifo') }, { flags: OpenFlags.O_WRONLY })).toBe(Errno.EACCES);
   });
 
   it('links that stay inside the root work (controls)', async () => {
-    const h = (await p.call('open', { node: await id('inside_link') }, { flags: O.RDONLY })).h;
+    const h = (await p.call('open', { node: await id('inside_link') }, { flags: OpenFlags.O_RDONLY })).h;
     expect(Buffer.from((await p.call('read', { h }, { off: 0, len: 100 })).data_b64, 'base64').toString()).toBe('inside');
     await p.call('close', { h });
     expect((await p.call('lookup', { node: await id('abs_in') }, { name: 'nested.txt' })).attr.k).toBe(1);
@@ -305,14 +304,14 @@ describe('races: a directory swapped for an outside symlink between lookup and u
     fs.symlinkSync(outside, join(root, 'victim'));
     const attempts: Array<[string, Record<string, unknown>, Record<string, unknown>]> = [
       ['getattr', { node: inner }, {}],
-      ['open', { node: inner }, { flags: O.RDONLY }],
-      ['open', { node: inner }, { flags: O.WRONLY | O.TRUNC }],
+      ['open', { node: inner }, { flags: OpenFlags.O_RDONLY }],
+      ['open', { node: inner }, { flags: OpenFlags.O_WRONLY | OpenFlags.O_TRUNC }],
       ['setattr', { node: inner }, { mode: 0o777 }],
       ['truncate', { node: inner }, { sz: 0 }],
       ['readlink', { node: inner }, {}],
       ['lookup', { node: victim }, { name: 'secret.txt' }],
       ['readdirp', { node: victim }, { cookie: 0 }],
-      ['create', { node: victim }, { name: 'pwned.txt', mode: 0o644, flags: O.RDWR }],
+      ['create', { node: victim }, { name: 'pwned.txt', mode: 0o644, flags: OpenFlags.O_RDWR }],
       ['mkdir', { node: victim }, { name: 'pwned', mode: 0o755 }],
       ['symlink', { node: victim }, { name: 'pwned-link', target: 'x' }],
       ['unlink', { node: victim }, { name: 'secret.txt' }],
@@ -321,7 +320,7 @@ describe('races: a directory swapped for an outside symlink between lookup and u
       ['rename', {}, { old_parent: victim, old_name: 'inner.txt', new_parent: r, new_name: 'stolen.txt' }],
       ['rename', {}, { old_parent: r, old_name: 'file.txt', new_parent: victim, new_name: 'planted.txt' }],
     ];
-    for (const [op, target, payload] of attempts) expect([op, await p.errno(op, target, payload)]).toEqual([op, E.EACCES]);
+    for (const [op, target, payload] of attempts) expect([op, await p.errno(op, target, payload)]).toEqual([op, Errno.EACCES]);
   });
 
   it('an ancestor swapped higher up is caught too', async () => {
@@ -329,17 +328,17 @@ describe('races: a directory swapped for an outside symlink between lookup and u
     const c = await id('a/b/c');
     fs.renameSync(join(root, 'a'), join(root, 'a.orig'));
     fs.symlinkSync(join(outside, 'mirror'), join(root, 'a'));
-    expect(await p.errno('getattr', { node: deep })).toBe(E.EACCES);
-    expect(await p.errno('open', { node: deep }, { flags: O.RDONLY })).toBe(E.EACCES);
-    expect(await p.errno('readdirp', { node: c }, { cookie: 0 })).toBe(E.EACCES);
-    expect(await p.errno('unlink', { node: c }, { name: 'deep.txt' })).toBe(E.EACCES);
+    expect(await p.errno('getattr', { node: deep })).toBe(Errno.EACCES);
+    expect(await p.errno('open', { node: deep }, { flags: OpenFlags.O_RDONLY })).toBe(Errno.EACCES);
+    expect(await p.errno('readdirp', { node: c }, { cookie: 0 })).toBe(Errno.EACCES);
+    expect(await p.errno('unlink', { node: c }, { name: 'deep.txt' })).toBe(Errno.EACCES);
   });
 
   it('a handle opened before the swap keeps the inside file', async () => {
     fs.mkdirSync(join(root, 'held'));
     fs.writeFileSync(join(root, 'held', 'f.txt'), 'held inside');
     const f = await id('held/f.txt');
-    const h = (await p.call('open', { node: f }, { flags: O.RDWR })).h;
+    const h = (await p.call('open', { node: f }, { flags: OpenFlags.O_RDWR })).h;
     fs.renameSync(join(root, 'held'), join(root, 'held.orig'));
     fs.symlinkSync(outside, join(root, 'held'));
     await p.call('write', { h }, { off: 0, data_b64: Buffer.from('HELD').toString('base64') });
@@ -350,10 +349,10 @@ describe('races: a directory swapped for an outside symlink between lookup and u
 
 describe('node ids outside the table', () => {
   it.each([
-    [{ node: -1 }, E.EINVAL],
-    [{ node: '../../etc' }, E.EINVAL],
-    [{ node: 2 ** 53 }, E.EINVAL],
-    [{ node: 9_000_000_000_000 }, E.ENOENT],
+    [{ node: -1 }, Errno.EINVAL],
+    [{ node: '../../etc' }, Errno.EINVAL],
+    [{ node: 2 ** 53 }, Errno.EINVAL],
+    [{ node: 9_000_000_000_000 }, Errno.ENOENT],
   ])('getattr %j is refused', async (target, errno) => {
     expect(await p.errno('getattr', target)).toBe(errno);
   });

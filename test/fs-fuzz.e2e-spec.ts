@@ -11,10 +11,10 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FsClient } from '../libs/client/src';
 import { FS_OPS } from '../libs/protocol/src/fs';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { cleanupTmp, killAll, Running, tmpDir } from './support/processes';
 import { startFsNode } from './helpers/fs-peer';
-import { prng } from './helpers/prng';
-import { RawPeer } from './helpers/raw-ws';
+import { FuzzRun, NASTY_VALUES, picker } from './helpers/fuzz';
+import { RawPeer, Received } from './helpers/raw-ws';
 
 const FRAMES = 6_000;
 const FS_TOKEN = 'fs-fuzz-token-0123456789';
@@ -54,32 +54,10 @@ afterAll(async () => {
 });
 
 const NAMES = ['f.txt', 'new.txt', 'd', '..', '.', '', '/', 'a/b', 'x\u0000y', '../outside/sentinel.txt', 'n'.repeat(300), 'ü', 'control', 'invoke.json'];
-const NASTY: unknown[] = [
-  null,
-  true,
-  -1,
-  0,
-  1,
-  2,
-  3,
-  2 ** 53,
-  1e308,
-  NaN,
-  '',
-  'x'.repeat(70_000),
-  [],
-  {},
-  { __proto__: { polluted: true } },
-  JSON.parse('{"__proto__":{"polluted":true}}'),
-  { x: { constructor: 1 } },
-  '!!!not base64',
-  '\ud800',
-  1.5,
-];
+const NASTY: unknown[] = [...NASTY_VALUES, 1, 2, 3, { x: { constructor: 1 } }, '!!!not base64', '\ud800', 1.5];
 
 function fsFrame(rand: () => number, ids: number[]): string | Buffer {
-  // structuredClone: mutations must never reach the shared lists (or make them circular)
-  const pick = <T>(xs: readonly T[]): T => structuredClone(xs[Math.floor(rand() * xs.length)]);
+  const pick = picker(rand);
   const r = rand();
   if (r < 0.04) {
     // binary frames: random bytes, or a header length that lies
@@ -146,45 +124,29 @@ async function peer(binary: boolean): Promise<{ p: RawPeer; ids: number[] }> {
 it(`survives ${FRAMES} fuzzed FS frames: a reply or a close for each, nothing outside the roots touched`, async () => {
   const outside = treeDigest(join(base, 'outside'));
   const ro = treeDigest(join(base, 'ro'));
-  const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 1e9);
-  const rand = prng(seed);
-  let answered = 0;
-  let closes = 0;
-  /** Replies that were errno 5 / internal_error (there must be none: bad input is never a server fault). */
-  const internal: string[] = [];
-  let s = await peer(rand() < 0.5);
+  const run = new FuzzRun(FRAMES);
+  const rules = {
+    timeoutMs: 5000,
+    // errno 5 (EIO) here can only be an internal error: no disk fails during this test
+    internalError: (m: Received) => (m.error?.code === 'internal_error' || m.error?.errno === 5 ? JSON.stringify(m.error) : null),
+    // invalidation pushes are skipped: the reply is JSON with `ok`, or a binary read reply
+    isReply: (m: Received) => 'ok' in m || 'binary' in m,
+  };
+  let s = await peer(run.rand() < 0.5);
   for (let i = 0; i < FRAMES; i++) {
-    const frame = fsFrame(rand, s.ids);
-    let next = s.p.messages.length;
-    s.p.send(frame);
-    try {
-      // skip invalidation pushes: wait for the reply (JSON with `ok`, or a binary read reply)
-      for (;;) {
-        const m = await s.p.nth(next++, 5000);
-        // errno 5 (EIO) here can only be an internal error: no disk fails during this test
-        if (m.error?.code === 'internal_error' || m.error?.errno === 5)
-          internal.push(`frame ${i}: ${String(frame).slice(0, 200)} -> ${JSON.stringify(m.error)}`);
-        if ('ok' in m || 'binary' in m) break;
-      }
-      answered++;
-    } catch (e) {
-      if (s.p.closeCode === null)
-        throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${String(frame).slice(0, 200)}: ${(e as Error).message}`);
-      closes++;
-    }
-    if (s.p.closeCode !== null) s = await peer(rand() < 0.5);
-    if (node.proc.exitCode !== null) throw new Error(`seed ${seed}: svc-fs-node exited after frame ${i}\n${node.stderr()}`);
+    await run.send(i, s.p, fsFrame(run.rand, s.ids), rules);
+    if (s.p.closeCode !== null) s = await peer(run.rand() < 0.5);
+    if (node.proc.exitCode !== null) throw new Error(`seed ${run.seed}: svc-fs-node exited after frame ${i}\n${node.stderr()}`);
   }
   s.p.close();
-  expect(answered + closes).toBe(FRAMES);
-  expect(answered).toBeGreaterThan(FRAMES / 2);
-  expect({ seed, internal }).toEqual({ seed, internal: [] });
+  run.expectNoInternalErrors();
+  expect(run.answered).toBeGreaterThan(FRAMES / 2);
   expect(node.proc.exitCode).toBeNull();
   expect(treeDigest(join(base, 'outside'))).toBe(outside);
   expect(treeDigest(join(base, 'ro'))).toBe(ro);
   // a normal session still works
   const c = await FsClient.connect({ url: node.url, authToken: FS_TOKEN });
-  const { exports } = await c.request<{ exports: Array<{ name: string; root: number }> }>('exports');
+  const { exports } = await c.request('exports');
   expect(exports.map((e) => e.name)).toEqual(expect.arrayContaining(['rw', 'ro', 'terminal-fz']));
   c.close();
   expect(node.stderr()).not.toMatch(/"level":"(error|fatal)"/);

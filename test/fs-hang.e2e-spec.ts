@@ -1,6 +1,6 @@
 /**
- * e2e (acceptance "Hung node"): a node that stops answering without closing
- * its connections (`SIGSTOP`) is found by the client's keepalive and deadlines.
+ * e2e: a hung node, one that stops answering without closing its connections (`SIGSTOP`), is
+ * found by the client's keepalive and deadlines: its reads fail over, or fail, within 5 s.
  *
  * Two real `svc-fs-node`s export different directories as `shared`, both for mount path `/s`
  * (endpoint mode: node A primary, node B standby), so the content tells which one answered.
@@ -16,7 +16,7 @@ import { ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fuseUnavailable, killMount, runMount, startFsNode } from './helpers/fs-mount';
-import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './support/processes';
 
 /** The bound set for a whole user operation, ms. */
 const BOUND_MS = 5000;

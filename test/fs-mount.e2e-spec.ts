@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { Errno, FsError } from '../libs/protocol/src';
 import { OpenFlags, parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
 import { runMount, sha256, startFsNode } from './helpers/fs-mount';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { cleanupTmp, killAll, Running, tmpDir } from './support/processes';
 
 const TOKEN = 'fs-token-0123456789abcdef0123456789';
 

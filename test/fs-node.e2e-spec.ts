@@ -8,15 +8,14 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
+import { Errno, OpenFlags } from '../libs/protocol/src';
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (
   text: string,
 ) => Array<{ name: string; metrics: Array<{ value?: string; labels?: Record<string, string> }> }>;
 import { FsPeer, Payload, runFsNode, sha256, startFsNode } from './helpers/fs-peer';
-import { cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
+import { cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './support/processes';
 
-const O = { RDONLY: 0, WRONLY: 1, RDWR: 2, CREAT: 0o100, EXCL: 0o200, TRUNC: 0o1000, APPEND: 0o2000, NOFOLLOW: 0o400000 };
-const E = { ENOENT: 2, EBADF: 9, EACCES: 13, EEXIST: 17, EXDEV: 18, ENOTDIR: 20, EISDIR: 21, EINVAL: 22, EROFS: 30, ENOSYS: 38, ENOTEMPTY: 39, EPROTO: 71 };
 const MiB = 1024 * 1024;
 const TOKEN = 'fs-node-test-token-9f8e7d6c5b4a';
 
@@ -169,24 +168,24 @@ describe('hello', () => {
 
   it('refuses a wrong first message with errno 71 naming acheron.t_fs_hello, and closes 1008', async () => {
     const r = await refused(node.url, { channel: 'acheron', type: 'acheron.t_fs_getattr', tag: 1, node: 1 });
-    expect(r).toMatchObject({ errno: E.EPROTO, close: 1008 });
+    expect(r).toMatchObject({ errno: Errno.EPROTO, close: 1008 });
     expect(r.message).toContain('acheron.t_fs_hello');
   });
 
   it('refuses a control message first with errno 71, and closes 1008', async () => {
     const r = await refused(node.url, { channel: 'control', type: 'control.version', id: 1, payload: { protocol: 'unified-v2' } });
-    expect(r).toMatchObject({ errno: E.EPROTO, close: 1008 });
+    expect(r).toMatchObject({ errno: Errno.EPROTO, close: 1008 });
   });
 
   it('refuses a wrong protocol with errno 71, and closes 1008', async () => {
     const r = await refused(node.url, { channel: 'acheron', type: 'acheron.t_fs_hello', tag: 1, payload: { protocol: 'unified-v1-fs', proto: 2 } });
-    expect(r).toMatchObject({ errno: E.EPROTO, close: 1008 });
+    expect(r).toMatchObject({ errno: Errno.EPROTO, close: 1008 });
     expect(r.message).toContain('acheron.t_fs_hello');
   });
 
   it('refuses a wrong proto with errno 71, and closes 1008', async () => {
     const r = await refused(node.url, { channel: 'acheron', type: 'acheron.t_fs_hello', tag: 1, payload: { protocol: 'unified-v2-fs', proto: 1 } });
-    expect(r).toMatchObject({ errno: E.EPROTO, close: 1008 });
+    expect(r).toMatchObject({ errno: Errno.EPROTO, close: 1008 });
   });
 
   it('refuses a binary frame before the hello and closes 1008', async () => {
@@ -197,7 +196,7 @@ describe('hello', () => {
 
   it('with auth on: no auth_token is errno 13 AuthMissing and a close 1008', async () => {
     const r = await refused(authNode.url, { channel: 'acheron', type: 'acheron.t_fs_hello', tag: 1, payload: { protocol: 'unified-v2-fs', proto: 2 } });
-    expect(r).toMatchObject({ errno: E.EACCES, close: 1008 });
+    expect(r).toMatchObject({ errno: Errno.EACCES, close: 1008 });
     expect(r.message).toMatch(/^AuthMissing/);
   });
 
@@ -208,7 +207,7 @@ describe('hello', () => {
       tag: 1,
       payload: { protocol: 'unified-v2-fs', proto: 2, auth_token: `${TOKEN}x` },
     });
-    expect(r).toMatchObject({ errno: E.EACCES, close: 1008 });
+    expect(r).toMatchObject({ errno: Errno.EACCES, close: 1008 });
     expect(r.message).toMatch(/^AuthFailed/);
   });
 
@@ -236,7 +235,7 @@ describe('hello', () => {
     expect(list).toMatchObject({ type: 'acheron.r_fs_exports', tag: 2, ok: true });
     expect(list.payload.exports.map((e: { name: string }) => e.name).sort()).toEqual(['other', 'ro', 'work']);
     // An error after negotiation keeps the session open.
-    expect((await bad).error?.errno).toBe(E.ENOENT);
+    expect((await bad).error?.errno).toBe(Errno.ENOENT);
     expect((await p.send('getattr', { node: list.payload.exports[0].root })).ok).toBe(true);
   });
 
@@ -244,7 +243,7 @@ describe('hello', () => {
     const p = await FsPeer.open(authNode.url);
     const hello = p.send('hello', {}, { protocol: 'unified-v2-fs', proto: 2, auth_token: `${TOKEN}x` });
     const exportsReply = p.send('exports');
-    expect((await hello).error).toMatchObject({ errno: E.EACCES });
+    expect((await hello).error).toMatchObject({ errno: Errno.EACCES });
     expect(await p.waitClose()).toBe(1008);
     // Never answered: the session ended with the refused hello.
     expect((await exportsReply).type).toBe('closed');
@@ -275,19 +274,19 @@ describe('hello', () => {
     });
     expect(typeof r.payload.node.name).toBe('string');
     // after negotiation: errors keep the session open
-    expect(await p.errno('hello', {}, { protocol: 'unified-v2-fs', proto: 2 })).toBe(E.EPROTO);
+    expect(await p.errno('hello', {}, { protocol: 'unified-v2-fs', proto: 2 })).toBe(Errno.EPROTO);
     const control = await p.send('x', {}, {});
-    expect(control.error?.errno).toBe(E.ENOSYS);
+    expect(control.error?.errno).toBe(Errno.ENOSYS);
     p.raw({ channel: 'control', type: 'control.ping', id: 5 });
     p.raw({ channel: 'acheron', type: 'acheron.fs_t_read', tag: 77 });
     p.raw(Buffer.from([0, 0, 0, 2, 0x7b, 0x7d]));
     await waitFor(() => p.strays.length >= 3, 2000);
     const errors = p.strays as Array<{ type: string; error: { errno: number; code?: string; message: string } }>;
     expect(errors.map((e) => e.type)).toEqual(['acheron.err_fs', 'acheron.err_fs', 'acheron.err_fs']);
-    expect(errors[0].error).toMatchObject({ errno: E.EINVAL, code: 'invalid_envelope' });
-    expect(errors[1].error).toMatchObject({ errno: E.EINVAL, code: 'legacy_type_rejected' });
+    expect(errors[0].error).toMatchObject({ errno: Errno.EINVAL, code: 'invalid_envelope' });
+    expect(errors[1].error).toMatchObject({ errno: Errno.EINVAL, code: 'legacy_type_rejected' });
     expect(errors[1].error.message).toContain('acheron.t_fs_read');
-    expect(errors[2].error).toMatchObject({ errno: E.EINVAL, code: 'invalid_envelope' });
+    expect(errors[2].error).toMatchObject({ errno: Errno.EINVAL, code: 'invalid_envelope' });
     expect(p.closeCode).toBeNull();
     expect((await p.call('exports')).exports.length).toBe(3);
   });
@@ -340,7 +339,7 @@ describe('operations on a real directory', () => {
     const rootAttr = (await p.call('getattr', { node: root })).attr;
     expect(rootAttr.k).toBe(2);
     expect(rootAttr.m).toBe(Number(lstatNs(work).mode));
-    expect(await p.errno('lookup', { node: root }, { name: 'missing' })).toBe(E.ENOENT);
+    expect(await p.errno('lookup', { node: root }, { name: 'missing' })).toBe(Errno.ENOENT);
   });
 
   it('setattr changes mode, times, size and owner on disk', async () => {
@@ -366,11 +365,11 @@ describe('operations on a real directory', () => {
     const owner = uid === 0 ? 4321 : uid;
     await p.call('setattr', { node: attr.id }, { uid: owner, gid: uid === 0 ? 4322 : gid });
     expect(fs.statSync(file).uid).toBe(owner);
-    expect(await p.errno('setattr', { node: attr.id }, { mode: -1 })).toBe(E.EINVAL);
+    expect(await p.errno('setattr', { node: attr.id }, { mode: -1 })).toBe(Errno.EINVAL);
   });
 
   it('create, write, fsync, read and close: content, size and mode on disk', async () => {
-    const c = await p.call('create', { node: root }, { name: 'created.txt', mode: 0o640, flags: O.RDWR });
+    const c = await p.call('create', { node: root }, { name: 'created.txt', mode: 0o640, flags: OpenFlags.O_RDWR });
     expect(c.attr.k).toBe(1);
     expect(typeof c.h).toBe('number');
     const st = fs.statSync(join(work, 'created.txt'));
@@ -385,10 +384,10 @@ describe('operations on a real directory', () => {
     expect((await p.call('read', { h: c.h }, { off: 0, len: 5 })).eof).toBe(false);
     expect((await p.call('getattr', { node: c.attr.id })).attr.sz).toBe(12);
     expect(await p.call('close', { h: c.h })).toEqual({});
-    expect(await p.errno('read', { h: c.h }, { off: 0, len: 1 })).toBe(E.EBADF);
+    expect(await p.errno('read', { h: c.h }, { off: 0, len: 1 })).toBe(Errno.EBADF);
     // O_EXCL on an existing name; without it the file is opened
-    expect(await p.errno('create', { node: root }, { name: 'created.txt', mode: 0o600, flags: O.RDWR | O.EXCL })).toBe(E.EEXIST);
-    const again = await p.call('create', { node: root }, { name: 'created.txt', mode: 0o600, flags: O.RDWR });
+    expect(await p.errno('create', { node: root }, { name: 'created.txt', mode: 0o600, flags: OpenFlags.O_RDWR | OpenFlags.O_EXCL })).toBe(Errno.EEXIST);
+    const again = await p.call('create', { node: root }, { name: 'created.txt', mode: 0o600, flags: OpenFlags.O_RDWR });
     expect(again.attr.id).toBe(c.attr.id);
     expect(fs.statSync(join(work, 'created.txt')).mode & 0o7777).toBe(0o640);
     await p.call('close', { h: again.h });
@@ -398,23 +397,23 @@ describe('operations on a real directory', () => {
     const file = join(work, 'flags.txt');
     fs.writeFileSync(file, 'abcdef');
     const { attr } = await p.call('lookup', { node: root }, { name: 'flags.txt' });
-    const ro = await p.call('open', { node: attr.id }, { flags: O.RDONLY });
+    const ro = await p.call('open', { node: attr.id }, { flags: OpenFlags.O_RDONLY });
     expect(ro.caps).toEqual({ rd: true, wr: false });
     expect(typeof ro.gen).toBe('number');
-    expect(await p.errno('write', { h: ro.h }, { off: 0, data_b64: 'eA==' })).toBe(E.EBADF);
-    const wo = await p.call('open', { node: attr.id }, { flags: O.WRONLY | O.APPEND });
+    expect(await p.errno('write', { h: ro.h }, { off: 0, data_b64: 'eA==' })).toBe(Errno.EBADF);
+    const wo = await p.call('open', { node: attr.id }, { flags: OpenFlags.O_WRONLY | OpenFlags.O_APPEND });
     expect(wo.caps).toEqual({ rd: false, wr: true });
-    expect(await p.errno('read', { h: wo.h }, { off: 0, len: 1 })).toBe(E.EBADF);
+    expect(await p.errno('read', { h: wo.h }, { off: 0, len: 1 })).toBe(Errno.EBADF);
     await p.call('write', { h: wo.h }, { off: 0, data_b64: Buffer.from('gh').toString('base64') });
     expect(fs.readFileSync(file, 'utf8')).toBe('abcdefgh');
-    const tr = await p.call('open', { node: attr.id }, { flags: O.RDWR | O.TRUNC });
+    const tr = await p.call('open', { node: attr.id }, { flags: OpenFlags.O_RDWR | OpenFlags.O_TRUNC });
     expect(fs.statSync(file).size).toBe(0);
     for (const h of [ro.h, wo.h, tr.h]) await p.call('close', { h });
-    const dir = await p.call('open', { node: root }, { flags: O.RDONLY });
-    expect(await p.errno('read', { h: dir.h }, { off: 0, len: 1 })).toBe(E.EISDIR);
+    const dir = await p.call('open', { node: root }, { flags: OpenFlags.O_RDONLY });
+    expect(await p.errno('read', { h: dir.h }, { off: 0, len: 1 })).toBe(Errno.EISDIR);
     await p.call('close', { h: dir.h });
-    expect(await p.errno('open', { node: root }, { flags: O.RDWR })).toBe(E.EISDIR);
-    expect(await p.errno('open', { node: attr.id }, { flags: 3 })).toBe(E.EINVAL);
+    expect(await p.errno('open', { node: root }, { flags: OpenFlags.O_RDWR })).toBe(Errno.EISDIR);
+    expect(await p.errno('open', { node: attr.id }, { flags: 3 })).toBe(Errno.EINVAL);
   });
 
   it('truncate sets the size on disk', async () => {
@@ -425,7 +424,7 @@ describe('operations on a real directory', () => {
     expect(fs.readFileSync(file, 'utf8')).toBe('x'.repeat(10));
     await p.call('truncate', { node: attr.id }, { sz: 4096 });
     expect(fs.statSync(file).size).toBe(4096);
-    expect(await p.errno('truncate', { node: root }, { sz: 0 })).toBe(E.EISDIR);
+    expect(await p.errno('truncate', { node: root }, { sz: 0 })).toBe(Errno.EISDIR);
   });
 
   it('mkdir and rmdir', async () => {
@@ -434,15 +433,15 @@ describe('operations on a real directory', () => {
     expect(st.isDirectory()).toBe(true);
     expect(st.mode & 0o7777).toBe(0o750);
     expect(attr.k).toBe(2);
-    expect(await p.errno('mkdir', { node: root }, { name: 'made', mode: 0o755 })).toBe(E.EEXIST);
+    expect(await p.errno('mkdir', { node: root }, { name: 'made', mode: 0o755 })).toBe(Errno.EEXIST);
     fs.writeFileSync(join(work, 'made', 'inner'), '');
-    expect(await p.errno('rmdir', { node: root }, { name: 'made' })).toBe(E.ENOTEMPTY);
+    expect(await p.errno('rmdir', { node: root }, { name: 'made' })).toBe(Errno.ENOTEMPTY);
     fs.unlinkSync(join(work, 'made', 'inner'));
     expect(await p.call('rmdir', { node: root }, { name: 'made' })).toEqual({});
     expect(fs.existsSync(join(work, 'made'))).toBe(false);
-    expect(await p.errno('getattr', { node: attr.id })).toBe(E.ENOENT);
+    expect(await p.errno('getattr', { node: attr.id })).toBe(Errno.ENOENT);
     fs.writeFileSync(join(work, 'plain'), '');
-    expect(await p.errno('rmdir', { node: root }, { name: 'plain' })).toBe(E.ENOTDIR);
+    expect(await p.errno('rmdir', { node: root }, { name: 'plain' })).toBe(Errno.ENOTDIR);
   });
 
   it('unlink removes the file; its old id is stale (ENOENT)', async () => {
@@ -450,11 +449,11 @@ describe('operations on a real directory', () => {
     const { attr } = await p.call('lookup', { node: root }, { name: 'doomed.txt' });
     expect(await p.call('unlink', { node: root }, { name: 'doomed.txt' })).toEqual({});
     expect(fs.existsSync(join(work, 'doomed.txt'))).toBe(false);
-    expect(await p.errno('getattr', { node: attr.id })).toBe(E.ENOENT);
-    expect(await p.errno('open', { node: attr.id }, { flags: 0 })).toBe(E.ENOENT);
-    expect(await p.errno('unlink', { node: root }, { name: 'doomed.txt' })).toBe(E.ENOENT);
+    expect(await p.errno('getattr', { node: attr.id })).toBe(Errno.ENOENT);
+    expect(await p.errno('open', { node: attr.id }, { flags: 0 })).toBe(Errno.ENOENT);
+    expect(await p.errno('unlink', { node: root }, { name: 'doomed.txt' })).toBe(Errno.ENOENT);
     fs.mkdirSync(join(work, 'adir'));
-    expect(await p.errno('unlink', { node: root }, { name: 'adir' })).toBe(E.EISDIR);
+    expect(await p.errno('unlink', { node: root }, { name: 'adir' })).toBe(Errno.EISDIR);
   });
 
   it('rename moves files and directories; ids move with them and open handles keep working', async () => {
@@ -463,7 +462,7 @@ describe('operations on a real directory', () => {
     const tree = (await p.call('lookup', { node: root }, { name: 'tree' })).attr;
     const deep = (await p.call('lookup', { node: tree.id }, { name: 'deep' })).attr;
     const f = (await p.call('lookup', { node: deep.id }, { name: 'f.txt' })).attr;
-    const h = (await p.call('open', { node: f.id }, { flags: O.RDWR })).h;
+    const h = (await p.call('open', { node: f.id }, { flags: OpenFlags.O_RDWR })).h;
     expect(await p.call('rename', {}, { old_parent: root, old_name: 'tree', new_parent: root, new_name: 'moved' })).toEqual({});
     expect(fs.existsSync(join(work, 'moved', 'deep', 'f.txt'))).toBe(true);
     expect(fs.existsSync(join(work, 'tree'))).toBe(false);
@@ -473,7 +472,7 @@ describe('operations on a real directory', () => {
     await p.call('write', { h }, { off: 0, data_b64: Buffer.from('v2').toString('base64') });
     expect(fs.readFileSync(join(work, 'moved', 'deep', 'f.txt'), 'utf8')).toBe('v2');
     await p.call('close', { h });
-    expect(await p.errno('lookup', { node: root }, { name: 'tree' })).toBe(E.ENOENT);
+    expect(await p.errno('lookup', { node: root }, { name: 'tree' })).toBe(Errno.ENOENT);
     // file rename replacing an existing file: the replaced id is stale
     fs.writeFileSync(join(work, 'src.txt'), 'source');
     fs.writeFileSync(join(work, 'dst.txt'), 'destination');
@@ -484,15 +483,15 @@ describe('operations on a real directory', () => {
     expect(fs.readFileSync(join(work, 'dst.txt'), 'utf8')).toBe('source');
     expect(fs.existsSync(join(work, 'src.txt'))).toBe(false);
     expect((await p.call('lookup', { node: root }, { name: 'dst.txt' })).attr.id).toBe(src.id);
-    expect(await p.errno('getattr', { node: dst.id })).toBe(E.ENOENT);
+    expect(await p.errno('getattr', { node: dst.id })).toBe(Errno.ENOENT);
     // a directory into itself
-    expect(await p.errno('rename', {}, { old_parent: root, old_name: 'moved', new_parent: deep.id, new_name: 'x' })).toBe(E.EINVAL);
+    expect(await p.errno('rename', {}, { old_parent: root, old_name: 'moved', new_parent: deep.id, new_name: 'x' })).toBe(Errno.EINVAL);
   });
 
   it('rename across exports is EXDEV', async () => {
     const otherRoot = await p.root('other');
     fs.writeFileSync(join(work, 'stay.txt'), 'here');
-    expect(await p.errno('rename', {}, { old_parent: root, old_name: 'stay.txt', new_parent: otherRoot, new_name: 'stay.txt' })).toBe(E.EXDEV);
+    expect(await p.errno('rename', {}, { old_parent: root, old_name: 'stay.txt', new_parent: otherRoot, new_name: 'stay.txt' })).toBe(Errno.EXDEV);
     expect(fs.existsSync(join(work, 'stay.txt'))).toBe(true);
     expect(fs.readdirSync(other)).toEqual([]);
   });
@@ -505,15 +504,15 @@ describe('operations on a real directory', () => {
     expect(attr.m).toBe(Number(lstatNs(join(work, 'link')).mode));
     expect(await p.call('readlink', { node: attr.id })).toEqual({ target: 'target.txt' });
     expect((await p.call('lookup', { node: root }, { name: 'link' })).attr.k).toBe(3);
-    const h = (await p.call('open', { node: attr.id }, { flags: O.RDONLY })).h;
+    const h = (await p.call('open', { node: attr.id }, { flags: OpenFlags.O_RDONLY })).h;
     expect(Buffer.from((await p.call('read', { h }, { off: 0, len: 100 })).data_b64, 'base64').toString()).toBe('through the link');
     await p.call('close', { h });
-    expect(await p.errno('open', { node: attr.id }, { flags: O.RDONLY | O.NOFOLLOW })).toBe(40);
-    expect(await p.errno('readlink', { node: root })).toBe(E.EINVAL);
+    expect(await p.errno('open', { node: attr.id }, { flags: OpenFlags.O_RDONLY | OpenFlags.O_NOFOLLOW })).toBe(40);
+    expect(await p.errno('readlink', { node: root })).toBe(Errno.EINVAL);
     const file = (await p.call('lookup', { node: root }, { name: 'target.txt' })).attr;
-    expect(await p.errno('readlink', { node: file.id })).toBe(E.EINVAL);
-    expect(await p.errno('symlink', { node: root }, { name: 'link', target: 'x' })).toBe(E.EEXIST);
-    expect(await p.errno('symlink', { node: root }, { name: 'empty', target: '' })).toBe(E.EINVAL);
+    expect(await p.errno('readlink', { node: file.id })).toBe(Errno.EINVAL);
+    expect(await p.errno('symlink', { node: root }, { name: 'link', target: 'x' })).toBe(Errno.EEXIST);
+    expect(await p.errno('symlink', { node: root }, { name: 'empty', target: '' })).toBe(Errno.EINVAL);
   });
 
   it('statfs reports the filesystem of the export', async () => {
@@ -566,7 +565,7 @@ describe('operations on a real directory', () => {
     expect((await p.call('readdirp', { node: dir.id }, { cookie: 0, max: 0 })).ents.length).toBe(1);
     expect((await p.call('readdirp', { node: dir.id }, { cookie: 5000, max: 10 })).eof).toBe(true);
     const file = (await p.call('lookup', { node: root }, { name: 'target.txt' })).attr;
-    expect(await p.errno('readdirp', { node: file.id }, { cookie: 0 })).toBe(E.ENOTDIR);
+    expect(await p.errno('readdirp', { node: file.id }, { cookie: 0 })).toBe(Errno.ENOTDIR);
   });
 });
 
@@ -584,7 +583,7 @@ describe('bad input', () => {
   it('an unknown handle is EBADF for every handle operation', async () => {
     for (const op of ['read', 'write', 'fsync', 'close']) {
       const payload = op === 'read' ? { off: 0, len: 1 } : op === 'write' ? { off: 0, data_b64: 'eA==' } : {};
-      expect(await p.errno(op, { h: 424242 }, payload)).toBe(E.EBADF);
+      expect(await p.errno(op, { h: 424242 }, payload)).toBe(Errno.EBADF);
     }
   });
 
@@ -600,29 +599,29 @@ describe('bad input', () => {
       ['statfs', {}],
       ['mkdir', { name: 'x' }],
     ] as const) {
-      expect(await p.errno(op, { node: 9_007_199_254_740_000 }, payload)).toBe(E.ENOENT);
+      expect(await p.errno(op, { node: 9_007_199_254_740_000 }, payload)).toBe(Errno.ENOENT);
     }
-    expect(await p.errno('rename', {}, { old_parent: 9_000_000_000, old_name: 'a', new_parent: root, new_name: 'b' })).toBe(E.ENOENT);
+    expect(await p.errno('rename', {}, { old_parent: 9_000_000_000, old_name: 'a', new_parent: root, new_name: 'b' })).toBe(Errno.ENOENT);
     expect((await p.call('getattr', { node: root })).attr.k).toBe(2);
   });
 
   it('a missing or malformed node / handle field is EINVAL', async () => {
-    expect(await p.errno('getattr')).toBe(E.EINVAL);
-    expect(await p.errno('getattr', { node: '1' })).toBe(E.EINVAL);
-    expect(await p.errno('getattr', { node: -1 })).toBe(E.EINVAL);
-    expect(await p.errno('getattr', { node: 1.5 })).toBe(E.EINVAL);
-    expect(await p.errno('read', { h: 2 ** 60 }, { off: 0, len: 1 })).toBe(E.EINVAL);
-    expect(await p.errno('read', { h: 1 }, { off: -1, len: 1 })).toBe(E.EINVAL);
-    expect(await p.errno('lookup', { node: root }, {})).toBe(E.EINVAL);
+    expect(await p.errno('getattr')).toBe(Errno.EINVAL);
+    expect(await p.errno('getattr', { node: '1' })).toBe(Errno.EINVAL);
+    expect(await p.errno('getattr', { node: -1 })).toBe(Errno.EINVAL);
+    expect(await p.errno('getattr', { node: 1.5 })).toBe(Errno.EINVAL);
+    expect(await p.errno('read', { h: 2 ** 60 }, { off: 0, len: 1 })).toBe(Errno.EINVAL);
+    expect(await p.errno('read', { h: 1 }, { off: -1, len: 1 })).toBe(Errno.EINVAL);
+    expect(await p.errno('lookup', { node: root }, {})).toBe(Errno.EINVAL);
   });
 
   it('base64 that does not decode strictly is EINVAL and writes nothing', async () => {
     const plain = await connect();
-    const h = (await plain.call('open', { node: file }, { flags: O.RDWR })).h;
+    const h = (await plain.call('open', { node: file }, { flags: OpenFlags.O_RDWR })).h;
     for (const bad of ['abc', '!!!!', 'QQ=A', 'Q===', 'QUJD\n', 'QUJ-', 'QUJD====', 'A']) {
-      expect(await plain.errno('write', { h }, { off: 0, data_b64: bad })).toBe(E.EINVAL);
+      expect(await plain.errno('write', { h }, { off: 0, data_b64: bad })).toBe(Errno.EINVAL);
     }
-    expect(await plain.errno('write', { h }, { off: 0 })).toBe(E.EINVAL);
+    expect(await plain.errno('write', { h }, { off: 0 })).toBe(Errno.EINVAL);
     expect(fs.readFileSync(join(work, 'victim.txt'), 'utf8')).toBe('unchanged');
     await plain.call('close', { h });
   });
@@ -631,11 +630,11 @@ describe('bad input', () => {
     const big = join(work, 'big.bin');
     fs.writeFileSync(big, randomBytes(2 * MiB));
     const id = (await p.call('lookup', { node: root }, { name: 'big.bin' })).attr.id;
-    const h = (await p.call('open', { node: id }, { flags: O.RDWR })).h;
-    expect(await p.errno('write', { h }, { off: 0 }, Buffer.alloc(MiB + 1))).toBe(E.EINVAL);
+    const h = (await p.call('open', { node: id }, { flags: OpenFlags.O_RDWR })).h;
+    expect(await p.errno('write', { h }, { off: 0 }, Buffer.alloc(MiB + 1))).toBe(Errno.EINVAL);
     const plain = await connect();
-    const h2 = (await plain.call('open', { node: id }, { flags: O.RDWR })).h;
-    expect(await plain.errno('write', { h: h2 }, { off: 0, data_b64: Buffer.alloc(MiB + 1).toString('base64') })).toBe(E.EINVAL);
+    const h2 = (await plain.call('open', { node: id }, { flags: OpenFlags.O_RDWR })).h;
+    expect(await plain.errno('write', { h: h2 }, { off: 0, data_b64: Buffer.alloc(MiB + 1).toString('base64') })).toBe(Errno.EINVAL);
     const r = await p.call('read', { h }, { off: 0, len: 4 * MiB });
     expect(r.n).toBe(MiB);
     expect(r.data.length).toBe(MiB);
@@ -645,10 +644,10 @@ describe('bad input', () => {
     expect(Buffer.from(j.data_b64, 'base64').length).toBe(MiB);
     expect(sha256(Buffer.concat([r.data, Buffer.from(j.data_b64, 'base64')]))).toBe(sha256(fs.readFileSync(big)));
     // a binary write whose n disagrees with the bytes
-    expect(await p.errno('write', { h }, { off: 0, n: 5 }, Buffer.alloc(4))).toBe(E.EINVAL);
+    expect(await p.errno('write', { h }, { off: 0, n: 5 }, Buffer.alloc(4))).toBe(Errno.EINVAL);
     // only writes travel as binary frames
-    expect(await p.errno('getattr', { node: id }, {}, Buffer.alloc(4))).toBe(E.EINVAL);
-    expect(await p.errno('read', { h }, { off: 0, len: 4 }, Buffer.alloc(1))).toBe(E.EINVAL);
+    expect(await p.errno('getattr', { node: id }, {}, Buffer.alloc(4))).toBe(Errno.EINVAL);
+    expect(await p.errno('read', { h }, { off: 0, len: 4 }, Buffer.alloc(1))).toBe(Errno.EINVAL);
     expect(p.closeCode).toBeNull();
   });
 
@@ -658,12 +657,12 @@ describe('bad input', () => {
     const before = { content: fs.readFileSync(keep, 'utf8'), st: lstatNs(keep), list: fs.readdirSync(roDir).sort() };
     const k = (await p.call('lookup', { node: ro }, { name: 'keep.txt' })).attr.id;
     const attempts: Array<[string, Record<string, unknown>, Record<string, unknown>]> = [
-      ['open', { node: k }, { flags: O.WRONLY }],
-      ['open', { node: k }, { flags: O.RDWR }],
-      ['open', { node: k }, { flags: O.RDONLY | O.TRUNC }],
-      ['open', { node: k }, { flags: O.RDONLY | O.APPEND }],
-      ['create', { node: ro }, { name: 'new.txt', mode: 0o644, flags: O.RDWR }],
-      ['create', { node: ro }, { name: 'keep.txt', mode: 0o644, flags: O.RDONLY }],
+      ['open', { node: k }, { flags: OpenFlags.O_WRONLY }],
+      ['open', { node: k }, { flags: OpenFlags.O_RDWR }],
+      ['open', { node: k }, { flags: OpenFlags.O_RDONLY | OpenFlags.O_TRUNC }],
+      ['open', { node: k }, { flags: OpenFlags.O_RDONLY | OpenFlags.O_APPEND }],
+      ['create', { node: ro }, { name: 'new.txt', mode: 0o644, flags: OpenFlags.O_RDWR }],
+      ['create', { node: ro }, { name: 'keep.txt', mode: 0o644, flags: OpenFlags.O_RDONLY }],
       ['mkdir', { node: ro }, { name: 'newdir', mode: 0o755 }],
       ['unlink', { node: ro }, { name: 'keep.txt' }],
       ['rmdir', { node: ro }, { name: 'sub' }],
@@ -673,9 +672,9 @@ describe('bad input', () => {
       ['setattr', { node: k }, { mt: 1_000_000_000 }],
       ['truncate', { node: k }, { sz: 0 }],
     ];
-    for (const [op, target, payload] of attempts) expect([op, await p.errno(op, target, payload)]).toEqual([op, E.EROFS]);
+    for (const [op, target, payload] of attempts) expect([op, await p.errno(op, target, payload)]).toEqual([op, Errno.EROFS]);
     // reading works
-    const h = (await p.call('open', { node: k }, { flags: O.RDONLY })).h;
+    const h = (await p.call('open', { node: k }, { flags: OpenFlags.O_RDONLY })).h;
     expect((await p.call('read', { h }, { off: 0, len: 100 })).data.toString()).toBe(before.content);
     await p.call('close', { h });
     const after = lstatNs(keep);
@@ -700,13 +699,13 @@ describe('byte-exact round trips (write then read, SHA-256)', () => {
       const root = await p.root('work');
       const data = randomBytes(size);
       const name = `rt-${path}-${size}.bin`;
-      const c = await p.call('create', { node: root }, { name, mode: 0o600, flags: O.WRONLY | O.TRUNC });
+      const c = await p.call('create', { node: root }, { name, mode: 0o600, flags: OpenFlags.O_WRONLY | OpenFlags.O_TRUNC });
       const t0 = performance.now();
       await p.writeAll(c.h, data, binary);
       const t1 = performance.now();
       await p.call('close', { h: c.h });
       expect(sha256(fs.readFileSync(join(work, name)))).toBe(sha256(data));
-      const h = (await p.call('open', { node: c.attr.id }, { flags: O.RDONLY })).h;
+      const h = (await p.call('open', { node: c.attr.id }, { flags: OpenFlags.O_RDONLY })).h;
       const t2 = performance.now();
       const back = await p.readAll(h, size + 1);
       const t3 = performance.now();
@@ -748,7 +747,7 @@ describe('invalidation events', () => {
 
   it('a write by one session reaches the other within 2 s', async () => {
     const from = b.pushes.length;
-    const h = (await a.call('open', { node: file.id }, { flags: O.WRONLY })).h;
+    const h = (await a.call('open', { node: file.id }, { flags: OpenFlags.O_WRONLY })).h;
     const t0 = Date.now();
     await a.call('write', { h }, { off: 0, data_b64: Buffer.from('two').toString('base64') });
     const ev = await b.waitPush('acheron.e_fs_inval', (x) => x.node === file.id, 2000, from);
@@ -760,7 +759,7 @@ describe('invalidation events', () => {
 
   it('a create by one session invalidates the directory for the other', async () => {
     const from = b.pushes.length;
-    const c = await a.call('create', { node: dir }, { name: 'new.txt', mode: 0o644, flags: O.WRONLY });
+    const c = await a.call('create', { node: dir }, { name: 'new.txt', mode: 0o644, flags: OpenFlags.O_WRONLY });
     const ev = await b.waitPush('acheron.e_fs_inval_dir', (x) => x.dir === dir, 2000, from);
     expect(typeof ev.payload.dir_gen).toBe('number');
     await a.call('close', { h: c.h });
@@ -781,7 +780,7 @@ describe('invalidation events', () => {
     const fromB4 = b.pushes.length;
     fs.unlinkSync(join(d(), 'f.txt'));
     await b.waitPush('acheron.e_fs_inval', (x) => x.node === file.id && x.what === 'all', 2000, fromB4);
-    expect(await b.errno('getattr', { node: file.id })).toBe(E.ENOENT);
+    expect(await b.errno('getattr', { node: file.id })).toBe(Errno.ENOENT);
   });
 
   it('a new subdirectory made on disk is watched once a session uses it', async () => {
@@ -829,7 +828,7 @@ describe('ops endpoints and shutdown', () => {
     const root = await p.root('work');
     fs.writeFileSync(join(work, 'm.txt'), 'metrics');
     const id = (await p.call('lookup', { node: root }, { name: 'm.txt' })).attr.id;
-    for (let i = 0; i < 3; i++) await p.call('open', { node: id }, { flags: O.RDONLY });
+    for (let i = 0; i < 3; i++) await p.call('open', { node: id }, { flags: OpenFlags.O_RDONLY });
     await p.errno('getattr', { node: 123456789 });
     let m = await metrics();
     const ops = m.get('svc_fs_ops_total')!;
@@ -856,7 +855,7 @@ describe('ops endpoints and shutdown', () => {
     const before = await seen();
     const dir = (await a.call('mkdir', { node: root }, { name: 'cycle', mode: 0o755 })).attr.id;
     for (let i = 0; i < 50; i++) {
-      const { h } = await a.call('create', { node: dir }, { name: `f${i}`, mode: 0o644, flags: O.WRONLY });
+      const { h } = await a.call('create', { node: dir }, { name: `f${i}`, mode: 0o644, flags: OpenFlags.O_WRONLY });
       await a.call('close', { h });
     }
     await b.call('readdirp', { node: (await b.call('lookup', { node: await b.root('work') }, { name: 'cycle' })).attr.id }, { cookie: 0, max: 100 });

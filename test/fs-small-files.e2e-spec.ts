@@ -18,6 +18,7 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
+import { Errno, OpenFlags } from '../libs/protocol/src';
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
 const parsePrometheus = require('parse-prometheus-text-format') as (
   text: string,
@@ -25,10 +26,8 @@ const parsePrometheus = require('parse-prometheus-text-format') as (
 import { FsPeer, startFsNode } from './helpers/fs-peer';
 import { fuseUnavailable, killMount, runMount } from './helpers/fs-mount';
 import { parseEndpointSpec, StaticTopologySource, WorkspaceRouter } from '../libs/fs/src/router';
-import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './support/processes';
 
-const O = { RDONLY: 0, WRONLY: 1, RDWR: 2 };
-const E = { ENOENT: 2, EACCES: 13, EISDIR: 21, EINVAL: 22, ENOSYS: 38, ELOOP: 40, ENOTSUP: 95, ESTALE: 116 };
 const FEATURES = ['open_read', 'prefetch'];
 /** Environment of a node granting every extension, whatever the test run's own setting. */
 const ALL_FEATURES = { SVC_FS_NODE_FEATURES: 'all', SVC_METRICS_PORT: '0' };
@@ -138,14 +137,14 @@ describe('the extensions on the wire (svc-fs-node)', () => {
     const [p, base] = await Promise.all([connect(node.url, { features: ['dir_estale'] }), connect(node.url)]);
     expect(p.hello.caps.features).toEqual(['dir_estale']);
     const ids = await Promise.all([p, base].map(async (x) => (await x.walk(await x.root('work'), 'doomed')).id as number));
-    expect(await p.errno('lookup', { node: ids[0] }, { name: 'nothing-here' })).toBe(E.ENOENT);
+    expect(await p.errno('lookup', { node: ids[0] }, { name: 'nothing-here' })).toBe(Errno.ENOENT);
     fs.rmdirSync(join(work, 'doomed'));
-    expect(await p.errno('lookup', { node: ids[0] }, { name: 'nothing-here' })).toBe(E.ESTALE);
-    expect(await p.errno('create', { node: ids[0] }, { name: 'f', mode: 0o644, flags: O.RDWR })).toBe(E.ESTALE);
-    expect(await base.errno('lookup', { node: ids[1] }, { name: 'nothing-here' })).toBe(E.ENOENT);
+    expect(await p.errno('lookup', { node: ids[0] }, { name: 'nothing-here' })).toBe(Errno.ESTALE);
+    expect(await p.errno('create', { node: ids[0] }, { name: 'f', mode: 0o644, flags: OpenFlags.O_RDWR })).toBe(Errno.ESTALE);
+    expect(await base.errno('lookup', { node: ids[1] }, { name: 'nothing-here' })).toBe(Errno.ENOENT);
     // An id the node never gave out is a directory that is gone, too.
-    expect(await p.errno('lookup', { node: 987654 }, { name: 'x' })).toBe(E.ESTALE);
-    expect(await base.errno('lookup', { node: 987654 }, { name: 'x' })).toBe(E.ENOENT);
+    expect(await p.errno('lookup', { node: 987654 }, { name: 'x' })).toBe(Errno.ESTALE);
+    expect(await base.errno('lookup', { node: 987654 }, { name: 'x' })).toBe(Errno.ENOENT);
   });
 
   it('grants the extensions asked for; a node started with --fs-features none grants none and answers as before', async () => {
@@ -157,11 +156,11 @@ describe('the extensions on the wire (svc-fs-node)', () => {
     const root = await b.root('work');
     const f = await b.walk(root, 'many/f001');
     // `read` is ignored like any unknown member: a plain open reply, the handle open.
-    const r = await b.call('open', { node: f.id }, { flags: O.RDONLY, read: 4096, close_at_eof: true });
+    const r = await b.call('open', { node: f.id }, { flags: OpenFlags.O_RDONLY, read: 4096, close_at_eof: true });
     expect(Object.keys(r).sort()).toEqual(['caps', 'gen', 'h']);
     await b.call('close', { h: r.h });
     const err = await b.send('prefetch', { node: root }, { names: ['big.bin'] });
-    expect(err.error).toMatchObject({ errno: E.ENOSYS, code: 'unknown_type' });
+    expect(err.error).toMatchObject({ errno: Errno.ENOSYS, code: 'unknown_type' });
   });
 
   it.each([
@@ -173,7 +172,7 @@ describe('the extensions on the wire (svc-fs-node)', () => {
     const want = content.get('f007')!;
     const before = await counter(node, 'svc_fs_bytes_read_total');
     const opensBefore = await counter(node, 'svc_fs_ops_total', { op: 'open' });
-    const r = await p.call('open', { node: f.id }, { flags: O.RDONLY, read: 128 * 1024, close_at_eof: true });
+    const r = await p.call('open', { node: f.id }, { flags: OpenFlags.O_RDONLY, read: 128 * 1024, close_at_eof: true });
     const data: Buffer = binary ? r.data : Buffer.from(r.data_b64, 'base64');
     expect(data.equals(want)).toBe(true);
     expect(r).toMatchObject({ h: 0, closed: true, eof: true, n: want.length, attr: { id: f.id, k: 1, sz: want.length } });
@@ -186,7 +185,7 @@ describe('the extensions on the wire (svc-fs-node)', () => {
     const p = await connect(node.url, { binary: true, features: FEATURES });
     const f = await p.walk(await p.root('work'), 'big.bin');
     const disk = fs.readFileSync(join(work, 'big.bin'));
-    const r = await p.call('open', { node: f.id }, { flags: O.RDONLY, read: 2 * 1024 * 1024, close_at_eof: true });
+    const r = await p.call('open', { node: f.id }, { flags: OpenFlags.O_RDONLY, read: 2 * 1024 * 1024, close_at_eof: true });
     expect(r).toMatchObject({ n: 1024 * 1024, eof: false });
     expect(r.h).toBeGreaterThan(0);
     const parts: Buffer[] = [r.data];
@@ -198,7 +197,7 @@ describe('the extensions on the wire (svc-fs-node)', () => {
     }
     expect(Buffer.concat(parts).equals(disk)).toBe(true);
     await p.call('close', { h: r.h });
-    expect((await p.send('open', { node: f.id }, { flags: O.WRONLY, read: 10 })).error?.errno).toBe(E.EINVAL);
+    expect((await p.send('open', { node: f.id }, { flags: OpenFlags.O_WRONLY, read: 10 })).error?.errno).toBe(Errno.EINVAL);
   });
 
   it.each([
@@ -221,9 +220,9 @@ describe('the extensions on the wire (svc-fs-node)', () => {
       expect(f.attr?.sz).toBe(content.get(f.name)!.length);
     }
     expect(files.slice(content.size).map((f) => [f.name, f.errno])).toEqual([
-      ['zz-out', E.ELOOP],
-      ['zz-dir', E.EISDIR],
-      ['../big.bin', E.EINVAL],
+      ['zz-out', Errno.ELOOP],
+      ['zz-dir', Errno.EISDIR],
+      ['../big.bin', Errno.EINVAL],
     ]);
     expect(r.payload.n).toBe(total);
     if (binary) expect(r.data!.length).toBe(total);
@@ -246,7 +245,7 @@ describe('the extensions on the wire (svc-fs-node)', () => {
     expect(files.slice(firstTotal).every((f) => f.skip === 'total' || f.skip === 'size')).toBe(true);
     expect(await counter(node, 'svc_fs_bytes_read_total')).toBe(before + read);
     for (const bad of [{ names: 'f001' }, { names: [1] }, { names: ['a'], max_total: -1 }, { names: Array.from({ length: 1025 }, () => 'a') }, {}]) {
-      expect((await p.send('prefetch', { node: dir }, bad)).error?.errno).toBe(E.EINVAL);
+      expect((await p.send('prefetch', { node: dir }, bad)).error?.errno).toBe(Errno.EINVAL);
     }
   });
 

@@ -17,11 +17,10 @@
 import { spawn, ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import { join } from 'node:path';
+import { Errno, OpenFlags } from '../libs/protocol/src';
 import { FsPeer, FsReply, startFsNode } from './helpers/fs-peer';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { cleanupTmp, killAll, Running, tmpDir } from './support/processes';
 
-const O = { RDONLY: 0, RDWR: 2, CREAT: 0o100, EXCL: 0o200 };
-const E = { ENOENT: 2, EIO: 5, EACCES: 13, EEXIST: 17, ENOTDIR: 20, EISDIR: 21, ENOTEMPTY: 39, ELOOP: 40 };
 const RACE_MS = Number(process.env.SVC_RACE_MS ?? 4000);
 const SESSIONS = 4;
 /** Loops per session (requests in flight on each session). */
@@ -120,7 +119,7 @@ interface Outcome {
   neverOk: boolean;
 }
 
-const THROUGH_LINK = [E.ENOENT, E.ENOTDIR, E.ELOOP, E.EACCES];
+const THROUGH_LINK = [Errno.ENOENT, Errno.ENOTDIR, Errno.ELOOP, Errno.EACCES];
 
 it(
   'a link unlinked and recreated on disk while 4 sessions use it: success or the filesystem errno, never EIO',
@@ -151,17 +150,17 @@ it(
         // the churn unlinked it before the node checked what it had opened (a descriptor of a
         // deleted file is never handed out: its place cannot be checked).
         if (name === 'plain') {
-          const made = await p.send('create', { node: r }, { name, mode: 0o644, flags: O.RDWR | O.CREAT });
-          record('create plain', made, [E.ELOOP, E.ENOENT]);
+          const made = await p.send('create', { node: r }, { name, mode: 0o644, flags: OpenFlags.O_RDWR | OpenFlags.O_CREAT });
+          record('create plain', made, [Errno.ELOOP, Errno.ENOENT]);
           if (made.ok) await p.call('close', { h: made.payload.h });
         }
         const look = await p.send('lookup', { node: r }, { name });
-        record(`lookup ${name}`, look, [E.ENOENT]);
+        record(`lookup ${name}`, look, [Errno.ENOENT]);
         if (!look.ok) continue;
         const id = look.payload.attr.id as number;
         const out = outward(name);
-        const open = await p.send('open', { node: id }, { flags: O.RDONLY });
-        record(`open ${name}`, open, [...THROUGH_LINK, E.EISDIR], out);
+        const open = await p.send('open', { node: id }, { flags: OpenFlags.O_RDONLY });
+        record(`open ${name}`, open, [...THROUGH_LINK, Errno.EISDIR], out);
         if (open.ok) await p.call('close', { h: open.payload.h });
         const rd = await p.send('readdirp', { node: id }, { cookie: 0, max: 64 });
         record(`readdirp ${name}`, rd, THROUGH_LINK, out);
@@ -173,8 +172,8 @@ it(
         // Mutations through the link: create, rename, unlink of a private name.
         const a = `t-${tag}-a`;
         const b = `t-${tag}-b`;
-        const cr = await p.send('create', { node: id }, { name: a, mode: 0o644, flags: O.RDWR | O.CREAT | O.EXCL });
-        record(`create ${name}/x`, cr, [...THROUGH_LINK, E.EEXIST], out);
+        const cr = await p.send('create', { node: id }, { name: a, mode: 0o644, flags: OpenFlags.O_RDWR | OpenFlags.O_CREAT | OpenFlags.O_EXCL });
+        record(`create ${name}/x`, cr, [...THROUGH_LINK, Errno.EEXIST], out);
         if (cr.ok) await p.call('close', { h: cr.payload.h });
         const rn = await p.send('rename', {}, { old_parent: id, old_name: a, new_parent: id, new_name: b });
         record(`rename ${name}/x`, rn, THROUGH_LINK, out);
@@ -196,7 +195,7 @@ it(
     const table = [...byOp].map(([op, r]) => `${op}: ok ${r.ok}, ${[...r.errnos].map(([e, n]) => `errno ${e} x${n}`).join(', ')}`);
     process.stderr.write(`\nsymlink race: ${rounds} churn rounds, ${outcomes.length} replies\n${table.join('\n')}\n`);
 
-    const internal = outcomes.filter((o) => !o.reply.ok && o.reply.error!.errno === E.EIO);
+    const internal = outcomes.filter((o) => !o.reply.ok && o.reply.error!.errno === Errno.EIO);
     expect(internal.map((o) => `${o.what}: ${o.reply.error!.message}`)).toEqual([]);
     const unexpected = outcomes.filter((o) => !o.reply.ok && !o.allowed.includes(o.reply.error!.errno));
     expect(unexpected.map((o) => `${o.what}: errno ${o.reply.error!.errno} ${o.reply.error!.message}`)).toEqual([]);
@@ -208,7 +207,7 @@ it(
     // The race was real: many rounds, successes and vanished links both seen.
     expect(Number(rounds)).toBeGreaterThan(100);
     expect(outcomes.filter((o) => o.reply.ok).length).toBeGreaterThan(100);
-    expect(outcomes.some((o) => !o.reply.ok && o.reply.error!.errno === E.ENOENT)).toBe(true);
+    expect(outcomes.some((o) => !o.reply.ok && o.reply.error!.errno === Errno.ENOENT)).toBe(true);
     for (const op of ['lookup', 'open', 'readdirp', 'statfs', 'create', 'rename', 'unlink']) expect(byOp.get(op)?.ok ?? 0).toBeGreaterThan(0);
 
     expect(outsideSnapshot()).toBe(before);

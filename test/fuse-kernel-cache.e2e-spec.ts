@@ -15,7 +15,7 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { appendFileSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './support/processes';
 import { fuseUnavailable, killMount, startFsNode } from './helpers/fs-mount';
 
 const reason = fuseUnavailable();

@@ -8,7 +8,7 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, cleanupTmp, killAll, ROOT, sleep, tmpDir, waitFor } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, ROOT, sleep, tmpDir, waitFor } from './support/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
 import { fuseUnavailable, killMount } from './helpers/fs-mount';
 import { mountSlots } from '../libs/fs/src/fuse/fuse-inodes';

@@ -4,9 +4,9 @@
  * gets a reply or a close, no reply is `internal_error`, and a normal session works afterwards.
  */
 import { closeSessions, session } from './helpers/control';
-import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc } from './helpers/processes';
-import { prng } from './helpers/prng';
-import { RawPeer } from './helpers/raw-ws';
+import { ADMIN_TOKEN, cleanupTmp, killAll, Running, startSvc } from './support/processes';
+import { FuzzRun, picker } from './helpers/fuzz';
+import { RawPeer, Received } from './helpers/raw-ws';
 
 const FRAMES = 10_000;
 let svc: Running;
@@ -61,8 +61,7 @@ function nested(depth: number): string {
 }
 
 function makeFrame(rand: () => number): string | Buffer {
-  // structuredClone: mutations must never reach the shared corpus (or make it circular)
-  const pick = <T>(xs: T[]): T => structuredClone(xs[Math.floor(rand() * xs.length)]);
+  const pick = picker(rand);
   const r = rand();
   if (r < 0.05) return Buffer.from(Array.from({ length: 1 + Math.floor(rand() * 64) }, () => Math.floor(rand() * 256)));
   if (r < 0.1) return Array.from({ length: 1 + Math.floor(rand() * 40) }, () => String.fromCharCode(32 + Math.floor(rand() * 95))).join('');
@@ -99,36 +98,20 @@ async function negotiatedPeer(): Promise<RawPeer> {
 }
 
 it(`survives ${FRAMES} fuzzed frames, answering each with a reply or a close`, async () => {
-  const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 1e9);
-  const rand = prng(seed);
-  let answered = 0;
-  let closes = 0;
-  /** Replies that were internal_error (there must be none: bad input is never a server fault). */
-  const internal: string[] = [];
+  const run = new FuzzRun(FRAMES);
+  const rules = { timeoutMs: 5000, internalError: (m: Received) => (m.error?.code === 'internal_error' ? String(m.error.message) : null) };
   let peer = await negotiatedPeer();
   for (let i = 0; i < FRAMES; i++) {
     // One frame in ten goes to a fresh, un-negotiated connection.
-    const fresh = rand() < 0.1;
+    const fresh = run.rand() < 0.1;
     const target = fresh ? await RawPeer.open(svc.url, ADMIN_TOKEN) : peer;
-    const frame = makeFrame(rand);
-    const before = target.messages.length;
-    target.send(frame);
-    try {
-      const reply = await target.nth(before, 5000);
-      if (reply.error?.code === 'internal_error') internal.push(`frame ${i}: ${String(frame).slice(0, 200)} -> ${reply.error?.message}`);
-      answered++;
-    } catch (e) {
-      if (target.closeCode === null)
-        throw new Error(`seed ${seed}, frame ${i}: no reply and no close for ${String(frame).slice(0, 200)}: ${(e as Error).message}`);
-      closes++;
-    }
+    await run.send(i, target, makeFrame(run.rand), rules);
     if (fresh) target.close();
     else if (target.closeCode !== null) peer = await negotiatedPeer();
-    if (svc.proc.exitCode !== null) throw new Error(`seed ${seed}: svc exited after frame ${i}`);
+    if (svc.proc.exitCode !== null) throw new Error(`seed ${run.seed}: svc exited after frame ${i}`);
   }
   peer.close();
-  expect(answered + closes).toBe(FRAMES);
-  expect({ seed, internal }).toEqual({ seed, internal: [] });
+  run.expectNoInternalErrors();
   expect(svc.proc.exitCode).toBeNull();
   expect(svc.proc.signalCode).toBeNull();
   // a normal session still works

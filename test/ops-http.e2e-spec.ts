@@ -9,7 +9,7 @@ const parsePrometheus = require('parse-prometheus-text-format') as (
   text: string,
 ) => Array<{ name: string; type: string; metrics: Array<{ value?: string; labels?: Record<string, string>; buckets?: unknown }> }>;
 import { closeSessions, joinNode, ProjectDetail, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, startSvc, USER_TOKEN, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, startSvc, USER_TOKEN, waitFor } from './support/processes';
 
 afterEach(() => closeSessions());
 afterAll(async () => {

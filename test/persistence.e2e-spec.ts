@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, wri
 import { join } from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { BIN, cleanupTmp, killAll, sleep, startSvc, tmpDir } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, sleep, startSvc, tmpDir } from './support/processes';
 
 const KEY = 'a'.repeat(32) + '0123456789abcdef0123456789abcdef';
 const OTHER_KEY = 'b'.repeat(64);

@@ -5,7 +5,7 @@
  * entry, the operator gate and the user role.
  */
 import { Client, closeSessions, Credentials, failure, session } from './helpers/control';
-import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';
+import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './support/processes';
 
 const OP = 'op-secret-project-up';
 

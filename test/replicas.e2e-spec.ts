@@ -9,10 +9,11 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
-import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
+import { closeSessions, failure, joinNode, ProjectDetail, session, untilAnswered, untilRefused } from './helpers/control';
 import { replicaCycles } from './helpers/kill9';
-import { Postgres, postgresBinDir, startPostgres } from './helpers/postgres';
-import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './helpers/processes';
+import { Postgres, postgresBinDir, startPostgres } from './support/postgres';
+import { cleanupTmp, killAll, Running, sleep, startSvc, waitFor } from './support/processes';
+import { fuzzSeed } from './helpers/fuzz';
 
 const maybe = postgresBinDir() ? describe : describe.skip;
 let pg: Postgres | null = null;
@@ -67,15 +68,7 @@ maybe('replicas on one PostgreSQL', () => {
     for (let i = 0; i < 5; i++) {
       const p = await ca.request<ProjectDetail>('project_create', { name: `seen-${i}` });
       const t0 = Date.now();
-      await waitFor(
-        () =>
-          cb.request('project_get', { project_id: p.project_id }).then(
-            () => true,
-            () => undefined,
-          ),
-        1000,
-        20,
-      );
+      await untilAnswered(cb, 'project_get', { project_id: p.project_id });
       expect(Date.now() - t0).toBeLessThan(1000);
       // and back: a change on B, read on A
       await cb.request('project_update', { project_id: p.project_id, vision: `v${i}` });
@@ -117,15 +110,7 @@ maybe('replicas on one PostgreSQL', () => {
     const ca = await session(a.url);
     const cb = await session(b.url);
     const node = await joinNode(ca, 'watched', 4000);
-    await waitFor(
-      () =>
-        cb.request('node_service_watch', { node_id: node.node_id }).then(
-          () => true,
-          () => undefined,
-        ),
-      1000,
-      20,
-    );
+    await untilAnswered(cb, 'node_service_watch', { node_id: node.node_id });
     const onB = record(cb);
     await ca.request('node_service_upsert', {
       node_id: node.node_id,
@@ -139,15 +124,7 @@ maybe('replicas on one PostgreSQL', () => {
     expect(catalog[0][1]).toMatchObject({ event: 'upsert', node_id: node.node_id, added: ['svc1'] });
 
     const p = await cb.request<ProjectDetail>('project_create', { name: 'avail' });
-    await waitFor(
-      () =>
-        ca.request('project_get', { project_id: p.project_id }).then(
-          () => true,
-          () => undefined,
-        ),
-      1000,
-      20,
-    );
+    await untilAnswered(ca, 'project_get', { project_id: p.project_id });
     const da = await session(a.url);
     const db = await session(b.url);
     await da.request('debug_subscribe');
@@ -220,28 +197,12 @@ maybe('replicas on one PostgreSQL', () => {
 
     const p = await ca.request<ProjectDetail>('project_create', { name: 'rotated' });
     const cb = await connect(b.url, tokens.admin_token);
-    await waitFor(
-      () =>
-        cb.request('project_get', { project_id: p.project_id }).then(
-          () => true,
-          () => undefined,
-        ),
-      1000,
-      20,
-    );
+    await untilAnswered(cb, 'project_get', { project_id: p.project_id });
     const user = await connect(b.url, newUser);
     await user.request('workspace_status', { project_id: p.project_id, project_token: p.project_token });
     await ca.request('project_token_rotate', { project_id: p.project_id });
     const t1 = Date.now();
-    await waitFor(
-      () =>
-        user.request('project_get', { project_id: p.project_id, project_token: p.project_token }).then(
-          () => undefined,
-          () => true,
-        ),
-      1000,
-      20,
-    );
+    await untilRefused(user, 'project_get', { project_id: p.project_id, project_token: p.project_token });
     expect(Date.now() - t1).toBeLessThan(1000);
     expect((await failure(user.request('project_get', { project_id: p.project_id, project_token: p.project_token }))).code).toBe('project_auth_failed');
     for (const c of [ca, cb, user]) c.close();
@@ -267,15 +228,7 @@ maybe('replicas on one PostgreSQL', () => {
     // the same mount set on both at once: one mount, not two
     const p = await ca.request<ProjectDetail>('project_create', { name: 'race' });
     const n = await joinNode(ca, 'race-target');
-    await waitFor(
-      () =>
-        cb.request('node_get', { node_id: n.node_id }).then(
-          () => true,
-          () => undefined,
-        ),
-      1000,
-      20,
-    );
+    await untilAnswered(cb, 'node_get', { node_id: n.node_id });
     const set = { project_id: p.project_id, node_id: n.node_id, export_name: 'work', mount_path: '/same' };
     await Promise.all([ca.request('project_mount_set', set), cb.request('project_mount_set', set)]);
     expect((await cb.request<ProjectDetail>('project_get', { project_id: p.project_id })).mounts).toHaveLength(1);
@@ -312,7 +265,7 @@ maybe('replicas on one PostgreSQL', () => {
 });
 
 maybe('kill -9 durability with two replicas', () => {
-  const seed = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : Math.floor(Math.random() * 2 ** 31);
+  const seed = fuzzSeed();
   it('30 cycles: a replica SIGKILLed at a random instant loses nothing acknowledged, the other keeps serving', async () => {
     console.log(`replica kill -9 cycles: FUZZ_SEED=${seed}`);
     await replicaCycles(await pg!.newDatabase(), 30, seed);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { FsClient } from '../libs/client/src';
 import { Errno, OpenFlags } from '../libs/protocol/src';
 import { parseEndpointSpec, StaticTopologySource, topologyFromEndpoints, TopologyChange, WorkspaceRouter } from '../libs/fs/src/router';
-import { cleanupTmp, killAll, Running, tmpDir } from './helpers/processes';
+import { cleanupTmp, killAll, Running, tmpDir } from './support/processes';
 import { startFsNode } from './helpers/fs-peer';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
@@ -73,16 +73,16 @@ it('finds a path again after another session removed and re-created it through t
   await router.getattr('/w/d/e/f.txt');
   const other = await FsClient.connect({ url: node.url });
   try {
-    const { exports } = await other.request<{ exports: Array<{ name: string; root: number }> }>('exports');
+    const { exports } = await other.request('exports');
     const rootId = exports.find((x) => x.name === 'work')!.root;
-    const d = (await other.request<{ attr: { id: number } }>('lookup', { node: rootId }, { name: 'd' })).attr.id;
-    const e = (await other.request<{ attr: { id: number } }>('lookup', { node: d }, { name: 'e' })).attr.id;
+    const d = (await other.request('lookup', { node: rootId }, { name: 'd' })).attr.id;
+    const e = (await other.request('lookup', { node: d }, { name: 'e' })).attr.id;
     await other.request('unlink', { node: e }, { name: 'f.txt' });
     await other.request('rmdir', { node: d }, { name: 'e' });
     await other.request('mkdir', { node: d }, { name: 'e', mode: 0o755 });
-    const e2 = (await other.request<{ attr: { id: number } }>('lookup', { node: d }, { name: 'e' })).attr.id;
+    const e2 = (await other.request('lookup', { node: d }, { name: 'e' })).attr.id;
     expect(e2).not.toBe(e);
-    const created = await other.request<{ h: number }>('create', { node: e2 }, { name: 'f.txt', mode: 0o644, flags: OpenFlags.O_WRONLY });
+    const created = await other.request('create', { node: e2 }, { name: 'f.txt', mode: 0o644, flags: OpenFlags.O_WRONLY });
     await other.request('close', { h: created.h });
   } finally {
     other.close();

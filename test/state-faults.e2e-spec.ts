@@ -4,13 +4,14 @@
  * reads, loses nothing acknowledged, and recovers (ready, changes accepted) when space
  * returns, without a restart; a change of one mount of a 1,000-mount project is a delta of
  * that one mount; `svc state export` then `svc state import` into a fresh directory gives the
- * same workspace status and node list.
+ * same workspace status and node list, and both commands read their configuration as the
+ * server does.
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { closeSessions, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { BIN, cleanupTmp, killAll, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { BIN, cleanupTmp, killAll, startSvc, tmpDir, waitFor } from './support/processes';
 
 afterEach(() => closeSessions());
 afterAll(async () => {
@@ -199,6 +200,25 @@ describe('svc state export / import', () => {
       await restored.stop();
     }
   }, 120_000);
+
+  it('finds the store as the server does: SVC_STATE_DIR by default, SVC_STATE_SYNC read, invalid values refused (exit 2) before anything is written', () => {
+    const file = join(tmpDir(), 'empty.json');
+    writeFileSync(file, JSON.stringify({ format: 'svc-control-state', saved_at_ms: 0, state: { version: 2, tables: {} } }));
+    const dir = tmpDir();
+    const cli = (args: string[], env: Record<string, string>) =>
+      spawnSync(process.execPath, [BIN.svc, 'state', ...args], { env: { ...process.env, SVC_DATABASE_URL: '', SVC_STATE_DIR: dir, ...env }, encoding: 'utf8' });
+    const badSync = cli(['import', file], { SVC_STATE_SYNC: 'sometimes' });
+    expect(badSync.stderr).toContain('SVC_STATE_SYNC must be normal or full');
+    expect(badSync.status).toBe(2);
+    const badUrl = cli(['export', '--database-url', 'mysql://db/svc'], {});
+    expect(badUrl.stderr).toContain('must be a postgres:// URL');
+    expect(badUrl.status).toBe(2);
+    expect(existsSync(join(dir, 'state.db'))).toBe(false);
+    const im = cli(['import', file], { SVC_STATE_SYNC: 'full' });
+    expect(im.stderr).toContain('imported');
+    expect(im.status).toBe(0);
+    expect(existsSync(join(dir, 'state.db'))).toBe(true);
+  });
 
   it('import is refused while a server runs on the store', async () => {
     const svc = await startSvc();

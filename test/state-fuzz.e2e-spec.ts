@@ -6,8 +6,9 @@
  * absolute, leases finite), the same after a SIGKILL and restart. `FUZZ_SEED` replays a run.
  */
 import { closeSessions, session } from './helpers/control';
-import { cleanupTmp, killAll, startSvc } from './helpers/processes';
-import { prng } from './helpers/prng';
+import { cleanupTmp, killAll, startSvc } from './support/processes';
+import { prng } from './support/prng';
+import { fuzzSeed, picker } from './helpers/fuzz';
 import type { ControlClient } from '../libs/client/src';
 
 const OPS = 800;
@@ -72,9 +73,9 @@ async function invariants(c: ControlClient, nodeId: string): Promise<string[]> {
 }
 
 it(`keeps stored records well-typed through ${OPS} mangled mutations and a restart`, async () => {
-  const seed = Number(process.env.FUZZ_SEED ?? Date.now() % 1e9);
+  const seed = fuzzSeed();
   const rand = prng(seed);
-  const pick = <T>(xs: readonly T[]): T => structuredClone(xs[Math.floor(rand() * xs.length)]);
+  const pick = picker(rand);
   let svc = await startSvc({ env: { SVC_LOG_LEVEL: 'warn' } });
   let c = await session(svc.url);
   const proj = await c.request<{ project_id: string; project_token: string }>('project_create', { name: 'base' });

@@ -14,9 +14,10 @@ import { chmodSync, copyFileSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
 import { closeSessions, Credentials, failure, joinNode, ProjectDetail, session } from './helpers/control';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, startSvc, tmpDir, USER_TOKEN } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, startSvc, tmpDir, USER_TOKEN } from './support/processes';
 import { encodedForms, findSecrets, listTree } from './helpers/state-files';
 import { killCycles } from './helpers/kill9';
+import { fuzzSeed } from './helpers/fuzz';
 
 /** The key of the encrypted fixture (test/fixtures/state-v1/README.md). */
 const FIXTURE_KEY = '00112233445566778899aabbccddeeff' + 'ffeeddccbbaa99887766554433221100';
@@ -382,7 +383,7 @@ describe('encryption at rest', () => {
 // d. kill -9 durability (the model and the load: test/helpers/kill9.ts)
 
 describe('kill -9 durability: concurrent mutations on 8 sessions, SIGKILL at a random instant, restart', () => {
-  const seed = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : Math.floor(Math.random() * 2 ** 31);
+  const seed = fuzzSeed();
   beforeAll(() => console.log(`state-store kill -9 cycles: FUZZ_SEED=${seed}`));
 
   it('plaintext, 50 cycles: every acknowledged mutation is there after every restart', async () => {

@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, startProcess, startSvc, tmpDir, waitFor } from './support/processes';
 
 let svc: Running;
 const cli = (args: string[], env: NodeJS.ProcessEnv = {}, input?: string) =>

@@ -12,7 +12,7 @@ import { closeSync, mkdirSync, openSync, readdirSync, readFileSync } from 'node:
 import { join } from 'node:path';
 import { ControlClient } from '../libs/client/src';
 import { fuseUnavailable, killMount, portOf, sha256 } from './helpers/fs-mount';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, sleep, startSvc, tmpDir, waitFor } from './support/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
 
 const reason = fuseUnavailable();

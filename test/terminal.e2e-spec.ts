@@ -5,18 +5,10 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, cleanupTmp, killAll, runCli } from './helpers/processes';
-import { startWorkspace, Workspace } from './helpers/workspace';
+import { BIN, runCli } from './support/processes';
+import { useWorkspace } from './helpers/workspace';
 
-let ws: Workspace;
-beforeAll(async () => {
-  ws = await startWorkspace({ terminalIds: ['t1'] });
-}, 60_000);
-afterAll(async () => {
-  ws?.close();
-  await killAll();
-  cleanupTmp();
-});
+const ws = useWorkspace({ terminalIds: ['t1'] });
 
 const mountCli = (args: string[]) => runCli(BIN.fsMount, [...ws.mountArgs, ...args], { timeoutMs: 60_000 });
 const invoke = '/term/t1/control/invoke.json';

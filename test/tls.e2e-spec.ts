@@ -18,7 +18,7 @@ import { randomBytes, X509Certificate } from 'node:crypto';
 import { chmodSync, copyFileSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClientTls, FsClient, loadClientTls } from '../libs/client/src';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startProcess, startSvc, tmpDir, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, runCli, Running, sleep, startNodeDaemon, startProcess, startSvc, tmpDir, waitFor } from './support/processes';
 import { fuseUnavailable, runMount } from './helpers/fs-mount';
 import { makeCa, opensslMissing, peerFingerprint, recordingProxy, TestCa, unmaskedClientPayloads } from './helpers/tls';
 import { startWorkspace, Workspace } from './helpers/workspace';
@@ -276,26 +276,12 @@ describe('clients refuse what they cannot verify, before any upgrade reaches the
 
   it('a node daemon that cannot verify the control plane says why and keeps retrying; no upgrade', async () => {
     const before = upgrades(good);
-    const dir = tmpDir('tls-export-');
-    const node = await startProcess(
-      BIN.fsNode,
-      [
-        '--port',
-        '0',
-        '--export',
-        `work=${dir}`,
-        '--control-url',
-        good.url,
-        '--invite-token',
-        'inv',
-        '--state-file',
-        join(tmpDir('tls-node-state-'), 'state.json'),
-        '--reconnect-backoff-ms',
-        '100',
-        '--reconnect-backoff-max-ms',
-        '200',
-      ],
-      { SVC_LOG_LEVEL: 'warn', SVC_AUTH_TOKEN: ADMIN_TOKEN, SVC_TLS_CA: '' },
+    const node = await startNodeDaemon(
+      tmpDir('tls-node-'),
+      good.url,
+      'tls-node',
+      ['--invite-token', 'inv', '--reconnect-backoff-ms', '100', '--reconnect-backoff-max-ms', '200'],
+      { SVC_LOG_LEVEL: 'warn', SVC_TLS_CA: '' },
     );
     await waitFor(() => (node.stderr().match(/unknown CA/g) ?? []).length >= 2, 10_000);
     expect(node.stderr()).toContain(`cannot connect to the control plane (attempt 1): TLS: refused the certificate of ${good.url}: unknown CA`);
@@ -440,7 +426,7 @@ describe('certificate rotation without a restart', () => {
     const fp = () => peerFingerprint(node.url, ca.cert);
     const fp1 = await fp();
     const session = await FsClient.connect({ url: node.url, authToken: token, tls });
-    expect((await session.request<{ exports: unknown[] }>('exports')).exports).toHaveLength(1);
+    expect((await session.request('exports')).exports).toHaveLength(1);
     const m = noFuse ? null : await fuseMount(['--endpoint', `w=${node.url}`, '--auth-token', token, '--tls-ca', ca.cert]);
     try {
       if (m) expect(readFileSync(join(m.dir, 'w', 'before.txt'), 'utf8')).toBe('before rotation\n');
@@ -454,7 +440,7 @@ describe('certificate rotation without a restart', () => {
       expect(Date.now() - t0).toBeLessThan(10_000);
       expect(fp2).toBe(new X509Certificate(readFileSync(second.cert)).fingerprint256);
       expect(session.isOpen).toBe(true);
-      expect((await session.request<{ exports: unknown[] }>('exports')).exports).toHaveLength(1);
+      expect((await session.request('exports')).exports).toHaveLength(1);
       if (m) {
         writeFileSync(join(exportDir, 'after.txt'), 'after rotation\n');
         expect(readFileSync(join(m.dir, 'w', 'after.txt'), 'utf8')).toBe('after rotation\n');
@@ -486,7 +472,7 @@ describe('certificate rotation without a restart', () => {
       await sleep(300);
       expect(await fp()).toBe(fp3);
       expect(session.isOpen).toBe(true);
-      expect((await session.request<{ exports: unknown[] }>('exports')).exports).toHaveLength(1);
+      expect((await session.request('exports')).exports).toHaveLength(1);
       if (m) expect(readFileSync(join(m.dir, 'w', 'before.txt'), 'utf8')).toBe('before rotation\n');
       // the reload log names fingerprints, never key material
       expect(node.stderr()).toContain(`"fingerprint256":"${fp2}"`);

@@ -1,10 +1,10 @@
 /**
- * e2e: workspace mode against a real `svc` and two real `svc-fs-node`s with FS session auth
- * (workspace and auth acceptance): a project with two nodes on
- * one mount path; reads from the primary; SIGKILL of the primary and the next `cat` served by
- * the survivor within 5 s; restart on the same port; the topology's `auth_token` opens each
- * node (and a client without it is refused); project selection by binding; a mount path
- * changed with project_mount_remove/project_mount_set while a router runs converges.
+ * e2e: workspace mode against a real `svc` and two real `svc-fs-node`s with FS session auth: a
+ * project with two nodes on one mount path; reads from the primary; SIGKILL of the primary and
+ * the next `cat` served by the survivor within 5 s; restart on the same port; the topology's
+ * `auth_token` opens each node (and a client without it is refused); project selection by
+ * binding; a mount path changed with project_mount_remove/project_mount_set while a router runs
+ * converges.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -12,7 +12,7 @@ import { ControlClient } from '../libs/client/src';
 import { WorkspaceRouter, WorkspaceTopologySource } from '../libs/fs/src/router';
 import { closeSessions, Credentials, joinNode, session } from './helpers/control';
 import { portOf, runMount, startFsNode } from './helpers/fs-mount';
-import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc, tmpDir, USER_TOKEN, waitFor } from './helpers/processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc, tmpDir, USER_TOKEN, waitFor } from './support/processes';
 
 let svc: Running & { stateDir: string };
 let admin: ControlClient;

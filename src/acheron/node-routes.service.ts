@@ -4,18 +4,12 @@
  */
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { ConnectionError, FsClient } from '@svc/client';
-import { Errno, FsError, ProtocolError, ErrorCode } from '@svc/protocol';
+import { Attr, Errno, FsError, OpenFlags, ProtocolError, ErrorCode } from '@svc/protocol';
 import { StateService } from '../persistence/state.service';
 import { ServerConfig } from '../config';
 
-/** The attributes of an FS node (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" Attr; times in ns). */
-export interface FsAttr {
-  id: number;
-  k: 1 | 2 | 3;
-  m: number;
-  sz: number;
-  mt: number;
-}
+/** The attributes of an FS node the runtime namespace uses (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" Attr: `k` kind, `m` st_mode, `sz` bytes, `mt` ns). */
+export type FsAttr = Pick<Attr, 'id' | 'k' | 'm' | 'sz' | 'mt'>;
 
 /** A routed filesystem: one FS export reachable through some connection. */
 export interface RoutedFs {
@@ -62,10 +56,35 @@ export function toRuntimeError(e: unknown, label: string): ProtocolError {
   return new ProtocolError('eio', `${label}: ${(e as Error).message}`);
 }
 
-const O_RDONLY = 0;
-const O_WRONLY = 1;
-const O_RDWR = 2;
-const O_TRUNC = 0o1000;
+/**
+ * Runs `op` and throws its failure mapped by {@link toRuntimeError}, as a routed filesystem
+ * answers the runtime session.
+ * @param label the node or project named in `eio` messages
+ */
+export async function withRuntimeErrors<T>(label: string, op: () => Promise<T>): Promise<T> {
+  try {
+    return await op();
+  } catch (e) {
+    throw toRuntimeError(e, label);
+  }
+}
+
+/** The {@link RoutedHandle} over `ops` whose failures are mapped by {@link toRuntimeError} (see {@link withRuntimeErrors}). */
+export function runtimeHandle(label: string, ops: RoutedHandle): RoutedHandle {
+  return {
+    read: (offset, count) => withRuntimeErrors(label, () => ops.read(offset, count)),
+    write: (offset, data) => withRuntimeErrors(label, () => ops.write(offset, data)),
+    close: () => withRuntimeErrors(label, () => ops.close()),
+  };
+}
+
+/**
+ * The open(2) flags ({@link OpenFlags}) of a runtime open mode: `r` read-only, `w` write-only
+ * replacing the content (like a shell redirection), `rw` read-write keeping it.
+ */
+export function openFlagsOf(mode: 'r' | 'w' | 'rw'): number {
+  return mode === 'r' ? OpenFlags.O_RDONLY : mode === 'w' ? OpenFlags.O_WRONLY | OpenFlags.O_TRUNC : OpenFlags.O_RDWR;
+}
 
 /** One export on one FS session. */
 class ExportFs implements RoutedFs {
@@ -76,78 +95,47 @@ class ExportFs implements RoutedFs {
   ) {}
 
   private async nodeOf(rel: string[]): Promise<FsAttr> {
-    let attr = (await this.client.request<{ attr: FsAttr }>('getattr', { node: this.root })).attr;
+    let attr = (await this.client.request('getattr', { node: this.root })).attr;
     for (const name of rel) {
       if (attr.k !== 2 && attr.k !== 3) throw new ProtocolError('enotdir', `${name}: a path component is not a directory`);
-      attr = (await this.client.request<{ attr: FsAttr }>('lookup', { node: attr.id }, { name })).attr;
+      attr = (await this.client.request('lookup', { node: attr.id }, { name })).attr;
     }
     return attr;
   }
 
-  async walk(rel: string[]): Promise<FsAttr> {
-    try {
-      return await this.nodeOf(rel);
-    } catch (e) {
-      throw toRuntimeError(e, this.label);
-    }
+  walk(rel: string[]): Promise<FsAttr> {
+    return withRuntimeErrors(this.label, () => this.nodeOf(rel));
   }
 
-  async list(rel: string[]): Promise<Array<{ name: string; kind: 'dir' | 'file'; size: number }>> {
-    try {
+  list(rel: string[]): Promise<Array<{ name: string; kind: 'dir' | 'file'; size: number }>> {
+    return withRuntimeErrors(this.label, async () => {
       const dir = await this.nodeOf(rel);
       const out: Array<{ name: string; kind: 'dir' | 'file'; size: number }> = [];
       let cookie = 0;
       for (;;) {
-        const page = await this.client.request<{ ents: Array<{ name: string; attr: FsAttr }>; next: number; eof: boolean }>(
-          'readdirp',
-          { node: dir.id },
-          { cookie, max: 1000 },
-        );
+        const page = await this.client.request('readdirp', { node: dir.id }, { cookie, max: 1000 });
         for (const e of page.ents) out.push({ name: e.name, kind: e.attr.k === 2 ? 'dir' : 'file', size: e.attr.sz });
         if (page.eof || page.ents.length === 0) break;
         cookie = page.next;
       }
       return out;
-    } catch (e) {
-      throw toRuntimeError(e, this.label);
-    }
+    });
   }
 
-  async open(rel: string[], mode: 'r' | 'w' | 'rw'): Promise<RoutedHandle> {
-    try {
+  open(rel: string[], mode: 'r' | 'w' | 'rw'): Promise<RoutedHandle> {
+    return withRuntimeErrors(this.label, async () => {
       const attr = await this.nodeOf(rel);
-      // "w" replaces the content (like a shell redirection); "rw" keeps it.
-      const flags = mode === 'r' ? O_RDONLY : mode === 'w' ? O_WRONLY | O_TRUNC : O_RDWR;
-      const { h } = await this.client.request<{ h: number }>('open', { node: attr.id }, { flags });
+      const { h } = await this.client.request('open', { node: attr.id }, { flags: openFlagsOf(mode) });
       const client = this.client;
-      const label = this.label;
-      return {
-        async read(offset, count) {
-          try {
-            return await client.read(h, offset, count);
-          } catch (e) {
-            throw toRuntimeError(e, label);
-          }
+      return runtimeHandle(this.label, {
+        read: (offset, count) => client.read(h, offset, count),
+        write: (offset, data) => client.write(h, offset, data),
+        // A terminal runs its request at close: its EINVAL must reach the caller.
+        close: async () => {
+          await client.request('close', { h });
         },
-        async write(offset, data) {
-          try {
-            return await client.write(h, offset, data);
-          } catch (e) {
-            throw toRuntimeError(e, label);
-          }
-        },
-        async close() {
-          try {
-            await client.request('close', { h });
-          } catch (e) {
-            // A terminal runs its request at close: its EINVAL must reach the caller.
-            throw toRuntimeError(e, label);
-          }
-        },
-      };
-    } catch (e) {
-      throw toRuntimeError(e, this.label);
-    }
+      });
+    });
   }
 }
 
@@ -258,7 +246,7 @@ export class NodeRoutesService implements OnModuleDestroy {
       tls: this.config.clientTls,
     });
     client.once('close', () => this.connections.delete(nodeId));
-    const { exports } = await client.request<{ exports: Array<{ name: string; root: number }> }>('exports');
+    const { exports } = await client.request('exports');
     this.logger.debug?.({ msg: 'routed FS session open', node_id: nodeId, exports: exports.length });
     return { client, url, token, exports: new Map(exports.map((e) => [e.name, new ExportFs(client, e.root, label)])) };
   }

@@ -10,14 +10,14 @@ import { Injectable } from '@nestjs/common';
 import { EventEmitter } from 'node:events';
 import { Subscription } from 'rxjs';
 import { FsClient } from '@svc/client';
-import { FsError, OpenFlags } from '@svc/protocol';
+import { Errno, FsError } from '@svc/protocol';
 import { applyTopologyDelta, Topology, TopologySource, TopologySourceInfo, topologyFromStatus, WorkspaceRouter } from '@svc/fs/router';
 import type { WsSession } from '@svc/transport';
 import { Actor } from '../common/actor';
 import { ServerConfig } from '../config';
 import { AvailabilityService } from '../projects/availability.service';
 import { WorkspaceService } from '../projects/workspace.service';
-import { FsAttr, RoutedFs, RoutedHandle, toRuntimeError } from './node-routes.service';
+import { FsAttr, openFlagsOf, RoutedFs, RoutedHandle, runtimeHandle, withRuntimeErrors } from './node-routes.service';
 
 /**
  * A topology source fed by the control plane itself: the workspace status of `actor` for
@@ -81,56 +81,31 @@ class ProjectFs implements RoutedFs {
     return `/${rel.join('/')}`;
   }
 
-  async walk(rel: string[]): Promise<FsAttr> {
-    try {
-      return (await this.router.getattr(this.pathOf(rel))) as FsAttr;
-    } catch (e) {
-      throw toRuntimeError(e, this.label);
-    }
+  walk(rel: string[]): Promise<FsAttr> {
+    return withRuntimeErrors(this.label, async () => this.router.getattr(this.pathOf(rel)));
   }
 
-  async list(rel: string[]): Promise<Array<{ name: string; kind: 'dir' | 'file'; size: number }>> {
-    try {
+  list(rel: string[]): Promise<Array<{ name: string; kind: 'dir' | 'file'; size: number }>> {
+    return withRuntimeErrors(this.label, async () => {
       const entries = await this.router.readdirAll(this.pathOf(rel));
       return entries.map((e) => ({ name: e.name, kind: e.attr.k === 2 ? 'dir' : 'file', size: e.attr.sz }));
-    } catch (e) {
-      throw toRuntimeError(e, this.label);
-    }
+    });
   }
 
   async open(rel: string[], mode: 'r' | 'w' | 'rw'): Promise<RoutedHandle> {
     const router = this.router;
-    const label = this.label;
-    const flags = mode === 'r' ? OpenFlags.O_RDONLY : mode === 'w' ? OpenFlags.O_WRONLY | OpenFlags.O_TRUNC : OpenFlags.O_RDWR;
-    let fh: number;
-    try {
-      ({ fh } = await router.open(this.pathOf(rel), flags));
-    } catch (e) {
-      throw toRuntimeError(e, label);
-    }
-    return {
-      async read(offset, count) {
-        try {
-          return await router.read(fh, offset, count);
-        } catch (e) {
-          throw toRuntimeError(e, label);
-        }
-      },
-      async write(offset, data) {
-        try {
-          return await router.write(fh, offset, data);
-        } catch (e) {
-          throw toRuntimeError(e, label);
-        }
-      },
-      async close() {
+    const { fh } = await withRuntimeErrors(this.label, () => router.open(this.pathOf(rel), openFlagsOf(mode)));
+    return runtimeHandle(this.label, {
+      read: (offset, count) => router.read(fh, offset, count),
+      write: (offset, data) => router.write(fh, offset, data),
+      close: async () => {
         try {
           await router.release(fh);
         } catch (e) {
-          if (!(e instanceof FsError && e.errno === 9)) throw toRuntimeError(e, label);
+          if (!(e instanceof FsError && e.errno === Errno.EBADF)) throw e;
         }
       },
-    };
+    });
   }
 }
 

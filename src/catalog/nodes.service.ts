@@ -39,6 +39,18 @@ function platformOf(p: Platform | undefined): Platform {
   return out;
 }
 
+/** The NodeCredentials of `node` (docs/protocol.md "Nodes") with its node secret in clear, which only the digest of is stored. */
+function credentialsOf(node: NodeRecord, nodeSecret: string): NodeCredentials {
+  return {
+    node_id: node.node_id,
+    node_name: node.node_name,
+    node_secret: nodeSecret,
+    fs_auth_token: node.fs_auth_token,
+    lease_token: node.lease_token,
+    lease_expires_at_ms: node.lease_expires_at_ms,
+  };
+}
+
 @Injectable()
 export class NodesService {
   constructor(
@@ -189,14 +201,7 @@ export class NodesService {
         // No sealed credentials for this node (imported from an earlier version): issue a new secret.
         const nodeSecret = newSecret();
         s.nodes.put({ ...node, secret_sha256: sha256Hex(nodeSecret) });
-        credentials = {
-          node_id: node.node_id,
-          node_name: node.node_name,
-          node_secret: nodeSecret,
-          fs_auth_token: node.fs_auth_token,
-          lease_token: node.lease_token,
-          lease_expires_at_ms: node.lease_expires_at_ms,
-        };
+        credentials = credentialsOf(node, nodeSecret);
       }
       s.joinRequests.put({ ...r, delivered: true });
       s.undelivered.delete(requestId);
@@ -383,17 +388,7 @@ export class NodesService {
     };
     if (s.nodes.has(node.node_id)) throw new ProtocolError('internal_error', 'node id collision; retry');
     s.nodes.put(node);
-    return {
-      node,
-      credentials: {
-        node_id: node.node_id,
-        node_name: node.node_name,
-        node_secret: nodeSecret,
-        fs_auth_token: node.fs_auth_token,
-        lease_token: node.lease_token,
-        lease_expires_at_ms: node.lease_expires_at_ms,
-      },
-    };
+    return { node, credentials: credentialsOf(node, nodeSecret) };
   }
 
   /** Drops invites and decided requests that ended more than a day ago (and unfetched credentials with them). */

@@ -5,8 +5,7 @@
  * are computed when scraped, from the live state; no secret is ever a label.
  */
 import { Injectable } from '@nestjs/common';
-import { Gauge } from 'prom-client';
-import { getOrCreate, RequestMetrics } from '@svc/ops';
+import { RequestMetrics, scrapedGauge } from '@svc/ops';
 import { SessionRegistry } from '@svc/transport';
 import { Clock } from '../common/clock';
 import { StateService } from '../persistence/state.service';
@@ -21,33 +20,20 @@ export class ControlMetrics {
   readonly requests = new RequestMetrics('svc_requests');
 
   constructor(sessions: SessionRegistry, store: StateService, clock: Clock, availability: AvailabilityService, catalog: CatalogService) {
-    const gauge = (name: string, help: string, collect: (g: Gauge<string>) => void, labelNames: string[] = []) =>
-      getOrCreate(
-        name,
-        () =>
-          new Gauge({
-            name,
-            help,
-            labelNames,
-            collect() {
-              collect(this);
-            },
-          }),
-      );
-    gauge('svc_sessions', 'Open WebSocket sessions', (g) => g.set(sessions.size));
-    gauge('svc_nodes', 'Nodes known to the control plane', (g) => g.set(store.state.nodes.size));
-    gauge('svc_nodes_online', 'Nodes online: lease not expired and, for a node with a daemon, its session open', (g) => {
+    scrapedGauge('svc_sessions', 'Open WebSocket sessions', (g) => g.set(sessions.size));
+    scrapedGauge('svc_nodes', 'Nodes known to the control plane', (g) => g.set(store.state.nodes.size));
+    scrapedGauge('svc_nodes_online', 'Nodes online: lease not expired and, for a node with a daemon, its session open', (g) => {
       const now = clock.now();
       let n = 0;
       for (const node of store.state.nodes.values()) if (nodeIsOnline(node, now)) n++;
       g.set(n);
     });
-    gauge('svc_projects', 'Projects', (g) => g.set(store.state.projects.size));
-    gauge('svc_catalog_services', 'Service entries in the node service catalog', (g) => g.set(catalog.servicesTotal()));
-    gauge('svc_catalog_watchers', 'Sessions watching the node service catalog', (g) =>
+    scrapedGauge('svc_projects', 'Projects', (g) => g.set(store.state.projects.size));
+    scrapedGauge('svc_catalog_services', 'Service entries in the node service catalog', (g) => g.set(catalog.servicesTotal()));
+    scrapedGauge('svc_catalog_watchers', 'Sessions watching the node service catalog', (g) =>
       g.set(sessions.all().filter((s) => controlLocals(s).watch !== null).length),
     );
-    gauge(
+    scrapedGauge(
       'svc_mounts',
       'Configured project mounts by availability state',
       (g) => {

@@ -35,10 +35,10 @@ import { newId } from '@svc/protocol';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
 import { exportState, readSnapshotFile, recordsOfSnapshot } from './snapshot-file';
-import { SqlRecords } from './sql-records';
+import { SqlRecords, SvcDb } from './sql-records';
 import { replicationLagHistogram, sweeperLeaderGauge } from './store-metrics';
 import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
-import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
+import { requireOpen, StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 
 /** Advisory lock keys: migrations, writes (transaction-level), the sweeper (session-level). */
 const MIGRATION_LOCK = 0x73766331;
@@ -162,7 +162,7 @@ export class PostgresStateStore implements StateStore {
     await this.exclusive(async () => {
       if (this.closed || !this.records) return;
       try {
-        await this.replay(this.records.db as Kysely<unknown>);
+        await this.replay(this.records.db);
       } catch (e) {
         if (!isConnectionError(e)) throw e;
         this.setReachable(false, (e as Error).message);
@@ -178,15 +178,16 @@ export class PostgresStateStore implements StateStore {
     // Known unreachable: refused at once, not after a replay waiting for its timeouts (the
     // change feed's poll, every POLL_MS, finds out when the database answers again).
     const refuse = () => new StoreUnavailableError(`the state database does not answer (${this.unreachableWhy})`);
+    requireOpen(this.records);
     if (!this.reachable) throw refuse();
     return this.exclusive(async () => {
-      const records = this.open_();
+      const records = requireOpen(this.records);
       if (!this.reachable) throw refuse();
       let seq: number | null = null;
       try {
         await records.db.transaction().execute(async (trx) => {
           await sql`SELECT pg_advisory_xact_lock(${WRITE_LOCK})`.execute(trx);
-          await this.replay(trx as never);
+          await this.replay(trx);
           const changes = build();
           if (!changes) return;
           await records.write(trx, changes);
@@ -212,7 +213,7 @@ export class PostgresStateStore implements StateStore {
   }
 
   async queryAudit(query: AuditQuery): Promise<AuditPage> {
-    const records = this.open_();
+    const records = requireOpen(this.records);
     try {
       return await records.queryAudit(query);
     } catch (e) {
@@ -262,7 +263,7 @@ export class PostgresStateStore implements StateStore {
         delay = Math.min(this.options.retryMaxMs ?? 10_000, delay * 2);
       }
     }
-    this.records = new SqlRecords(new Kysely({ dialect: new PostgresDialect({ pool: this.pool }) }), this.codec);
+    this.records = new SqlRecords(new Kysely<SvcDb>({ dialect: new PostgresDialect({ pool: this.pool }) }), this.codec);
     return this.records;
   }
 
@@ -285,6 +286,23 @@ export class PostgresStateStore implements StateStore {
     });
     pool.on('error', (e: Error) => this.connectionLost('an idle pooled connection', e));
     return pool;
+  }
+
+  /**
+   * A client of its own, outside the pool, for a session that must outlive single statements
+   * (the LISTEN session, the sweeper's lock session): not yet connected; its statements get
+   * {@link QUERY_TIMEOUT_MS} and one that exceeds it ends the connection. The caller adds the
+   * `error` and `end` listeners before connecting.
+   */
+  private newSessionClient(): Client {
+    const client = new Client({
+      connectionString: this.options.url,
+      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
+      keepAlive: true,
+      query_timeout: QUERY_TIMEOUT_MS,
+    });
+    dropOnTimeout(client);
+    return client;
   }
 
   /**
@@ -423,11 +441,6 @@ export class PostgresStateStore implements StateStore {
     }
   }
 
-  private open_(): SqlRecords {
-    if (!this.records) throw new StoreUnavailableError('the state store is closed');
-    return this.records;
-  }
-
   /** Runs `fn` after every earlier replay or write of this process (one at a time). */
   private exclusive<T>(fn: () => Promise<T>): Promise<T> {
     const p = this.chain.then(fn, fn);
@@ -440,10 +453,8 @@ export class PostgresStateStore implements StateStore {
    * remote listener. When commits were dropped from the log before this replica saw them
    * (away longer than the retention), it reloads every record instead.
    */
-  private async replay(executor: Kysely<unknown>): Promise<void> {
-    const records = this.open_();
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
-    const db = executor as Kysely<any>;
+  private async replay(db: Kysely<SvcDb>): Promise<void> {
+    const records = requireOpen(this.records);
     for (;;) {
       const rows = await db.selectFrom('svc_commits').select(['seq', 'ts_ms', 'body']).where('seq', '>', this.lastSeq).orderBy('seq').limit(1000).execute();
       if (rows.length === 0) return;
@@ -467,15 +478,13 @@ export class PostgresStateStore implements StateStore {
   }
 
   /** Reloads every record and hands the differences to the remote listener as one change set. */
-  private async resync(db: Kysely<unknown>): Promise<void> {
-    const records = this.open_();
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
-    const any = db as Kysely<any>;
-    const last = await any
+  private async resync(db: Kysely<SvcDb>): Promise<void> {
+    const records = requireOpen(this.records);
+    const last = await db
       .selectFrom('svc_commits')
       .select(sql<string>`coalesce(max(seq), 0)`.as('seq'))
       .executeTakeFirstOrThrow();
-    const fresh = await records.loadIn(db as never);
+    const fresh = await records.loadIn(db);
     const changes: ChangeSet = {};
     for (const t of TABLE_NAMES) {
       const m = new Map<string, unknown>();
@@ -501,7 +510,7 @@ export class PostgresStateStore implements StateStore {
         queued = null;
         if (this.closed) return;
         try {
-          await this.replay(this.open_().db as Kysely<unknown>);
+          await this.replay(requireOpen(this.records).db);
           this.setReachable(true);
         } catch (e) {
           if (isConnectionError(e)) this.setReachable(false, (e as Error).message);
@@ -528,13 +537,7 @@ export class PostgresStateStore implements StateStore {
    */
   private async listen(onNotify: () => Promise<void>): Promise<void> {
     if (this.listener || this.closed || Date.now() < this.listenAt) return;
-    const client = new Client({
-      connectionString: this.options.url,
-      connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-      keepAlive: true,
-      query_timeout: QUERY_TIMEOUT_MS,
-    });
-    dropOnTimeout(client);
+    const client = this.newSessionClient();
     this.listener = client;
     let listening = false;
     const drop = (e?: Error) => {
@@ -575,13 +578,7 @@ export class PostgresStateStore implements StateStore {
       return;
     }
     if (!this.leader) {
-      const client = new Client({
-        connectionString: this.options.url,
-        connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
-        keepAlive: true,
-        query_timeout: QUERY_TIMEOUT_MS,
-      });
-      dropOnTimeout(client);
+      const client = this.newSessionClient();
       let connected = false;
       const lost = (e?: Error) => {
         if (!connected) return; // a failed connect: its error goes to connect()'s promise
@@ -624,8 +621,7 @@ export class PostgresStateStore implements StateStore {
   /** The sweeper drops commits older than the retention. */
   private async prune(): Promise<void> {
     if (!this.sweeper || !this.records) return;
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tables are made from TABLES at run time (sql-records.ts): no static schema type
-    await (this.records.db as Kysely<any>)
+    await this.records.db
       .deleteFrom('svc_commits')
       .where('ts_ms', '<', Date.now() - COMMIT_RETENTION_MS)
       .execute();

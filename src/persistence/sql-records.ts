@@ -4,14 +4,14 @@
  * written through Kysely in statements both engines accept, with versioned migrations
  * (Kysely's Migrator, tables `svc_migration` and `svc_migration_lock`) run at start.
  */
-import { Kysely, Migration, Migrator, PostgresAdapter, sql, Transaction } from 'kysely';
+import { ColumnType, Kysely, Migration, Migrator, PostgresAdapter, sql, Transaction } from 'kysely';
 import { AuditEntry, AuditPage, AuditQuery, AuditRetention } from './audit-log';
 import { ChangeSet, ControlState, RecordOf, TABLE_NAMES, TableName } from './state.model';
-import { RowCodec } from './row-codec';
+import { RowCodec, StoredRow } from './row-codec';
 import { StateLoadError } from './state-store.port';
 
 /** Clear columns of each table, with their SQL types (times and revisions are bigints). */
-const CLEAR_COLUMNS: { [T in TableName]: Array<[string, 'text' | 'bigint']> } = {
+const CLEAR_COLUMNS = {
   projects: [
     ['revision', 'bigint'],
     ['updated_at_ms', 'bigint'],
@@ -32,7 +32,7 @@ const CLEAR_COLUMNS: { [T in TableName]: Array<[string, 'text' | 'bigint']> } = 
     ['project_id', 'text'],
     ['ts_ms', 'bigint'],
   ],
-};
+} as const satisfies { [T in TableName]: ReadonlyArray<readonly [string, 'text' | 'bigint']> };
 
 /** Secondary indexes: name -> [table, column]. */
 const INDEXES: Array<[string, TableName, string]> = [
@@ -106,22 +106,44 @@ export const MIGRATIONS: Record<string, Migration> = {
   },
 };
 
+/**
+ * A `bigint` column: written as a number (ms since the epoch, a revision, a sequence number),
+ * read back as a number from SQLite and as a decimal string from PostgreSQL (`int8`).
+ */
+type BigintColumn = ColumnType<number | string, number, number>;
+
+/** A sequence number the database assigns (`bigserial` on PostgreSQL, `integer` autoincrement on SQLite). */
+type SeqColumn = ColumnType<number | string, never, never>;
+
+/** The row of record table `T`: `id`, its clear columns from {@link CLEAR_COLUMNS}, `body`. */
+export type RecordRow<T extends TableName> = { id: string; body: string } & {
+  [C in (typeof CLEAR_COLUMNS)[T][number] as C[0]]: C[1] extends 'bigint' ? BigintColumn : string;
+};
+
+/**
+ * The schema {@link MIGRATIONS} create, as Kysely's database type: one table per kind of
+ * record ({@link RecordRow}), the meta values, the commit log, the audit log, and the
+ * migrator's own table.
+ */
+export type SvcDb = { [T in TableName]: RecordRow<T> } & {
+  svc_meta: { key: string; value: string };
+  svc_commits: { seq: SeqColumn; ts_ms: BigintColumn; replica: string; body: string };
+  svc_audit: { seq: SeqColumn; ts_ms: BigintColumn; agent_id: string; type: string; body: string };
+  svc_migration: { name: string; timestamp: string };
+};
+
 /** Largest number of audit rows one retention statement deletes. */
 const PRUNE_CHUNK = 2000;
 
 /** Largest number of rows per INSERT statement (SQLite allows 32,766 bound values). */
 const ROWS_PER_INSERT = 200;
 
-// The schema is built from TABLES at run time, so the builder is used untyped here.
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: no static schema type
-type Db = Kysely<any>;
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: no static schema type
-type Tx = Transaction<any>;
+type Tx = Transaction<SvcDb>;
 
 /** Records over a Kysely database (either engine). */
 export class SqlRecords {
   constructor(
-    readonly db: Db,
+    readonly db: Kysely<SvcDb>,
     readonly codec: RowCodec,
   ) {}
 
@@ -191,8 +213,11 @@ export class SqlRecords {
     return state;
   }
 
-  /** Reads every record within a transaction the caller holds (for a snapshot consistent with other reads in it). */
-  async loadIn(trx: Tx): Promise<ControlState> {
+  /**
+   * Reads every record through `trx`, normally a transaction the caller holds (for a snapshot
+   * consistent with other reads in it).
+   */
+  async loadIn(trx: Kysely<SvcDb>): Promise<ControlState> {
     const state = new ControlState();
     const changes: ChangeSet = {};
     for (const t of TABLE_NAMES) {
@@ -286,7 +311,7 @@ export class SqlRecords {
 
   /** True when some body is stored in plaintext while the codec encrypts (or the reverse). */
   async needsReencode(): Promise<boolean> {
-    for (const t of [...TABLE_NAMES, AUDIT_TABLE]) {
+    for (const t of [...TABLE_NAMES, AUDIT_TABLE] as const) {
       const row = await this.db.selectFrom(t).select('body').limit(1).executeTakeFirst();
       if (row && RowCodec.isEncrypted(String(row.body)) !== this.codec.encrypted) return true;
     }
@@ -319,7 +344,7 @@ export class SqlRecords {
     for (const t of TABLE_NAMES) {
       const writes = changes[t] as Map<string, RecordOf[typeof t] | null> | undefined;
       if (!writes || writes.size === 0) continue;
-      const rows: Record<string, unknown>[] = [];
+      const rows: Array<{ id: string; body: string } & StoredRow['clear']> = [];
       const deletes: string[] = [];
       for (const [id, record] of writes) {
         if (record === null) deletes.push(id);

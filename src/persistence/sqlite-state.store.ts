@@ -24,10 +24,10 @@ import { writeFileAtomic } from '@svc/ops';
 import { ChangeSet, ControlState, TABLE_NAMES } from './state.model';
 import { RowCodec } from './row-codec';
 import { exportState, recordsOfSnapshot, readSnapshotFile } from './snapshot-file';
-import { SqlRecords } from './sql-records';
+import { SqlRecords, SvcDb } from './sql-records';
 import { replicationLagHistogram, sweeperLeaderGauge } from './store-metrics';
 import { StateDirLock } from './state-lock';
-import { StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
+import { requireOpen, StateLoadError, StateStore, StoreUnavailableError } from './state-store.port';
 import { AuditPage, AuditQuery, AuditRetention } from './audit-log';
 
 /** `PRAGMA application_id` of an svc state database ("svc1"). */
@@ -152,11 +152,11 @@ export class SqliteStateStore implements StateStore {
    *   (nothing of it was applied; the store is unreachable until room returns)
    */
   async write(build: () => ChangeSet | null): Promise<boolean> {
-    if (!this.records) throw new Error('the state store is not open');
+    const records = requireOpen(this.records);
     const changes = build();
     if (!changes) return false;
     try {
-      await this.records.commit(changes);
+      await records.commit(changes);
     } catch (e) {
       const why = fileSystemFailure(e);
       if (why === null) throw e;
@@ -205,8 +205,7 @@ export class SqliteStateStore implements StateStore {
   }
 
   async queryAudit(query: AuditQuery): Promise<AuditPage> {
-    if (!this.records) throw new StoreUnavailableError('the state store is not open');
-    return this.records.queryAudit(query);
+    return requireOpen(this.records).queryAudit(query);
   }
 
   async pruneAudit(retention: AuditRetention): Promise<number> {
@@ -337,7 +336,7 @@ export class SqliteStateStore implements StateStore {
     const sqlite = new Database(this.dbFile, { readonly, fileMustExist: readonly });
     sqlite.pragma('busy_timeout = 5000');
     this.sqlite = sqlite;
-    this.records = new SqlRecords(new Kysely({ dialect: new RollbackSafeSqliteDialect(sqlite) }), this.codec);
+    this.records = new SqlRecords(new Kysely<SvcDb>({ dialect: new RollbackSafeSqliteDialect(sqlite) }), this.codec);
     if (readonly) return;
     // The schema check reads only: a foreign database is refused before anything is written.
     const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{ name: string }>;

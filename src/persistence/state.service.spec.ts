@@ -5,8 +5,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ProtocolError } from '@svc/protocol';
+import { projectRecord as project } from '../../test/fixtures/records';
 import { SqliteStateStore } from './sqlite-state.store';
-import { ChangeSet, ProjectRecord } from './state.model';
+import { ChangeSet } from './state.model';
 import { StateService } from './state.service';
 
 /** The real SQLite store, whose commits wait until the test lets them finish (a slow disk), or fail once. */
@@ -28,18 +29,6 @@ class GatedStore extends SqliteStateStore {
     });
   }
 }
-
-const project = (id: string, name = id): ProjectRecord => ({
-  project_id: id,
-  name,
-  vision: '',
-  access_policy: { invoke: 'deny' },
-  token_sha256: null,
-  token_updated_at_ms: 0,
-  created_at_ms: 0,
-  updated_at_ms: 0,
-  revision: 0,
-});
 
 describe('StateService.mutate', () => {
   let dir: string;

@@ -3,6 +3,7 @@
  * the project by name, and the mount diff with and without prune.
  */
 import { ProtocolError } from '@svc/protocol';
+import { projectRecord as project } from '../../test/fixtures/records';
 import { ControlState, MountRecord, NodeRecord, ProjectRecord } from '../persistence/state.model';
 import { MountSpecInput, planMounts, projectNamed, resolveMounts, specOfMount } from './project-up.plan';
 
@@ -19,20 +20,6 @@ function node(id: string, name: string): NodeRecord {
     lease_expires_at_ms: 0,
     joined_at_ms: 0,
     last_seen_ms: 0,
-  };
-}
-
-function project(id: string, name: string): ProjectRecord {
-  return {
-    project_id: id,
-    name,
-    vision: '',
-    access_policy: { invoke: 'deny' },
-    token_sha256: null,
-    token_updated_at_ms: 0,
-    created_at_ms: 0,
-    updated_at_ms: 0,
-    revision: 0,
   };
 }
 

@@ -1,8 +1,10 @@
 /**
  * `svc state export [--out FILE]` and `svc state import FILE` (docs/operations.md "State"): backups and
  * moves of the control plane's state (also between SQLite and PostgreSQL). Both find the
- * store as the server does (`--state-dir` / `SVC_STATE_DIR`, `--database-url` /
- * `SVC_DATABASE_URL`, `SVC_CONTROL_STATE_KEY_HEX`). Export writes a consistent snapshot
+ * store as the server does, through the server's own parser and store factory
+ * (`--state-dir` / `SVC_STATE_DIR`, `--database-url` / `SVC_DATABASE_URL`,
+ * `SVC_CONTROL_STATE_KEY_HEX`, `SVC_STATE_SYNC`; the same defaults, and an invalid value is
+ * refused with exit 2). Export writes a consistent snapshot
  * (encrypted when a key is set), also while a server runs on the store; import loads one (this
  * version's export, or an earlier version's `state.json`) into an empty store with no server
  * on it; `SVC_CONTROL_STATE_IMPORT_KEY_HEX` names the key of the file when it differs from the
@@ -10,11 +12,9 @@
  * one). Exit codes: 0 done; 2 usage, a busy or non-empty store, an unreadable file or a wrong key.
  */
 import { Command, CommandRunner, Option, SubCommand } from 'nest-commander';
-import { resolve } from 'node:path';
-import { nonEmpty } from '@svc/ops';
-import { parseStateKey } from '../config';
-import { PostgresStateStore } from '../persistence/postgres-state.store';
-import { SqliteStateStore } from '../persistence/sqlite-state.store';
+import { parseStateConfig, parseStateKey } from '../config';
+import { createStateStore } from '../persistence/state-store.factory';
+import type { StateStore } from '../persistence/state-store.port';
 
 interface StoreFlags {
   stateDir?: string;
@@ -22,13 +22,12 @@ interface StoreFlags {
   out?: string;
 }
 
-/** The store the flags and environment name (as the server finds it). */
-function storeOf(flags: StoreFlags): SqliteStateStore | PostgresStateStore {
-  const key = parseStateKey(process.env.SVC_CONTROL_STATE_KEY_HEX);
-  const url = flags.databaseUrl ?? nonEmpty(process.env.SVC_DATABASE_URL);
-  if (url) return new PostgresStateStore({ url, key });
-  const dir = resolve(flags.stateDir ?? nonEmpty(process.env.SVC_STATE_DIR) ?? './.svc');
-  return new SqliteStateStore({ dir, key });
+/**
+ * The store the flags and environment name, as the server finds it (not yet open).
+ * @throws ConfigError on an invalid value (see parseStateConfig)
+ */
+function storeOf(flags: StoreFlags): StateStore {
+  return createStateStore(parseStateConfig(flags, process.env));
 }
 
 function fail(message: string): never {

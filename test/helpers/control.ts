@@ -3,7 +3,7 @@
  */
 import { ControlClient, ControlError } from '../../libs/client/src';
 import type { NodeCredentials } from '../../libs/protocol/src';
-import { ADMIN_TOKEN, USER_TOKEN } from './processes';
+import { ADMIN_TOKEN, USER_TOKEN, waitFor } from '../support/processes';
 
 export type Client = ControlClient;
 
@@ -30,6 +30,71 @@ export async function failure(p: Promise<unknown>): Promise<{ code: string; mess
     if (e instanceof ControlError) return { code: e.code, message: e.message };
     throw e;
   }
+}
+
+/**
+ * Polls every 20 ms until `c.request(type, payload)` is answered (a reply, not an error): what
+ * was done on another replica has reached the one `c` is on.
+ * @param timeoutMs how long to try, ms
+ * @throws Error when it is still refused after `timeoutMs`
+ */
+export function untilAnswered(c: ControlClient, type: string, payload: Record<string, unknown>, timeoutMs = 1000): Promise<void> {
+  return untilOutcome(c, type, payload, true, timeoutMs);
+}
+
+/**
+ * Polls every 20 ms until `c.request(type, payload)` is refused (an error): what was revoked on
+ * another replica has reached the one `c` is on.
+ * @param timeoutMs how long to try, ms
+ * @throws Error when it is still answered after `timeoutMs`
+ */
+export function untilRefused(c: ControlClient, type: string, payload: Record<string, unknown>, timeoutMs = 1000): Promise<void> {
+  return untilOutcome(c, type, payload, false, timeoutMs);
+}
+
+/** Polls every 20 ms until `c.request(type, payload)` is answered (`answered` true) or refused (false). */
+async function untilOutcome(c: ControlClient, type: string, payload: Record<string, unknown>, answered: boolean, timeoutMs: number): Promise<void> {
+  await waitFor(
+    () =>
+      c.request(type, payload).then(
+        () => answered || undefined,
+        () => !answered || undefined,
+      ),
+    timeoutMs,
+    20,
+  );
+}
+
+/**
+ * Who is offered the invoke path of an invocable service mounted in a project, as a table of
+ * cases: [the project's `access_policy.invoke`, the service's permission (`allow`: its
+ * `allow_roles` name both roles; `deny`: deny-by-default), the role, whether that role is offered
+ * the path]. An admin always is; a user only when both allow.
+ */
+export const INVOKE_GATING = [
+  ['allow', 'allow', 'user', true],
+  ['allow', 'deny', 'user', false],
+  ['deny', 'allow', 'user', false],
+  ['deny', 'deny', 'user', false],
+  ['allow', 'allow', 'admin', true],
+  ['allow', 'deny', 'admin', true],
+  ['deny', 'allow', 'admin', true],
+  ['deny', 'deny', 'admin', true],
+] as const;
+
+/**
+ * An online terminal service `serviceId` at `endpoint` that can be invoked, with the permission
+ * `perm` of an {@link INVOKE_GATING} case, as `control.node_service_upsert` takes it.
+ */
+export function gatedTerminalService(serviceId: string, endpoint: string, perm: 'allow' | 'deny'): Record<string, unknown> {
+  return {
+    service_id: serviceId,
+    kind: 'terminal',
+    state: 'online',
+    endpoints: [endpoint],
+    capabilities: { invoke: true },
+    permissions: perm === 'allow' ? { allow_roles: ['admin', 'user'] } : { default: 'deny-by-default' },
+  };
 }
 
 /** Node credentials as returned by `node_join` (docs/protocol.md "Nodes"). */

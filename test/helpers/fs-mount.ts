@@ -5,7 +5,7 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { closeSync, openSync, readFileSync } from 'node:fs';
-import { BIN, Running, startProcess } from './processes';
+import { BIN, Running, startProcess } from '../support/processes';
 import { fuse3Unavailable } from '../../libs/fuse3/src/binding';
 
 /**

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import WebSocket from 'ws';
 import { encodeBinaryFrame } from '../../libs/protocol/src';
-import { BIN, startProcess, Running } from './processes';
+import { BIN, startProcess, Running } from '../support/processes';
 
 /**
  * A payload as the node sent it, read untyped: the tests check its fields with expect(), and the

@@ -5,8 +5,8 @@
  */
 import { ControlClient, ControlError } from '../../libs/client/src';
 import { closeSessions, Credentials, joinNode, session } from './control';
-import { prng } from './prng';
-import { sleep, startSvc, tmpDir } from './processes';
+import { prng } from '../support/prng';
+import { sleep, startSvc, tmpDir } from '../support/processes';
 
 const DAY = 86_400_000;
 

@@ -9,7 +9,7 @@ import { connect as netConnect, createServer, Server, Socket } from 'node:net';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
-import { tmpDir } from './processes';
+import { cleanupTmp, tmpDir } from '../support/processes';
 
 /** A certificate and its key, as PEM files. */
 export interface CertFiles {
@@ -55,6 +55,21 @@ function openssl(args: string[], cwd: string): void {
 /** `YYYYMMDDHHMMSSZ` as `openssl ca -startdate/-enddate` takes it. */
 function asn1Time(d: Date): string {
   return `${d.toISOString().replace(/[-:T]/g, '').slice(0, 14)}Z`;
+}
+
+/**
+ * A test CA ({@link makeCa}) for the tests of the `describe` block this is called in: made before
+ * them (beforeAll); after them (afterAll) every temporary directory of test/support/processes.ts
+ * is removed, the CA's with the rest.
+ * @returns the CA, its fields set once it is made (read them in the tests, not when the file loads)
+ */
+export function useTestCa(): TestCa {
+  const ca = {} as TestCa;
+  beforeAll(() => {
+    Object.assign(ca, makeCa());
+  });
+  afterAll(() => cleanupTmp());
+  return ca;
 }
 
 /** Makes a new CA (EC P-256) in a temporary directory (or `dir`). */

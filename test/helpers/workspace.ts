@@ -11,7 +11,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClientTls, ControlClient, loadClientTls } from '../../libs/client/src';
-import { ADMIN_TOKEN, BIN, Running, startProcess, startSvc, tmpDir, waitFor } from './processes';
+import { ADMIN_TOKEN, BIN, cleanupTmp, killAll, Running, startProcess, startSvc, tmpDir, waitFor } from '../support/processes';
 import type { CertFiles } from './tls';
 
 /** Certificates of a TLS workspace: the CA clients trust, and each server's certificate. */
@@ -126,4 +126,23 @@ export async function startWorkspace(options: { terminalIds?: string[]; manifest
     tls,
     close: () => admin.close(),
   };
+}
+
+/**
+ * Starts a workspace ({@link startWorkspace} with `options`) before the tests of the file (or
+ * `describe` block) this is called in, within `timeoutMs`; after them, closes its admin session,
+ * stops every process the helpers started and removes their temporary directories.
+ * @returns the workspace, its fields set once it has started (read them in the tests, not when the file loads)
+ */
+export function useWorkspace(options: Parameters<typeof startWorkspace>[0] = {}, timeoutMs = 60_000): Workspace {
+  const ws = {} as Workspace;
+  beforeAll(async () => {
+    Object.assign(ws, await startWorkspace(options));
+  }, timeoutMs);
+  afterAll(async () => {
+    ws.close?.();
+    await killAll();
+    cleanupTmp();
+  });
+  return ws;
 }

@@ -26,6 +26,8 @@ import type { MountSpec, ProjectUpResult } from '@svc/protocol/wire';
 import { UsageError } from './payload';
 import { SessionCommand } from './session-command';
 import { fieldOfServerMessage, parseWorkspaceFile, WorkspaceFile, WorkspaceFileError } from './workspace-file';
+import { commanderOption } from '../../../libs/ops/src/option-specs';
+import { CONTROL_OPTIONS } from './option-table';
 
 /** One plan line: `+ /path node:export` (node by name, else id). */
 export function planLine(sign: '+' | '-', m: MountSpec): string {
@@ -50,22 +52,22 @@ export function describeResult(name: string, r: ProjectUpResult, dryRun: boolean
   description: 'make a project and its mounts equal to a workspace file (YAML or JSON): control.project_up',
 })
 export class ApplyCommand extends SessionCommand {
-  @Option({ flags: '-f, --file <file>', description: 'the workspace file, YAML or JSON; - reads standard input' })
+  @Option(commanderOption(CONTROL_OPTIONS.file))
   parseFile(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--dry-run', description: 'print what would change, change nothing' })
+  @Option(commanderOption(CONTROL_OPTIONS.dryRun))
   parseDryRun(): boolean {
     return true;
   }
 
-  @Option({ flags: '--no-prune', description: 'only add: keep mounts of the project that the file does not list' })
+  @Option(commanderOption(CONTROL_OPTIONS.noPrune))
   parseNoPrune(): boolean {
     return false;
   }
 
-  @Option({ flags: '--json', description: 'print the reply payload as JSON instead of the plan' })
+  @Option(commanderOption(CONTROL_OPTIONS.applyJson))
   parseJson(): boolean {
     return true;
   }

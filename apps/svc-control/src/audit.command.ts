@@ -9,9 +9,11 @@
  * connection or authentication.
  */
 import { Command, Option } from 'nest-commander';
-import { AUDIT_LIST_MAX_LIMIT, AuditEntry, AuditListResult } from '@svc/protocol/wire';
+import { AUDIT_LIST_DEFAULT_LIMIT, AUDIT_LIST_MAX_LIMIT, AuditEntry, AuditListResult } from '@svc/protocol/wire';
 import { UsageError } from './payload';
 import { SessionCommand } from './session-command';
+import { commanderOption } from '../../../libs/ops/src/option-specs';
+import { CONTROL_OPTIONS } from './option-table';
 
 const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
@@ -55,34 +57,34 @@ export function auditTable(entries: AuditEntry[]): string[] {
   description: 'print the audit log (control.audit_list), newest first: --since 1h --agent A --type T',
 })
 export class AuditCommand extends SessionCommand {
-  @Option({ flags: '--since <when>', description: 'only entries since then: a duration back (15m, 1h, 7d) or a date' })
+  @Option(commanderOption(CONTROL_OPTIONS.since))
   parseSince(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--until <when>', description: 'only entries until then: a duration back or a date' })
+  @Option(commanderOption(CONTROL_OPTIONS.until))
   parseUntil(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--agent <agent_id>', description: 'only entries of this agent' })
+  @Option(commanderOption(CONTROL_OPTIONS.agent))
   parseAgent(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--type <type>', description: 'only entries of this type, e.g. project_up (control. prefix optional)' })
+  @Option(commanderOption(CONTROL_OPTIONS.type))
   parseType(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--limit <n>', description: 'at most this many entries (default 100)' })
+  @Option(commanderOption(CONTROL_OPTIONS.limit))
   parseLimit(v: string): number {
     const n = Number(v);
     if (!Number.isInteger(n) || n <= 0) throw new UsageError('--limit must be a positive integer');
     return n;
   }
 
-  @Option({ flags: '--json', description: 'one JSON entry per line instead of a table' })
+  @Option(commanderOption(CONTROL_OPTIONS.auditJson))
   parseJson(): boolean {
     return true;
   }
@@ -97,7 +99,7 @@ export class AuditCommand extends SessionCommand {
       if (typeof opts.until === 'string') filter.until_ms = parseTimeArg(opts.until, '--until', now);
       if (typeof opts.agent === 'string') filter.actor_agent_id = opts.agent;
       if (typeof opts.type === 'string') filter.type = opts.type.includes('.') ? opts.type : `control.${opts.type}`;
-      const want = (opts.limit as number | undefined) ?? 100;
+      const want = (opts.limit as number | undefined) ?? AUDIT_LIST_DEFAULT_LIMIT;
       const client = await open();
       const entries: AuditEntry[] = [];
       let cursor: string | null = null;

@@ -14,6 +14,8 @@ import { AcheronCommand } from './acheron.command';
 import { ApplyCommand } from './apply.command';
 import { AuditCommand } from './audit.command';
 import { SessionCommand } from './session-command';
+import { commanderOption } from '../../../libs/ops/src/option-specs';
+import { CONTROL_OPTIONS } from './option-table';
 
 @RootCommand({
   name: 'svc-control',
@@ -26,7 +28,7 @@ import { SessionCommand } from './session-command';
   },
 })
 export class ControlCommand extends SessionCommand {
-  @Option({ flags: '--watch', description: 'after the reply, keep the session open and print pushed events as JSON lines' })
+  @Option(commanderOption(CONTROL_OPTIONS.watch))
   parseWatch(): boolean {
     return true;
   }

@@ -1,6 +1,6 @@
 /**
  * What every svc-control command shares: the session options (`--url`, `--auth-token`,
- * `--operator-token`, `--agent-id`, `--timeout-ms`, `--tls-ca`), opening the control session and
+ * `--operator-token`, `--agent-id`, `--timeout-ms`, `--tls-ca`; option-table.ts), opening the control session and
  * closing it when a command ends ({@link SessionCommand.withSession}),
  * and the mapping of failures to messages and exit codes (1: the server refused; 2: usage,
  * connection, TLS verification or authentication).
@@ -8,9 +8,10 @@
 import { Injectable } from '@nestjs/common';
 import { Option, CommandRunner } from 'nest-commander';
 import { clientTlsFrom, ControlClient, ControlClientFactory, ControlError, ConnectionError, resolveAuthToken } from '@svc/client';
-import { DEFAULT_SVC_PORT } from '@svc/protocol/wire';
 import { CliOutput } from '../../../libs/ops/src/cli-output';
 import { UsageError } from './payload';
+import { commanderOption } from '../../../libs/ops/src/option-specs';
+import { CONTROL_OPTIONS, DEFAULT_URL } from './option-table';
 
 export interface ControlOptions {
   url: string;
@@ -23,7 +24,7 @@ export interface ControlOptions {
   tlsCa?: string;
 }
 
-export const DEFAULT_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
+export { DEFAULT_URL };
 
 /**
  * Opens the control session for a command; a `wss://` URL is verified against the system CAs
@@ -61,38 +62,32 @@ export abstract class SessionCommand extends CommandRunner {
     super();
   }
 
-  @Option({ flags: '--url <url>', description: `control-plane WebSocket URL (default ${DEFAULT_URL}, or $SVC_URL)` })
+  @Option(commanderOption(CONTROL_OPTIONS.url))
   parseUrl(v: string): string {
     return v;
   }
 
-  @Option({
-    flags: '--auth-token <token>',
-    description: 'role token (default $SVC_AUTH_TOKEN, else the admin token in ${SVC_STATE_DIR:-./.svc}/auth_tokens.json)',
-  })
+  @Option(commanderOption(CONTROL_OPTIONS.authToken))
   parseAuthToken(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--operator-token <token>', description: 'operator token for protected operations (default $SVC_CONTROL_OPERATOR_TOKEN)' })
+  @Option(commanderOption(CONTROL_OPTIONS.operatorToken))
   parseOperatorToken(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--agent-id <id>', description: 'agent id for control.connect (default "default")' })
+  @Option(commanderOption(CONTROL_OPTIONS.agentId))
   parseAgentId(v: string): string {
     return v;
   }
 
-  @Option({
-    flags: '--tls-ca <file>',
-    description: 'CA certificates (PEM) trusted for a wss:// URL besides the system CAs (default $SVC_TLS_CA); verification cannot be turned off',
-  })
+  @Option(commanderOption(CONTROL_OPTIONS.tlsCa))
   parseTlsCa(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--timeout-ms <ms>', description: 'per-request time limit in ms (default 30000)' })
+  @Option(commanderOption(CONTROL_OPTIONS.timeout))
   parseTimeout(v: string): number {
     const n = Number(v);
     if (!Number.isInteger(n) || n <= 0) throw new UsageError('--timeout-ms must be a positive integer');

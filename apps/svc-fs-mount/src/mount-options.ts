@@ -1,10 +1,13 @@
 /**
- * Global options of `svc-fs-mount` and how they become a router configuration:
+ * Global options of `svc-fs-mount` (declared in option-table.ts) and how they become a router configuration:
  * workspace mode (a control plane gives the topology) or endpoint mode (`--endpoint` list).
  */
 import { clientTlsFrom, resolveAuthToken, TlsCaError } from '@svc/client';
-import { DEFAULT_SVC_PORT, parseFsFeatures } from '@svc/protocol/wire';
+import { parseFsFeatures } from '@svc/protocol/wire';
 import { DEFAULT_WORKSPACE_SYNC_INTERVAL_MS, EndpointSpec, parseEndpointSpec, ROUTER_DEADLINES, RouterConfig } from '../../../libs/fs/src/router';
+import { DEFAULT_WORKSPACE_URL, MAX_DEADLINE_MS } from './option-table';
+
+export { DEFAULT_WORKSPACE_URL, MAX_DEADLINE_MS };
 
 /** A usage error: printed as `svc-fs-mount: <message>`, exit code 2. */
 export class UsageError extends Error {}
@@ -33,9 +36,6 @@ export interface GlobalOptions {
   opDeadlineMs?: number;
 }
 
-/** Largest value of a deadline flag, ms (one hour). */
-export const MAX_DEADLINE_MS = 3_600_000;
-
 /**
  * A deadline flag's value: an integer number of ms from `min` to {@link MAX_DEADLINE_MS}.
  * @throws UsageError naming the flag
@@ -48,14 +48,11 @@ export function msArg(v: string, flag: string, min: number): number {
   return n;
 }
 
-/** Default control-plane URL in workspace mode (`$SVC_URL` overrides). */
-export const DEFAULT_WORKSPACE_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
-
 /**
  * The router configuration of the global options.
  * - endpoint mode when `--endpoint` is given: `--auth-token` (else `$SVC_FS_AUTH_TOKEN`) is the
  *   FS session token of every endpoint;
- * - workspace mode otherwise: `--workspace-url` (else `$SVC_URL`, else ws://127.0.0.1:18790/),
+ * - workspace mode otherwise: `--workspace-url` (else `$SVC_URL`, else {@link DEFAULT_WORKSPACE_URL}),
  *   `--auth-token` is the role token, resolved like svc-control does (`$SVC_AUTH_TOKEN`, then
  *   `${SVC_STATE_DIR:-./.svc}/auth_tokens.json`); `--project-token` defaults to `$SVC_PROJECT_TOKEN`.
  * FS extensions asked for: `--fs-features`, else `$SVC_FS_CLIENT_FEATURES`, else all.

@@ -2,23 +2,19 @@
  * `svc-fs-mount [global options] <command> [args]`: the workspace seen through
  * a {@link WorkspaceRouter}, one command per run.
  *
- * Global options (accepted before or after the command name):
- * `--workspace-url URL`, `--project-id ID`, `--project-token T`, `--auth-token T`,
- * `--agent-id A`, `--workspace-sync-interval-ms MS`, `--endpoint name=ws-url[#export][@/mount]`
- * (repeatable), `--tls-ca FILE`, `--no-binary`, `--fs-features LIST`, `--json`, and the deadlines
- * `--connect-timeout-ms`, `--request-timeout-ms`, `--keepalive-ms`, `--keepalive-timeout-ms`,
- * `--op-deadline-ms`. `mount MOUNTPOINT` (FUSE) sits beside the others on
- * the same router.
+ * Global options (accepted before or after the command name) are the entries of
+ * {@link MOUNT_OPTIONS} without a section (option-table.ts; docs/configuration.md).
+ * `mount MOUNTPOINT` (FUSE) sits beside the others on the same router.
  */
 import { Option, RootCommand } from 'nest-commander';
-import { CliOutput } from './cli-output';
 import { MountCommand } from './commands/base.command';
 import { CatCommand, WriteCommand } from './commands/data.commands';
 import { GetattrCommand, MkdirCommand, ReaddirCommand, RenameCommand, RmdirCommand, TruncateCommand, UnlinkCommand } from './commands/path.commands';
 import { StatusCommand } from './commands/status.command';
 import { FuseMountCommand } from './commands/fuse.command';
-import { ROUTER_DEADLINES } from '../../../libs/fs/src/router';
-import { DEFAULT_WORKSPACE_URL, msArg, UsageError } from './mount-options';
+import { commanderOption } from '../../../libs/ops/src/option-specs';
+import { msArg, UsageError } from './mount-options';
+import { MOUNT_OPTIONS } from './option-table';
 
 export const COMMANDS = [
   GetattrCommand,
@@ -40,117 +36,84 @@ export const COMMANDS = [
   subCommands: COMMANDS,
 })
 export class MountRootCommand extends MountCommand {
-  constructor(private readonly out: CliOutput) {
-    super();
-  }
-
-  @Option({ flags: '--workspace-url <url>', description: `control-plane URL (workspace mode; default $SVC_URL or ${DEFAULT_WORKSPACE_URL})` })
+  @Option(commanderOption(MOUNT_OPTIONS.workspaceUrl))
   parseWorkspaceUrl(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--project-id <id>', description: 'pin this project (default: the agent binding selects it)' })
+  @Option(commanderOption(MOUNT_OPTIONS.projectId))
   parseProjectId(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--project-token <token>', description: 'its project token (default $SVC_PROJECT_TOKEN); not needed with a binding' })
+  @Option(commanderOption(MOUNT_OPTIONS.projectToken))
   parseProjectToken(v: string): string {
     return v;
   }
 
-  @Option({
-    flags: '--auth-token <token>',
-    description:
-      'workspace mode: role token (default $SVC_AUTH_TOKEN, else ${SVC_STATE_DIR:-./.svc}/auth_tokens.json); endpoint mode: FS session token (default $SVC_FS_AUTH_TOKEN)',
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.authToken))
   parseAuthToken(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--agent-id <id>', description: 'agent whose binding selects the project (default "default")' })
+  @Option(commanderOption(MOUNT_OPTIONS.agentId))
   parseAgentId(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--workspace-sync-interval-ms <ms>', description: 're-read the whole workspace status this often (default 30000; 0 = only on deltas)' })
+  @Option(commanderOption(MOUNT_OPTIONS.workspaceSyncInterval))
   parseSyncInterval(v: string): number {
     const n = Number(v);
     if (!Number.isInteger(n) || n < 0) throw new UsageError('--workspace-sync-interval-ms must be a non-negative integer');
     return n;
   }
 
-  @Option({
-    flags: '--endpoint <spec>',
-    description: 'endpoint mode: name=ws-url[#export][@/mount] (repeatable; repeat a mount path for failover; export "work", mount /<name> by default)',
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.endpoint))
   parseEndpoint(v: string, previous?: string[]): string[] {
     return [...(previous ?? []), v];
   }
 
-  @Option({
-    flags: '--tls-ca <file>',
-    description: 'CA certificates (PEM) trusted for wss:// URLs besides the system CAs (default $SVC_TLS_CA); verification cannot be turned off',
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.tlsCa))
   parseTlsCa(v: string): string {
     return v;
   }
 
-  @Option({ flags: '--no-binary', description: 'use JSON + base64 for data instead of binary frames' })
+  @Option(commanderOption(MOUNT_OPTIONS.noBinary))
   parseNoBinary(): boolean {
     return false;
   }
 
-  @Option({
-    flags: '--fs-features <list>',
-    description:
-      'FS extensions to ask nodes for: comma-separated names (open_read, prefetch, dir_estale), all (default) or none (default $SVC_FS_CLIENT_FEATURES)',
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.fsFeatures))
   parseFsFeatures(v: string): string {
     return v;
   }
 
-  @Option({
-    flags: '--connect-timeout-ms <ms>',
-    description: `connect + hello limit per endpoint; a node that lets it pass is hung (default ${ROUTER_DEADLINES.connectTimeoutMs})`,
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.connectTimeout))
   parseConnectTimeout(v: string): number {
     return msArg(v, '--connect-timeout-ms', 1);
   }
 
-  @Option({
-    flags: '--request-timeout-ms <ms>',
-    description: `limit of one request on a node that still answers keepalive pings (default ${ROUTER_DEADLINES.requestTimeoutMs})`,
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.requestTimeout))
   parseRequestTimeout(v: string): number {
     return msArg(v, '--request-timeout-ms', 1);
   }
 
-  @Option({
-    flags: '--keepalive-ms <ms>',
-    description: `while requests wait, ping the node after this long without an answer (default ${ROUTER_DEADLINES.keepaliveMs}; 0 off)`,
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.keepalive))
   parseKeepalive(v: string): number {
     return msArg(v, '--keepalive-ms', 0);
   }
 
-  @Option({
-    flags: '--keepalive-timeout-ms <ms>',
-    description: `a node that answered nothing (reply, push, pong) for this long while requests wait is hung: its session is dropped and reads fail over (default ${ROUTER_DEADLINES.keepaliveTimeoutMs})`,
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.keepaliveTimeout))
   parseKeepaliveTimeout(v: string): number {
     return msArg(v, '--keepalive-timeout-ms', 1);
   }
 
-  @Option({
-    flags: '--op-deadline-ms <ms>',
-    description: `budget of one operation from its start for connects and retries on other candidates (default ${ROUTER_DEADLINES.opDeadlineMs})`,
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.opDeadline))
   parseOpDeadline(v: string): number {
     return msArg(v, '--op-deadline-ms', 1);
   }
 
-  @Option({ flags: '--json', description: 'print results as JSON' })
+  @Option(commanderOption(MOUNT_OPTIONS.json))
   parseJson(): boolean {
     return true;
   }

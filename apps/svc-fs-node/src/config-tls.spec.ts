@@ -2,21 +2,16 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
-import { describeWithOpenssl, makeCa, TestCa } from '../../../test/helpers/tls';
-import { cleanupTmp } from '../../../test/helpers/processes';
+import { describeWithOpenssl, useTestCa } from '../../../test/helpers/tls';
 import { ConfigError, loadFsNodeConfig } from './config';
 
 describeWithOpenssl('svc-fs-node TLS configuration', () => {
   let dir: string;
-  let ca: TestCa;
+  const ca = useTestCa();
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'svc-fs-node-tls-'));
-    ca = makeCa();
   });
-  afterAll(() => {
-    rmSync(dir, { recursive: true, force: true });
-    cleanupTmp();
-  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
   const daemon = ['--control-url', 'wss://svc.example:18790/', '--control-auth-token', 't'];
 
   it('serves TLS with --tls-cert/--tls-key (or SVC_TLS_CERT/KEY), also beyond loopback', () => {

@@ -1,12 +1,11 @@
 /**
- * Configuration of `svc-fs-node`, read once at start from flags and the environment
- * (docs/protocol.md "Transport"). With
+ * Configuration of `svc-fs-node`, read once at start from the flags and the environment that
+ * option-table.ts declares (docs/configuration.md; docs/protocol.md "Transport"). With
  * `--control-url` the node runs in control daemon mode (pairing, lease, catalog upsert).
  */
 import { statSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { resolve } from 'node:path';
-import { parseArgs } from 'node:util';
 import {
   DEFAULT_BIND,
   DEFAULT_FS_NODE_PORT,
@@ -21,11 +20,27 @@ import {
 } from '@svc/protocol/wire';
 // The values module only, not `@svc/ops` (logging, metrics, health): `--help` and a configuration
 // error load nothing else.
-import { nonEmpty, parseIntValue, parseLogLevel, parsePortValue } from '../../../libs/ops/src/config-values';
+import { DEFAULT_SHUTDOWN_GRACE_MS, FlagValues, nonEmpty, parseFlags, parseIntValue, parseLogLevel, parsePortValue } from '../../../libs/ops/src/config-values';
+import { optionList } from '../../../libs/ops/src/option-specs';
 import { ClientTls, loadClientTls, TlsCaError } from '../../../libs/client/src/tls-options';
 import { isLoopbackBind, resolveTransportSecurity } from '../../../libs/transport/src/tls-config';
 import { LoadedServerTls, loadServerTls, TlsFileError } from '../../../libs/transport/src/tls-certificate';
+import {
+  DAEMON_SECTION,
+  DEFAULT_EXPORT,
+  DEFAULT_PAIR_MODE,
+  DEFAULT_RECONNECT_BACKOFF_MAX_MS,
+  DEFAULT_RECONNECT_BACKOFF_MS,
+  DEFAULT_STATE_FILE,
+  FS_NODE_OPTIONS,
+  FS_NODE_USAGE,
+  MIN_DEFAULT_REFRESH_INTERVAL_MS,
+  MIN_MAX_MESSAGE_BYTES,
+  MIN_RECONNECT_BACKOFF_MS,
+  MIN_REFRESH_INTERVAL_MS,
+} from './option-table';
 
+export { FS_NODE_USAGE };
 export { isLoopbackBind };
 
 /** One `--export name=path[:ro|:rw]`. */
@@ -47,7 +62,7 @@ export class FsNodeConfig {
   tls: LoadedServerTls | null;
   /** `--insecure-transport` let a non-loopback `--bind` serve plain `ws://` (a warning at start). */
   insecureTransport: boolean;
-  /** Exports in the order given (default `work=.:rw`). */
+  /** Exports in the order given (default {@link DEFAULT_EXPORT}). */
   exports: ExportSpec[];
   /** FS session token (`--auth-token`, else `SVC_FS_NODE_AUTH_TOKEN`); null: FS session auth off. */
   authToken: string | null;
@@ -55,11 +70,11 @@ export class FsNodeConfig {
   nodeName: string;
   /** Ops HTTP port (`SVC_METRICS_PORT`); null: no ops listener. */
   metricsPort: number | null;
-  /** Largest accepted frame, bytes (`SVC_MAX_MESSAGE_BYTES`, default 8 MiB). */
+  /** Largest accepted frame, bytes (`SVC_MAX_MESSAGE_BYTES`, default {@link DEFAULT_MAX_MESSAGE_BYTES}). */
   maxMessageBytes: number;
-  /** pino level (`SVC_LOG_LEVEL`, default `info`). */
+  /** pino level (`SVC_LOG_LEVEL`). */
   logLevel: string;
-  /** How long shutdown waits for requests in flight, ms (`SVC_SHUTDOWN_GRACE_MS`, default 5000). */
+  /** How long shutdown waits for requests in flight, ms (`SVC_SHUTDOWN_GRACE_MS`, default {@link DEFAULT_SHUTDOWN_GRACE_MS}). */
   shutdownGraceMs: number;
   /** `--terminal-id` values: one terminal export `terminal-<id>` each. */
   terminalIds: string[];
@@ -85,13 +100,13 @@ export interface DaemonConfig {
   /** Advertised FS URL (`--fs-url`); null: derived from the listen address once bound. */
   fsUrl: string | null;
   stateFile: string;
-  /** Lease length asked for, ms (`--lease-ttl-ms`, default 30000, docs/protocol.md "Nodes"). */
+  /** Lease length asked for, ms (`--lease-ttl-ms`, default {@link LEASE_TTL_DEFAULT_MS}, docs/protocol.md "Nodes"). */
   leaseTtlMs: number;
   /** Lease refresh period, ms (`--refresh-interval-ms`, default a third of the lease). */
   refreshIntervalMs: number;
-  /** ms */
+  /** First retry delay while svc is unreachable, ms (`--reconnect-backoff-ms`, default {@link DEFAULT_RECONNECT_BACKOFF_MS}). */
   reconnectBackoffMs: number;
-  /** ms */
+  /** Largest retry delay, ms (`--reconnect-backoff-max-ms`, default {@link DEFAULT_RECONNECT_BACKOFF_MAX_MS}). */
   reconnectBackoffMaxMs: number;
   operatorToken: string | null;
   fsService: boolean;
@@ -103,64 +118,6 @@ export interface DaemonConfig {
 
 /** A configuration error: printed as `svc-fs-node: <message>`, exit code 2. */
 export class ConfigError extends Error {}
-
-export const FS_NODE_USAGE = `usage: svc-fs-node [--bind ADDR] [--port PORT] [--export NAME=PATH[:ro|:rw]]... [--auth-token T] [--node-name NAME]
-
-Serves directories as FS exports on ws://ADDR:PORT/v2/fs (standalone mode).
-
-  --bind ADDR          listen address (default ${DEFAULT_BIND})
-  --port PORT          WebSocket port, 0 picks a free one (default ${DEFAULT_FS_NODE_PORT})
-  --export SPEC        NAME=PATH[:ro|:rw], repeatable (default work=.:rw); NAME is identifier-safe
-  --auth-token T       require auth_token T in acheron.t_fs_hello (or SVC_FS_NODE_AUTH_TOKEN)
-  --node-name NAME     node name reported in the hello and to the control plane (default: the host name)
-  --terminal-id ID     serve a terminal export terminal-ID (repeatable); requests run in --terminal-cwd;
-                       needs --auth-token (or control daemon mode): it runs programs for its sessions
-  --terminal-cwd DIR   directory terminal requests run in (default: the first read-write export)
-  --fs-features LIST   FS extensions granted to sessions that ask for them: comma-separated names
-                       (open_read, prefetch, dir_estale), all (default) or none (or SVC_FS_NODE_FEATURES)
-  --tls-cert FILE      serve wss:// with this PEM certificate chain (or $SVC_TLS_CERT); re-read when it
-                       changes and on SIGHUP
-  --tls-key FILE       its PEM private key (or $SVC_TLS_KEY)
-  --insecure-transport allow a --bind beyond loopback without TLS (tokens and file data in clear; warns)
-  -h, --help           this text
-
-control daemon mode (pairs with svc, keeps a lease, publishes the node's service catalog):
-  --control-url URL             svc WebSocket URL, e.g. ws://127.0.0.1:18790/
-  --control-auth-token T        role token for svc (default $SVC_AUTH_TOKEN)
-  --pair-mode invite|request    pair with an invite (default) or by a join request an admin approves
-  --invite-token T              the invite (from svc-control node_invite_create)
-  --fs-url URL                  FS URL advertised to svc (default the listening URL: ws://BIND:PORT/v2/fs,
-                                wss:// with --tls-cert)
-  --tls-ca FILE                 CA certificates (PEM) trusted for a wss:// --control-url, besides the
-                                system CAs (default $SVC_TLS_CA)
-  --state-file PATH             credentials file, mode 0600 (default ./.svc-fs-node-state.json)
-  --lease-ttl-ms MS             lease length asked for (default ${LEASE_TTL_DEFAULT_MS}); a node that stops
-                                without releasing it (killed, host lost) is degraded after this long
-  --refresh-interval-ms MS      lease refresh period (default a third of the lease)
-  --reconnect-backoff-ms MS     first retry delay when svc is unreachable (default 1000)
-  --reconnect-backoff-max-ms MS largest retry delay (default 30000)
-  --operator-token T            added to the node's control payloads
-  --no-fs-service               do not advertise the fs service
-  --terminal-allow-user         terminals visible to users holding a project token (default admin only)
-  --service-manifest PATH       publish the services in a manifest file (repeatable)
-  --services-dir DIR            publish every *.json manifest in DIR (re-read on change)
-  --label KEY=VALUE             node label (repeatable)
-
-environment:
-  SVC_FS_NODE_AUTH_TOKEN   FS session token when --auth-token is not given
-  SVC_FS_NODE_FEATURES     FS extensions granted when --fs-features is not given (all, none, or names)
-  SVC_METRICS_PORT         serve /livez /readyz /metrics /metrics.json on this port
-  SVC_MAX_MESSAGE_BYTES    largest frame in bytes (default 8 MiB, at least 2 MiB)
-  SVC_LOG_LEVEL            trace|debug|info|warn|error|fatal|silent (default info)
-  SVC_SHUTDOWN_GRACE_MS    how long SIGTERM waits for requests in flight (default 5000)
-
-SIGTERM or SIGINT: in control daemon mode the node first releases its lease
-(control.node_lease_release, giving up after 2 s), so its mounts fail over at once; then
-it drains FS requests in flight and exits 0.
-`;
-
-/** Smallest frame limit that still carries a 1 MiB write as base64 JSON. */
-const MIN_MAX_MESSAGE_BYTES = 2 * 1024 * 1024;
 
 function parsePort(value: string, what: string): number {
   return parsePortValue(value, what, ConfigError);
@@ -208,47 +165,7 @@ export function parseExport(spec: string, cwd = process.cwd()): ExportSpec {
  *   export path that is not a directory
  */
 export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = process.cwd()): FsNodeConfig {
-  let values: Record<string, string | string[] | boolean | undefined>;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        bind: { type: 'string' },
-        port: { type: 'string' },
-        export: { type: 'string', multiple: true },
-        'auth-token': { type: 'string' },
-        'node-name': { type: 'string' },
-        'terminal-id': { type: 'string', multiple: true },
-        'terminal-cwd': { type: 'string' },
-        'fs-features': { type: 'string' },
-        'tls-cert': { type: 'string' },
-        'tls-key': { type: 'string' },
-        'insecure-transport': { type: 'boolean' },
-        'tls-ca': { type: 'string' },
-        'control-url': { type: 'string' },
-        'control-auth-token': { type: 'string' },
-        'pair-mode': { type: 'string' },
-        'invite-token': { type: 'string' },
-        'fs-url': { type: 'string' },
-        'state-file': { type: 'string' },
-        'lease-ttl-ms': { type: 'string' },
-        'refresh-interval-ms': { type: 'string' },
-        'reconnect-backoff-ms': { type: 'string' },
-        'reconnect-backoff-max-ms': { type: 'string' },
-        'operator-token': { type: 'string' },
-        'no-fs-service': { type: 'boolean' },
-        'terminal-allow-user': { type: 'boolean' },
-        'service-manifest': { type: 'string', multiple: true },
-        'services-dir': { type: 'string' },
-        label: { type: 'string', multiple: true },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (e) {
-    throw new ConfigError(`${(e as Error).message}\n\n${FS_NODE_USAGE}`);
-  }
+  const values = parseFlags(argv, FS_NODE_OPTIONS, FS_NODE_USAGE, ConfigError);
   const config = new FsNodeConfig();
   config.help = Boolean(values.help);
   if (config.help) return config;
@@ -257,7 +174,7 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
   config.bind = str('bind') ?? DEFAULT_BIND;
   if (config.bind === '') throw new ConfigError('--bind must not be empty');
   config.port = str('port') !== undefined ? parsePort(str('port')!, '--port') : DEFAULT_FS_NODE_PORT;
-  config.exports = (values.export ? list('export') : ['work=.:rw']).map((s) => parseExport(s, cwd));
+  config.exports = (values.export ? list('export') : [DEFAULT_EXPORT]).map((s) => parseExport(s, cwd));
   const seen = new Set<string>();
   for (const e of config.exports) {
     if (seen.has(e.name)) throw new ConfigError(`--export name "${e.name}" is given twice`);
@@ -271,7 +188,7 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
   config.metricsPort = nonEmpty(env.SVC_METRICS_PORT) !== null ? parsePort(env.SVC_METRICS_PORT as string, 'SVC_METRICS_PORT') : null;
   config.maxMessageBytes = parseInt(env.SVC_MAX_MESSAGE_BYTES, DEFAULT_MAX_MESSAGE_BYTES, 'SVC_MAX_MESSAGE_BYTES', MIN_MAX_MESSAGE_BYTES);
   config.logLevel = parseLogLevel(env.SVC_LOG_LEVEL, ConfigError);
-  config.shutdownGraceMs = parseInt(env.SVC_SHUTDOWN_GRACE_MS, 5000, 'SVC_SHUTDOWN_GRACE_MS', 0);
+  config.shutdownGraceMs = parseInt(env.SVC_SHUTDOWN_GRACE_MS, DEFAULT_SHUTDOWN_GRACE_MS, 'SVC_SHUTDOWN_GRACE_MS', 0);
   config.terminalIds = list('terminal-id');
   for (const id of config.terminalIds) {
     if (!isIdentifierSafe(`terminal-${id}`) || !isIdentifierSafe(id)) throw new ConfigError(`--terminal-id "${id}" must be identifier-safe`);
@@ -334,29 +251,15 @@ export function parseLabel(spec: string): [string, string] {
 }
 
 /** The daemon settings, or null without `--control-url`; daemon-only flags without it are an error. */
-function loadDaemonConfig(values: Record<string, unknown>, env: NodeJS.ProcessEnv, cwd: string): DaemonConfig | null {
+function loadDaemonConfig(values: FlagValues, env: NodeJS.ProcessEnv, cwd: string): DaemonConfig | null {
   const str = (k: string) => values[k] as string | undefined;
   const controlUrl = str('control-url');
   const labels = ((values.label as string[] | undefined) ?? []).map(parseLabel);
   if (controlUrl === undefined) {
-    const daemonOnly = [
-      'tls-ca',
-      'control-auth-token',
-      'pair-mode',
-      'invite-token',
-      'fs-url',
-      'state-file',
-      'lease-ttl-ms',
-      'refresh-interval-ms',
-      'reconnect-backoff-ms',
-      'reconnect-backoff-max-ms',
-      'operator-token',
-      'no-fs-service',
-      'terminal-allow-user',
-      'service-manifest',
-      'services-dir',
-      'label',
-    ];
+    // In table order: the first of them given is the one the error names.
+    const daemonOnly = optionList(FS_NODE_OPTIONS).flatMap((o) =>
+      o.section === DAEMON_SECTION && o.flag !== undefined && o.flag !== 'control-url' ? [o.flag] : [],
+    );
     const given = daemonOnly.filter((k) => values[k] !== undefined);
     if (given.length > 0) throw new ConfigError(`--${given[0]} needs --control-url (control daemon mode)`);
     return null;
@@ -364,12 +267,12 @@ function loadDaemonConfig(values: Record<string, unknown>, env: NodeJS.ProcessEn
   if (!/^wss?:\/\/\S+$/.test(controlUrl)) throw new ConfigError(`--control-url must be a ws:// or wss:// URL (got "${controlUrl}")`);
   const controlAuthToken = str('control-auth-token') ?? nonEmpty(env.SVC_AUTH_TOKEN);
   if (!controlAuthToken) throw new ConfigError('control daemon mode needs a role token: --control-auth-token T or SVC_AUTH_TOKEN');
-  const pairMode = str('pair-mode') ?? 'invite';
+  const pairMode = str('pair-mode') ?? DEFAULT_PAIR_MODE;
   if (pairMode !== 'invite' && pairMode !== 'request') throw new ConfigError(`--pair-mode must be invite or request (got "${pairMode}")`);
   const fsUrl = str('fs-url') ?? null;
   if (fsUrl !== null && !/^wss?:\/\/\S+$/.test(fsUrl)) throw new ConfigError(`--fs-url must be a ws:// or wss:// URL (got "${fsUrl}")`);
   const leaseTtlMs = parseMs(str('lease-ttl-ms'), LEASE_TTL_DEFAULT_MS, '--lease-ttl-ms', LEASE_TTL_MIN_MS, LEASE_TTL_MAX_MS);
-  const reconnectBackoffMs = parseMs(str('reconnect-backoff-ms'), 1000, '--reconnect-backoff-ms', 10);
+  const reconnectBackoffMs = parseMs(str('reconnect-backoff-ms'), DEFAULT_RECONNECT_BACKOFF_MS, '--reconnect-backoff-ms', MIN_RECONNECT_BACKOFF_MS);
   const servicesDir = str('services-dir') !== undefined ? resolve(cwd, str('services-dir')!) : null;
   let tls: ClientTls;
   try {
@@ -386,11 +289,21 @@ function loadDaemonConfig(values: Record<string, unknown>, env: NodeJS.ProcessEn
     pairMode,
     inviteToken: str('invite-token') ?? null,
     fsUrl,
-    stateFile: resolve(cwd, str('state-file') ?? './.svc-fs-node-state.json'),
+    stateFile: resolve(cwd, str('state-file') ?? DEFAULT_STATE_FILE),
     leaseTtlMs,
-    refreshIntervalMs: parseMs(str('refresh-interval-ms'), Math.max(500, Math.floor(leaseTtlMs / 3)), '--refresh-interval-ms', 100),
+    refreshIntervalMs: parseMs(
+      str('refresh-interval-ms'),
+      Math.max(MIN_DEFAULT_REFRESH_INTERVAL_MS, Math.floor(leaseTtlMs / 3)),
+      '--refresh-interval-ms',
+      MIN_REFRESH_INTERVAL_MS,
+    ),
     reconnectBackoffMs,
-    reconnectBackoffMaxMs: parseMs(str('reconnect-backoff-max-ms'), Math.max(30_000, reconnectBackoffMs), '--reconnect-backoff-max-ms', reconnectBackoffMs),
+    reconnectBackoffMaxMs: parseMs(
+      str('reconnect-backoff-max-ms'),
+      Math.max(DEFAULT_RECONNECT_BACKOFF_MAX_MS, reconnectBackoffMs),
+      '--reconnect-backoff-max-ms',
+      reconnectBackoffMs,
+    ),
     operatorToken: str('operator-token') ?? null,
     fsService: values['no-fs-service'] !== true,
     terminalAllowUser: values['terminal-allow-user'] === true,

@@ -8,11 +8,10 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { readFileSync } from 'node:fs';
-import type { Server } from 'node:http';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { ExportDefinition, FsEndpointProfile, FsMetrics, FsNodeOptions, LocalDirBackend, TerminalBackend } from '@svc/fs';
-import { AppLogger, ReadinessService } from '@svc/ops';
+import { AppLogger, onStopSignal, ReadinessService, startOpsListener, warnOperator } from '@svc/ops';
 import { CloseCode } from '@svc/protocol/wire';
 import { EnvelopeWsAdapter, insecureTransportWarning, ServerTls, SessionRegistry } from '@svc/transport';
 import { FsNodeConfig, isLoopbackBind } from './config';
@@ -100,38 +99,19 @@ export async function serve(config: FsNodeConfig): Promise<void> {
   });
   app.useWebSocketAdapter(adapter);
 
-  if (config.metricsPort !== null) {
-    try {
-      await app.listen(config.metricsPort, config.bind);
-    } catch (e) {
-      die(`cannot listen on ${config.bind}:${config.metricsPort} (SVC_METRICS_PORT): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
-    }
-    const addr = (app.getHttpServer() as Server).address();
-    logger.log(
-      { msg: 'ops endpoints listening', url: `http://${config.bind}:${typeof addr === 'object' && addr ? addr.port : config.metricsPort}` },
-      'Bootstrap',
-    );
-  } else {
-    await app.init();
-  }
+  await startOpsListener(app, logger, config.bind, config.metricsPort, (e) =>
+    die(`cannot listen on ${config.bind}:${config.metricsPort} (SVC_METRICS_PORT): ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`),
+  );
   app.flushLogs();
 
-  let stopping = false;
   let daemon: ControlDaemon | null = null;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.log({ msg: `received ${signal}; shutting down` }, 'Bootstrap');
-    readiness.beginShutdown();
+  onStopSignal(logger, readiness, async () => {
     // Release the lease first (bounded, 2 s) so the node's mounts fail over while FS requests
     // in flight drain; a failed release is logged and does not change the exit code.
     await daemon?.stop({ releaseLease: true, releaseTimeoutMs: LEASE_RELEASE_TIMEOUT_MS });
     await adapter.shutdown(config.shutdownGraceMs);
     await app.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  });
 
   let url: string;
   try {
@@ -154,14 +134,10 @@ export async function serve(config: FsNodeConfig): Promise<void> {
     'Bootstrap',
   );
   process.stdout.write(`listening on ${url}\n`);
-  if (config.insecureTransport) {
-    logger.warn({ msg: insecureTransportWarning(url) }, 'Bootstrap');
-    process.stderr.write(`svc-fs-node: warning: ${insecureTransportWarning(url)}\n`);
-  }
+  if (config.insecureTransport) warnOperator(logger, 'svc-fs-node', insecureTransportWarning(url));
   if (config.authToken === null && config.daemon === null && !isLoopbackBind(config.bind)) {
     const warning = `FS session auth is off and ${url} is reachable from other hosts: anyone who reaches it can ${exports.some((e) => !e.ro) ? 'read and write' : 'read'} the exports; give --auth-token T (or SVC_FS_NODE_AUTH_TOKEN)`;
-    logger.warn({ msg: warning }, 'Bootstrap');
-    process.stderr.write(`svc-fs-node: warning: ${warning}\n`);
+    warnOperator(logger, 'svc-fs-node', warning);
   }
 
   if (config.daemon) {

@@ -23,6 +23,9 @@ export class ControlError extends Error {
 
 export { ConnectionError };
 
+/** Time allowed per request, ms, unless {@link ControlClientOptions.requestTimeoutMs} says otherwise. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
 export interface ControlClientOptions {
   /** Server URL, e.g. `ws://127.0.0.1:18790/` or `wss://svc.example:18790/`. */
   url: string;
@@ -34,7 +37,7 @@ export interface ControlClientOptions {
   agentId?: string;
   /** Time allowed for connecting and negotiating, ms (default 10000). */
   connectTimeoutMs?: number;
-  /** Default time allowed per request, ms (default 30000). */
+  /** Default time allowed per request, ms (default {@link DEFAULT_REQUEST_TIMEOUT_MS}). */
   requestTimeoutMs?: number;
 }
 
@@ -106,7 +109,7 @@ export class ControlClient extends EventEmitter {
       refusedHint: 'is svc running?',
       tls: options.tls,
     });
-    const client = new ControlClient(ws, options.requestTimeoutMs ?? 30_000);
+    const client = new ControlClient(ws, options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS);
     // Both sent at once: the server handles negotiation frames in order (docs/protocol.md), so
     // connect sees the phase version set, and a rejected version closes the session before it.
     const version = client.request('control.version', { protocol: CONTROL_PROTOCOL }, timeoutMs);

@@ -28,16 +28,21 @@ import {
   decodeBase64Bytes,
   encodeBinaryFrame,
   Errno,
-  ExportInfo,
   FS_PROTO,
   FS_PROTOCOL,
   FsError,
+  FsExportsReply,
   FsFeature,
   FsHelloReply,
+  FsHelloRequest,
+  FsPayload,
+  FsReply,
+  FsRequestOp,
+  FsTargetOf,
+  fsRequestType,
   MAX_TAG,
   OpenReadReply,
   parseFsFeatures,
-  PrefetchEntry,
   PrefetchSkip,
   writeBase64,
 } from '@svc/protocol/wire';
@@ -82,15 +87,18 @@ export interface FsClientOptions {
   listExports?: boolean;
 }
 
+/**
+ * The options of {@link FsClientOptions} that tune a session rather than name its endpoint:
+ * what a holder of many sessions (the router's endpoint pool) passes on to each one it opens.
+ */
+export type FsSessionTuning = Pick<FsClientOptions, 'binary' | 'features' | 'connectTimeoutMs' | 'requestTimeoutMs' | 'keepaliveMs' | 'keepaliveTimeoutMs'>;
+
 /** Default keepalive ping interval while requests are pending, ms. */
 export const DEFAULT_KEEPALIVE_MS = 1000;
 /** Default time without any answer after which a waiting session is hung, ms. */
 export const DEFAULT_KEEPALIVE_TIMEOUT_MS = 2500;
 
-/** The `acheron.r_fs_exports` payload (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
-export interface FsExportsReply {
-  exports: ExportInfo[];
-}
+export type { FsExportsReply } from '@svc/protocol/wire';
 
 /** The `acheron.r_fs_hello` payload (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). */
 export type FsHello = FsHelloReply;
@@ -113,10 +121,23 @@ export interface PrefetchedFile {
   errno?: number;
 }
 
-/** Request targets: root fields `node` (u64 node id) and `h` (u64 handle). */
-export interface FsTarget {
-  node?: number;
-  h?: number;
+/**
+ * What {@link FsClient.request} takes after the operation, from {@link FsRequests}: the root
+ * fields, the payload, and a time limit in ms (default `requestTimeoutMs`). The root fields may
+ * be left out when the operation has none and the payload also; the payload may be left out
+ * when none of its members is required.
+ */
+export type FsRequestArgs<K extends FsRequestOp> =
+  Record<never, never> extends FsPayload<K>
+    ? Record<never, never> extends FsTargetOf<K>
+      ? [target?: FsTargetOf<K>, payload?: FsPayload<K>, timeoutMs?: number]
+      : [target: FsTargetOf<K>, payload?: FsPayload<K>, timeoutMs?: number]
+    : [target: FsTargetOf<K>, payload: FsPayload<K>, timeoutMs?: number];
+
+/** A reply as received: its payload and, from a binary frame, the bytes after the header. */
+interface WireReply<P = Record<string, unknown>> {
+  payload: P;
+  data?: Buffer;
 }
 
 /**
@@ -170,7 +191,7 @@ function parseReadReply(raw: Buffer): { msg: Record<string, unknown>; data: Buff
 }
 
 interface Pending {
-  resolve: (v: { payload: Record<string, unknown>; data?: Buffer }) => void;
+  resolve: (v: WireReply) => void;
   reject: (e: Error) => void;
   timer: NodeJS.Timeout;
 }
@@ -243,19 +264,19 @@ export class FsClient extends EventEmitter {
     let raw: Socket | null = null;
     const ws = await openWebSocket(options.url, { timeoutMs, what: 'node', tls: options.tls, onSocket: (s) => (raw = s) });
     const client = new FsClient(ws, options.url, options, raw);
-    const payload: Record<string, unknown> = { protocol: FS_PROTOCOL, proto: FS_PROTO, binary: options.binary ?? true };
+    const payload: FsHelloRequest = { protocol: FS_PROTOCOL, proto: FS_PROTO, binary: options.binary ?? true };
     if (options.authToken !== undefined) payload.auth_token = options.authToken;
     if (features.length > 0) payload.features = [...features];
     const left = Math.max(1, Math.round(timeoutMs - (performance.now() - t0)));
     const hello = client.call('hello', {}, payload, left);
     if (options.listExports === true) {
-      const exports = client.call('exports', {}, {}, left).then((r) => r.payload as unknown as FsExportsReply);
+      const exports = client.call('exports', {}, {}, left).then((r) => r.payload);
       // A rejected hello closes the session: this request then fails too, and nobody asks for it.
       exports.catch(() => undefined);
       client.pipelinedExports = exports;
     }
     try {
-      client.hello = (await hello).payload as unknown as FsHello;
+      client.hello = (await hello).payload;
     } catch (e) {
       client.terminate();
       if (e instanceof ConnectionError && e.reason === 'timeout')
@@ -297,19 +318,22 @@ export class FsClient extends EventEmitter {
   exports(): Promise<FsExportsReply> {
     const pipelined = this.pipelinedExports;
     this.pipelinedExports = null;
-    return pipelined ?? this.request<FsExportsReply>('exports');
+    return pipelined ?? this.request('exports');
   }
 
   /**
-   * Sends one FS request (`acheron.t_fs_<op>`) and waits for its reply.
+   * Sends one FS request (`acheron.t_fs_<op>`) and waits for its reply; the root fields, payload
+   * and reply are those of `op` in {@link FsRequests} (e.g. `request('lookup', { node }, { name })`
+   * gives `{ attr }`).
    * @param op operation name, e.g. `lookup`
-   * @param target root fields `node` / `h`
-   * @param payload request payload
+   * @param args root fields `node` / `h`, the payload, and a time limit in ms ({@link FsRequestArgs})
    * @returns the reply payload
    * @throws FsError for `acheron.err_fs`; ConnectionError when the session ends or times out
    */
-  async request<T = Record<string, unknown>>(op: string, target: FsTarget = {}, payload: object = {}, timeoutMs?: number): Promise<T> {
-    return (await this.call(op, target, payload, timeoutMs)).payload as T;
+  async request<K extends FsRequestOp>(op: K, ...args: FsRequestArgs<K>): Promise<FsReply<K>> {
+    // the tuple's elements by position, whichever of them FsRequestArgs<K> lets the caller leave out
+    const [target, payload, timeoutMs] = args as [FsTargetOf<K>?, FsPayload<K>?, number?];
+    return (await this.call(op, target ?? ({} as FsTargetOf<K>), payload ?? ({} as FsPayload<K>), timeoutMs)).payload;
   }
 
   /**
@@ -318,7 +342,7 @@ export class FsClient extends EventEmitter {
    */
   async read(h: number, off: number, len: number): Promise<{ data: Buffer; eof: boolean }> {
     const r = await this.call('read', { h }, { off, len });
-    const data = r.data ?? Buffer.from((r.payload.data_b64 as string | undefined) ?? '', 'base64');
+    const data = r.data ?? Buffer.from(r.payload.data_b64 ?? '', 'base64');
     return { data, eof: r.payload.eof === true };
   }
 
@@ -333,7 +357,8 @@ export class FsClient extends EventEmitter {
   async openRead(node: number, flags: number, len: number, closeAtEof: boolean): Promise<{ reply: OpenReadReply; data: Buffer }> {
     if (!this.has('open_read')) throw new FsError(Errno.EPROTO, 'the node did not grant the open_read extension');
     const r = await this.call('open', { node }, { flags, read: len, close_at_eof: closeAtEof });
-    const reply = r.payload as unknown as OpenReadReply;
+    // an open with `read` on a session granted open_read: the reply carries the attr and the bytes read
+    const reply = r.payload as OpenReadReply;
     const data = r.data ?? Buffer.from(reply.data_b64 ?? '', 'base64');
     delete reply.data_b64;
     return { reply, data };
@@ -350,7 +375,7 @@ export class FsClient extends EventEmitter {
   async prefetch(dir: number, names: readonly string[], maxFile: number, maxTotal: number): Promise<PrefetchedFile[]> {
     if (!this.has('prefetch')) throw new FsError(Errno.EPROTO, 'the node did not grant the prefetch extension');
     const r = await this.call('prefetch', { node: dir }, { names, max_file: maxFile, max_total: maxTotal });
-    const files = (r.payload.files ?? []) as PrefetchEntry[];
+    const files = r.payload.files ?? [];
     let at = 0;
     const out = files.map((f): PrefetchedFile => {
       const e: PrefetchedFile = { name: f.name, attr: f.attr, skip: f.skip, errno: f.errno };
@@ -376,11 +401,13 @@ export class FsClient extends EventEmitter {
       if (isFramedData(data)) {
         const tag = this.allocTag();
         const header = `{"channel":"acheron","type":"acheron.t_fs_write","tag":${tag},"h":${JSON.stringify(h)},"payload":{"off":${JSON.stringify(off)},"n":${data.len}}}`;
-        const r = await this.track(tag, this.requestTimeoutMs, () => this.ws.send(completeBinaryFrame(data.buf, BINARY_HEADER_ROOM, data.len, header)));
-        return r.payload.n as number;
+        const r = await this.track<'write'>(tag, this.requestTimeoutMs, () =>
+          this.ws.send(completeBinaryFrame(data.buf, BINARY_HEADER_ROOM, data.len, header)),
+        );
+        return r.payload.n;
       }
       const r = await this.callBinary('write', { h }, { off, n: data.length }, data);
-      return r.payload.n as number;
+      return r.payload.n;
     }
     // Built by hand as UTF-8 bytes: base64 needs no JSON escaping, and JSON.stringify would
     // scan the whole 1.4 MB string; the base64 is written straight into the frame.
@@ -392,8 +419,8 @@ export class FsClient extends EventEmitter {
     text.write(head, 0, 'latin1');
     writeBase64(bytes, text, head.length);
     text.write('"}}', head.length + b64, 'latin1');
-    const r = await this.track(tag, this.requestTimeoutMs, () => this.ws.send(text, { binary: false }));
-    return r.payload.n as number;
+    const r = await this.track<'write'>(tag, this.requestTimeoutMs, () => this.ws.send(text, { binary: false }));
+    return r.payload.n;
   }
 
   /** performance.now() time, ms, of the last frame or pong received from the node (the hello reply at least). */
@@ -508,17 +535,22 @@ export class FsClient extends EventEmitter {
     return tag;
   }
 
-  private call(op: string, target: FsTarget, payload: object, timeoutMs = this.requestTimeoutMs) {
+  private call<K extends FsRequestOp>(op: K, target: FsTargetOf<K>, payload: FsPayload<K>, timeoutMs = this.requestTimeoutMs) {
     const tag = this.allocTag();
-    return this.track(tag, timeoutMs, () => this.ws.send(JSON.stringify({ channel: 'acheron', type: `acheron.t_fs_${op}`, tag, ...target, payload })));
+    return this.track<K>(tag, timeoutMs, () => this.ws.send(JSON.stringify({ channel: 'acheron', type: fsRequestType(op), tag, ...target, payload })));
   }
 
-  private callBinary(op: string, target: FsTarget, payload: object, data: Uint8Array, timeoutMs = this.requestTimeoutMs) {
+  private callBinary<K extends FsRequestOp>(op: K, target: FsTargetOf<K>, payload: FsPayload<K>, data: Uint8Array, timeoutMs = this.requestTimeoutMs) {
     const tag = this.allocTag();
-    return this.track(tag, timeoutMs, () => this.ws.send(encodeBinaryFrame({ channel: 'acheron', type: `acheron.t_fs_${op}`, tag, ...target, payload }, data)));
+    return this.track<K>(tag, timeoutMs, () => this.ws.send(encodeBinaryFrame({ channel: 'acheron', type: fsRequestType(op), tag, ...target, payload }, data)));
   }
 
-  private track(tag: number, timeoutMs: number, send: () => void): Promise<{ payload: Record<string, unknown>; data?: Buffer }> {
+  /**
+   * Sends a request (`send`) under `tag` and waits for its reply. The reply's payload is taken to
+   * be that of request `K` ({@link FsRequests}): the node answers a tag with the reply to the
+   * request sent under it.
+   */
+  private track<K extends FsRequestOp>(tag: number, timeoutMs: number, send: () => void): Promise<WireReply<FsReply<K>>> {
     if (this.closed || this.ws.readyState !== WebSocket.OPEN) {
       const why = this.failure ? `: ${this.failure.message}` : '';
       return Promise.reject(new ConnectionError(`FS session to ${this.url} is closed${why}`, 'closed', false));
@@ -528,7 +560,7 @@ export class FsClient extends EventEmitter {
         this.removePending(tag);
         reject(new ConnectionError(`no reply from ${this.url} within ${timeoutMs} ms`, 'timeout'));
       }, timeoutMs);
-      this.addPending(tag, { resolve, reject, timer });
+      this.addPending(tag, { resolve: resolve as Pending['resolve'], reject, timer });
       try {
         send();
       } catch (e) {

@@ -5,8 +5,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { rootCertificates } from 'node:tls';
 import { makeCa, opensslMissing } from '../../../test/helpers/tls';
-import { cleanupTmp } from '../../../test/helpers/processes';
+import { cleanupTmp } from '../../../test/support/processes';
 import { clientTlsFrom, describeTlsError, loadClientTls, TlsCaError, tlsSocketOptions } from './tls-options';
+import { thrown } from '../../../test/helpers/thrown';
 
 describe('client TLS trust', () => {
   let dir: string;
@@ -45,12 +46,7 @@ describe('client TLS trust', () => {
       [broken, /: certificate 1 is not valid PEM/],
     ];
     for (const [file, reason] of cases) {
-      let err: unknown;
-      try {
-        loadClientTls(file);
-      } catch (e) {
-        err = e;
-      }
+      const err = thrown(() => loadClientTls(file));
       expect(err).toBeInstanceOf(TlsCaError);
       expect((err as TlsCaError).file).toBe(file);
       expect((err as Error).message).toMatch(new RegExp(`^TLS CA file ${file}`));

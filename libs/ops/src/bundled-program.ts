@@ -27,6 +27,7 @@ import Module from 'node:module';
 import { dirname, join } from 'node:path';
 import * as vm from 'node:vm';
 import { RECORDING_CODE_CACHE } from './data-path-gc';
+import type { OptionSpec } from './option-specs';
 
 /** The bundle's file name, in the directory of the program's `main.js`. */
 export const BUNDLE_FILE = 'program.bundle.js';
@@ -41,6 +42,15 @@ export const BUNDLE_ID_LENGTH = 16;
 export const WRITE_CODE_CACHE_ENV = 'SVC_BUNDLE_WRITE_CODE_CACHE';
 /** Set to `1` to print what was loaded on stderr. */
 export const TRACE_ENV = 'SVC_BUNDLE_TRACE';
+
+/** The variables every bundled program (`svc-control`, `svc-fs-mount`, `svc-fs-node`) reads at start (docs/configuration.md). */
+export const BUNDLED_PROGRAM_OPTIONS = {
+  trace: { env: TRACE_ENV, description: '`1`: print on stderr which bundle was loaded and whether its code cache was accepted' },
+  writeCodeCache: {
+    env: WRITE_CODE_CACHE_ENV,
+    description: '`1`: record the code cache of the bundle at the end of the run (the build sets it; removed from the environment)',
+  },
+} satisfies Record<string, OptionSpec>;
 
 /** The code cache file of the bundle `bundleFile` whose id is `id`. */
 export function codeCacheFileOf(bundleFile: string, id: string): string {

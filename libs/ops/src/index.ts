@@ -5,3 +5,6 @@ export * from './metrics';
 export * from './ops.module';
 export * from './config-values';
 export * from './atomic-file';
+export * from './option-specs';
+export * from './common-options';
+export * from './server-start';

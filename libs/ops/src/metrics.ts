@@ -3,7 +3,7 @@
  * / `control.metrics` (the same figures as JSON).
  */
 import { Controller, Get, Injectable } from '@nestjs/common';
-import { Counter, Histogram, register } from 'prom-client';
+import { Counter, Gauge, Histogram, register } from 'prom-client';
 import type { RequestObserver } from '@svc/transport';
 
 /** The JSON form of the metrics: `{ts_ms, metrics: [{name, help, type, values:[{labels, value}]}]}`. */
@@ -34,6 +34,26 @@ export class MetricsJsonController {
 /** Returns the metric registered under `name`, or creates it (so tests and restarts in one process never register twice). */
 export function getOrCreate<T>(name: string, create: () => T): T {
   return (register.getSingleMetric(name) as T | undefined) ?? create();
+}
+
+/**
+ * A gauge computed when scraped: at each scrape `collect` sets its value (or, with `labelNames`,
+ * its labelled values) from the live state. Registered once per process ({@link getOrCreate}).
+ * @param labelNames label names of the values (none by default)
+ */
+export function scrapedGauge(name: string, help: string, collect: (g: Gauge<string>) => void, labelNames: string[] = []): Gauge<string> {
+  return getOrCreate(
+    name,
+    () =>
+      new Gauge({
+        name,
+        help,
+        labelNames,
+        collect() {
+          collect(this);
+        },
+      }),
+  );
 }
 
 /**

@@ -20,6 +20,12 @@ export const DEFAULT_SVC_PORT = 18790;
 export const DEFAULT_FS_NODE_PORT = 18891;
 export const DEFAULT_BIND = '127.0.0.1';
 
+/**
+ * State directory of `svc` without `--state-dir` or `SVC_STATE_DIR` (relative to the working
+ * directory); clients look for `auth_tokens.json` there too.
+ */
+export const DEFAULT_STATE_DIR = './.svc';
+
 /** Largest accepted frame, bytes, unless `SVC_MAX_MESSAGE_BYTES` says otherwise (docs/protocol.md "Transport"). */
 export const DEFAULT_MAX_MESSAGE_BYTES = 8 * 1024 * 1024;
 

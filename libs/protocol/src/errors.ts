@@ -1,5 +1,6 @@
 /**
- * Error codes and typed protocol errors (docs/protocol.md "Envelope and errors", 5, 8, 9).
+ * Error codes and typed protocol errors (docs/protocol.md "Envelope and errors", "Control operations",
+ * "FS sessions on `svc-fs-node` (`/v2/fs`)"; docs/namespace.md).
  *
  * Every rejection a server sends is a {@link ProtocolError}; the envelope layer maps it to
  * `control.error` / `acheron.error` (`{code, message}`) or `acheron.err_fs` (`{errno, message}`).

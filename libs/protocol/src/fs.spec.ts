@@ -1,6 +1,7 @@
 import { Errno, FsError } from './errors';
 import { randomBytes } from 'node:crypto';
 import { base64Length, decodeBase64Bytes, decodeBase64Strict, FS_FEATURES, OpenFlags, parseFsFeatures, wantsWrite, writeBase64 } from './fs';
+import { thrown } from '../../../test/helpers/thrown';
 
 describe('parseFsFeatures', () => {
   it.each([
@@ -37,12 +38,7 @@ describe('decodeBase64Strict', () => {
   it.each(['abc', '!!!!', 'QQ=A', 'Q===', '====', 'QUJD\n', 'QU JD', 'QUJ-', 'QUJ_', 'QUJD====', 'A', '=QUJ', 'Q=Q=', 'QUJé'])(
     'refuses %j with EINVAL',
     (text) => {
-      let err: unknown;
-      try {
-        decodeBase64Strict(text);
-      } catch (e) {
-        err = e;
-      }
+      const err = thrown(() => decodeBase64Strict(text));
       expect(err).toBeInstanceOf(FsError);
       expect((err as FsError).errno).toBe(Errno.EINVAL);
     },

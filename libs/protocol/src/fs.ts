@@ -48,8 +48,7 @@ export const FS_OPS = [
 export type FsOp = (typeof FS_OPS)[number];
 
 /**
- * FS extensions (docs/protocol.md "FS extensions", written down in docs/protocol.md "FS
- * extensions"): a client lists the names it wants in the hello payload `features`, the node
+ * FS extensions (docs/protocol.md "FS extensions"): a client lists the names it wants in the hello payload `features`, the node
  * answers with those it grants in `caps.features`; a session that was granted none speaks the
  * base protocol exactly.
  * - `open_read`: `t_fs_open` may carry `read` (bytes) and `close_at_eof`; the reply carries the
@@ -191,7 +190,7 @@ export interface ExportInfo {
   caps: Record<string, unknown>;
 }
 
-/** `acheron.t_fs_hello` payload (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)", 8). */
+/** `acheron.t_fs_hello` payload (docs/protocol.md "Versions and negotiation"). */
 export interface FsHelloRequest {
   protocol: string;
   proto: number;
@@ -331,6 +330,105 @@ export interface InvalEvent {
 export interface InvalDirEvent {
   dir: number;
   dir_gen: number;
+}
+
+/** Root field of a request on a node: `node`, its node id. */
+export interface NodeTarget {
+  node: number;
+}
+
+/** Root field of a request on an open file: `h`, its handle. */
+export interface HandleTarget {
+  h: number;
+}
+
+/** No root field: `hello`, `exports` and `rename` (whose nodes are named in the payload). */
+export interface NoTarget {
+  node?: never;
+  h?: never;
+}
+
+/** A payload with no members: the request is all in its type and root fields. */
+export type EmptyPayload = Record<string, never>;
+
+/** A reply with no members (`fsync`, `close`, `unlink`, `rmdir`, `rename`). */
+export type EmptyReply = Record<string, never>;
+
+/** A reply that is the node's attributes after the operation. */
+export interface AttrReply {
+  attr: Attr;
+}
+
+/** `acheron.r_fs_exports` payload. */
+export interface FsExportsReply {
+  exports: ExportInfo[];
+}
+
+/** `open` payload: Linux O_* bits ({@link OpenFlags}; default O_RDONLY), and with `open_read` the bytes to read at offset 0 ({@link OpenReadReply}). */
+export interface OpenRequest {
+  flags?: number;
+  read?: number;
+  close_at_eof?: boolean;
+}
+
+/** `rename` payload: node ids of the two directories and the names in them. */
+export interface RenameRequest {
+  old_parent: number;
+  old_name: string;
+  new_parent: number;
+  new_name: string;
+}
+
+/**
+ * Every FS request of a session (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" and
+ * "FS extensions"), by operation: `target` its root fields, `payload` its payload, `reply` the
+ * payload of its `acheron.r_fs_<op>`. The client's requests and the node's handlers are typed
+ * by this one map. Sizes and offsets in bytes, times in ns since the epoch.
+ *
+ * `read` and the extensions that carry file data (`open` with `read`, `prefetch`) may carry
+ * their bytes after the header of a binary frame instead of in `data_b64`; `write` may send
+ * them so, with `n` their count.
+ */
+export interface FsRequests {
+  hello: { target: NoTarget; payload: FsHelloRequest; reply: FsHelloReply };
+  exports: { target: NoTarget; payload: EmptyPayload; reply: FsExportsReply };
+  lookup: { target: NodeTarget; payload: { name: string }; reply: AttrReply };
+  getattr: { target: NodeTarget; payload: EmptyPayload; reply: AttrReply };
+  setattr: { target: NodeTarget; payload: SetAttr; reply: AttrReply };
+  readdirp: { target: NodeTarget; payload: { cookie?: number; max?: number }; reply: ReaddirpReply };
+  open: { target: NodeTarget; payload: OpenRequest; reply: OpenReply | OpenReadReply };
+  create: { target: NodeTarget; payload: { name: string; mode?: number; flags?: number }; reply: { attr: Attr; h: number } };
+  read: { target: HandleTarget; payload: { off: number; len: number }; reply: ReadReply };
+  write: { target: HandleTarget; payload: { off: number; data_b64?: string; n?: number }; reply: { n: number } };
+  fsync: { target: HandleTarget; payload: EmptyPayload; reply: EmptyReply };
+  close: { target: HandleTarget; payload: EmptyPayload; reply: EmptyReply };
+  truncate: { target: NodeTarget; payload: { sz: number }; reply: AttrReply };
+  unlink: { target: NodeTarget; payload: { name: string }; reply: EmptyReply };
+  mkdir: { target: NodeTarget; payload: { name: string; mode?: number }; reply: AttrReply };
+  rmdir: { target: NodeTarget; payload: { name: string }; reply: EmptyReply };
+  rename: { target: NoTarget; payload: RenameRequest; reply: EmptyReply };
+  symlink: { target: NodeTarget; payload: { name: string; target: string }; reply: AttrReply };
+  readlink: { target: NodeTarget; payload: EmptyPayload; reply: { target: string } };
+  statfs: { target: NodeTarget; payload: EmptyPayload; reply: StatFs };
+  prefetch: { target: NodeTarget; payload: { names: readonly string[]; max_file?: number; max_total?: number }; reply: PrefetchReply };
+}
+
+/** The operations of the FS extensions (docs/protocol.md "FS extensions") that are requests of their own. */
+export type FsExtensionOp = 'prefetch';
+
+/** Every request a session may send: the base operations ({@link FS_OPS}) and the extensions'. Each has its entry in {@link FsRequests}. */
+export type FsRequestOp = FsOp | FsExtensionOp;
+
+/** Root fields of request `op` ({@link FsRequests}). */
+export type FsTargetOf<K extends FsRequestOp> = FsRequests[K]['target'];
+/** Payload of request `op` ({@link FsRequests}). */
+export type FsPayload<K extends FsRequestOp> = FsRequests[K]['payload'];
+/** Payload of the reply to request `op` ({@link FsRequests}). */
+export type FsReply<K extends FsRequestOp> = FsRequests[K]['reply'];
+
+/** The message type of request `op`: `acheron.t_fs_<op>`. */
+export function fsRequestType<K extends FsRequestOp>(op: K): `acheron.t_fs_${K}` {
+  return `${FS_REQUEST_PREFIX}${op}`;
 }
 
 /**

@@ -193,7 +193,7 @@ export interface MountSpec {
   export_name: string;
 }
 
-/** `control.project_up` reply payload (docs/protocol.md "Projects and tokens", 5a). */
+/** `control.project_up` reply payload (docs/protocol.md "Declarative workspaces"). */
 export interface ProjectUpResult {
   /** null only on a dry run for a project that does not exist yet. */
   project_id: string | null;

@@ -1,5 +1,5 @@
 /**
- * Secret generation and constant-time comparison (docs/protocol.md "Transport", 5): tokens are 32 random
+ * Secret generation and constant-time comparison (docs/protocol.md "Role tokens", "Projects and tokens"): tokens are 32 random
  * bytes in base64url; stored secrets are SHA-256 hex digests; comparisons hash both sides and
  * use `timingSafeEqual`, so neither content nor length leaks through timing.
  */

@@ -1,4 +1,5 @@
 import { insecureTransportWarning, isLoopbackBind, resolveTransportSecurity } from './tls-config';
+import { thrown } from '../../../test/helpers/thrown';
 
 class TestConfigError extends Error {}
 
@@ -45,12 +46,7 @@ describe('resolveTransportSecurity', () => {
 
   it('refuses a bind beyond loopback without TLS, saying what to pass; --insecure-transport allows it', () => {
     for (const bind of ['0.0.0.0', '::', '10.1.2.3', 'svc.example']) {
-      let err: unknown;
-      try {
-        resolve({ bind });
-      } catch (e) {
-        err = e;
-      }
+      const err = thrown(() => resolve({ bind }));
       expect(err).toBeInstanceOf(TestConfigError);
       expect((err as Error).message).toContain(`--bind ${bind} is reachable from other hosts`);
       expect((err as Error).message).toContain('pass --tls-cert FILE --tls-key FILE');

@@ -4,19 +4,16 @@ import { copyFileSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import type { Server as HttpsServer } from 'node:https';
 import { join } from 'node:path';
 import { connect as tlsConnect, ConnectionOptions } from 'node:tls';
-import { describeWithOpenssl, makeCa, peerFingerprint, TestCa } from '../../../test/helpers/tls';
-import { cleanupTmp, tmpDir, waitFor } from '../../../test/helpers/processes';
+import { describeWithOpenssl, makeCa, peerFingerprint, TestCa, useTestCa } from '../../../test/helpers/tls';
+import { cleanupTmp, tmpDir, waitFor } from '../../../test/support/processes';
 import { loadCertificateMaterial, TlsFileError } from './tls-certificate';
 import { ServerTls } from './tls-listener';
+import { thrown } from '../../../test/helpers/thrown';
 
 const fingerprint = (certFile: string) => new X509Certificate(readFileSync(certFile)).fingerprint256;
 
 describeWithOpenssl('loadCertificateMaterial', () => {
-  let ca: TestCa;
-  beforeAll(() => {
-    ca = makeCa();
-  });
-  afterAll(() => cleanupTmp());
+  const ca = useTestCa();
 
   it('loads a certificate with its key', () => {
     const c = ca.issue('unit-good');
@@ -45,12 +42,7 @@ describeWithOpenssl('loadCertificateMaterial', () => {
       [{ certFile: good.cert, keyFile: ca.dir }, ca.dir, /: it is a directory$/],
     ];
     for (const [files, file, reason] of cases) {
-      let err: unknown;
-      try {
-        loadCertificateMaterial(files);
-      } catch (e) {
-        err = e;
-      }
+      const err = thrown(() => loadCertificateMaterial(files));
       expect(err).toBeInstanceOf(TlsFileError);
       expect((err as TlsFileError).file).toBe(file);
       expect((err as Error).message).toContain(file);

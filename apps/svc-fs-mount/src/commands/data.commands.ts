@@ -7,9 +7,7 @@ import { createReadStream, fstatSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { SubCommand } from 'nest-commander';
 import { readFileTo, writeFileFrom } from '../../../../libs/fs/src/router';
-import { CliOutput } from '../cli-output';
 import { workspacePathArg } from '../mount-options';
-import { MountSession } from '../mount-session';
 import { MountCommand } from './base.command';
 
 /**
@@ -32,10 +30,6 @@ export const WRITES_IN_FLIGHT = 8;
 
 @SubCommand({ name: 'cat', arguments: '<path>', description: 'write a file to standard output, byte-exact' })
 export class CatCommand extends MountCommand {
-  constructor(private readonly session: MountSession) {
-    super();
-  }
-
   async run([arg]: string[]): Promise<void> {
     const path = workspacePathArg(arg);
     await this.session.run(this.command, path, async (router) => {
@@ -46,13 +40,6 @@ export class CatCommand extends MountCommand {
 
 @SubCommand({ name: 'write', arguments: '<path> <content>', description: 'replace a file with CONTENT, or with standard input when CONTENT is -' })
 export class WriteCommand extends MountCommand {
-  constructor(
-    private readonly session: MountSession,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   async run([arg, content]: string[]): Promise<void> {
     const path = workspacePathArg(arg);
     await this.session.run(this.command, path, async (router, o) => {

@@ -1,8 +1,8 @@
 /**
  * `svc-fs-mount [global options] mount MOUNTPOINT [--daemon] [--allow-other] [--attr-ttl-ms N]
- * [--read-only]`: the workspace as a real filesystem through FUSE
- * (libfuse 3's low-level API through our binding, @svc/fuse3), on the same WorkspaceRouter as the other commands (failover
- * included). Runs in the foreground until SIGINT/SIGTERM, then unmounts, or until the mount
+ * [--cache-ttl-ms N] [--poll-us N] [--read-only] [--metrics-port N]` (option-table.ts): the
+ * workspace as a real filesystem through FUSE (libfuse 3's low-level API through our binding,
+ * @svc/fuse3), on the same WorkspaceRouter as the other commands (failover included). Runs in the foreground until SIGINT/SIGTERM, then unmounts, or until the mount
  * point is unmounted from outside (`fusermount3 -u`, `umount`: seen at once, or within
  * {@link UNMOUNT_CHECK_MS}), then ends; `--daemon` detaches and prints the pid once the mount
  * is up. A stale mount point left by a crashed run is detected and cleaned with a message.
@@ -21,17 +21,14 @@ import { Option, SubCommand } from 'nest-commander';
 import { DEBIAN_PACKAGES, FuseSession, fuse3Unavailable } from '../../../../libs/fuse3/src';
 import { FuseFs } from '../../../../libs/fs/src/fuse/fuse-fs';
 import { useDataPathGc } from '../../../../libs/ops/src/data-path-gc';
-import { CliOutput } from '../cli-output';
 import { mountRegistry, serveMetrics } from '../mount-metrics';
-import { MountSession } from '../mount-session';
 import { UsageError } from '../mount-options';
+import { FUSE_MAX_POLL_US, FUSE_MAX_TTL_MS, FUSE_MOUNT_DEFAULTS, MOUNT_OPTIONS } from '../option-table';
+import { commanderOption } from '../../../../libs/ops/src/option-specs';
 import { MountCommand } from './base.command';
 
 /** Runs a program (fusermount, umount) and waits for it; child_process is loaded on first use. */
 const run = (file: string, args: string[]) => promisify(execFile)(file, args);
-
-/** How long the kernel keeps entries and attributes by default, ms (`--attr-ttl-ms`). */
-export const DEFAULT_KERNEL_TTL_MS = 60_000;
 
 /** How often the foreground mount checks that its mount point is still mounted, ms. */
 export const UNMOUNT_CHECK_MS = 1000;
@@ -85,67 +82,53 @@ export async function prepareMountPoint(dir: string): Promise<string | null> {
   return cleaned;
 }
 
+/**
+ * The value of an integer option of `mount`, from 0 to `max`.
+ * @throws UsageError `<flag> must be an integer from 0 to <max>`
+ */
+function intOption(v: string, flag: string, max: number): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > max) throw new UsageError(`${flag} must be an integer from 0 to ${max}`);
+  return n;
+}
+
 @SubCommand({
   name: 'mount',
   arguments: '<mountpoint>',
   description: 'mount the workspace with FUSE; stays in the foreground until SIGINT/SIGTERM (--daemon detaches)',
 })
 export class FuseMountCommand extends MountCommand {
-  constructor(
-    private readonly session: MountSession,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
-  @Option({ flags: '--daemon', description: 'detach once mounted and print the pid' })
+  @Option(commanderOption(MOUNT_OPTIONS.daemon))
   parseDaemon(): boolean {
     return true;
   }
 
-  @Option({ flags: '--allow-other', description: 'let other users see the mount (needs user_allow_other in /etc/fuse.conf)' })
+  @Option(commanderOption(MOUNT_OPTIONS.allowOther))
   parseAllowOther(): boolean {
     return true;
   }
 
-  @Option({
-    flags: '--attr-ttl-ms <ms>',
-    description: `how long the kernel keeps entries and attributes, ms (default ${DEFAULT_KERNEL_TTL_MS}); changes elsewhere invalidate them at once`,
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.attrTtl))
   parseTtl(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 3_600_000) throw new UsageError('--attr-ttl-ms must be an integer from 0 to 3600000');
-    return n;
+    return intOption(v, '--attr-ttl-ms', FUSE_MAX_TTL_MS);
   }
 
-  @Option({
-    flags: '--cache-ttl-ms <ms>',
-    description: "lifetime of the client-side attribute, listing and open caches, invalidated by the nodes' change events, ms (default 60000)",
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.cacheTtl))
   parseCacheTtl(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 3_600_000) throw new UsageError('--cache-ttl-ms must be an integer from 0 to 3600000');
-    return n;
+    return intOption(v, '--cache-ttl-ms', FUSE_MAX_TTL_MS);
   }
 
-  @Option({
-    flags: '--poll-us <us>',
-    description: 'after each operation keep polling this long instead of sleeping, µs (default 1000; 0 never): trades a little CPU for latency on virtual CPUs',
-  })
+  @Option(commanderOption(MOUNT_OPTIONS.pollUs))
   parsePoll(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 100_000) throw new UsageError('--poll-us must be an integer from 0 to 100000');
-    return n;
+    return intOption(v, '--poll-us', FUSE_MAX_POLL_US);
   }
 
-  @Option({ flags: '--metrics-port <port>', description: "serve the mount's Prometheus metrics on http://127.0.0.1:PORT/metrics (0: any free port, printed)" })
+  @Option(commanderOption(MOUNT_OPTIONS.metricsPort))
   parseMetricsPort(v: string): number {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0 || n > 65535) throw new UsageError('--metrics-port must be an integer from 0 to 65535');
-    return n;
+    return intOption(v, '--metrics-port', 65535);
   }
 
-  @Option({ flags: '--read-only', description: 'refuse every change with EROFS' })
+  @Option(commanderOption(MOUNT_OPTIONS.readOnly))
   parseReadOnly(): boolean {
     return true;
   }
@@ -182,9 +165,9 @@ export class FuseMountCommand extends MountCommand {
     if (cleaned) process.stderr.write(`svc-fs-mount: ${cleaned}\n`);
     await this.session.run(this.command, null, async (router) => {
       const fs = new FuseFs(router, {
-        kernelTtlMs: options.attrTtlMs ?? DEFAULT_KERNEL_TTL_MS,
-        cacheTtlMs: options.cacheTtlMs,
-        pollUs: options.pollUs,
+        kernelTtlMs: options.attrTtlMs ?? FUSE_MOUNT_DEFAULTS.attrTtlMs,
+        cacheTtlMs: options.cacheTtlMs ?? FUSE_MOUNT_DEFAULTS.cacheTtlMs,
+        pollUs: options.pollUs ?? FUSE_MOUNT_DEFAULTS.pollUs,
         readOnly: options.readOnly === true,
       });
       let session: FuseSession;

@@ -2,23 +2,13 @@
  * Metadata and namespace commands of `svc-fs-mount`: `getattr`, `readdir`,
  * `mkdir`, `rmdir`, `unlink`, `rename`, `truncate`. Each formats what the router returns.
  */
-import { Injectable } from '@nestjs/common';
 import { SubCommand } from 'nest-commander';
-import { CliOutput } from '../cli-output';
 import { formatAttr, formatEntries } from '../format';
 import { sizeArg, UsageError, workspacePathArg } from '../mount-options';
-import { MountSession } from '../mount-session';
 import { MountCommand } from './base.command';
 
 @SubCommand({ name: 'getattr', arguments: '<path>', description: 'print the attributes of a workspace path' })
 export class GetattrCommand extends MountCommand {
-  constructor(
-    private readonly session: MountSession,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   async run([arg]: string[]): Promise<void> {
     const path = workspacePathArg(arg);
     await this.session.run(this.command, path, async (router, o) => {
@@ -35,13 +25,6 @@ export class GetattrCommand extends MountCommand {
   description: 'list a directory: every entry, or one page from COOKIE (0 = first) of at most MAX entries',
 })
 export class ReaddirCommand extends MountCommand {
-  constructor(
-    private readonly session: MountSession,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   async run([arg, cookieArg, maxArg]: string[]): Promise<void> {
     const path = workspacePathArg(arg);
     let cookie = 0;
@@ -74,15 +57,7 @@ export class ReaddirCommand extends MountCommand {
 }
 
 /** A command that changes one path and prints nothing (or `{ok, ...}` with --json). */
-@Injectable()
 abstract class MutationCommand extends MountCommand {
-  constructor(
-    protected readonly session: MountSession,
-    protected readonly out: CliOutput,
-  ) {
-    super();
-  }
-
   protected done(json: boolean | undefined, result: Record<string, unknown>): void {
     if (json) this.out.json({ ok: true, ...result });
   }

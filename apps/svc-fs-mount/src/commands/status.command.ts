@@ -6,9 +6,9 @@
 import { Option, SubCommand } from 'nest-commander';
 import { availabilityOf } from '@svc/protocol/wire';
 import { ProbeResult, WorkspaceRouter } from '../../../../libs/fs/src/router';
-import { CliOutput } from '../cli-output';
 import { table } from '../format';
-import { MountSession } from '../mount-session';
+import { MOUNT_OPTIONS } from '../option-table';
+import { commanderOption } from '../../../../libs/ops/src/option-specs';
 import { MountCommand } from './base.command';
 
 /** The JSON document of `status --json`. */
@@ -112,14 +112,7 @@ export function formatStatus(r: StatusReport): string {
 
 @SubCommand({ name: 'status', description: 'show the topology, each mount state and a probe of every candidate (--json for JSON)' })
 export class StatusCommand extends MountCommand {
-  constructor(
-    private readonly session: MountSession,
-    private readonly out: CliOutput,
-  ) {
-    super();
-  }
-
-  @Option({ flags: '--no-probe', description: 'do not connect to the endpoints' })
+  @Option(commanderOption(MOUNT_OPTIONS.noProbe))
   parseNoProbe(): boolean {
     return false;
   }

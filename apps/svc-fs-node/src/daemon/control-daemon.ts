@@ -17,7 +17,7 @@ import { NodeStateData, NodeStateFile } from './node-state';
 import type { DaemonConfig } from '../config';
 
 /**
- * Daemon settings: the command line's daemon flags (README "svc-fs-node"), plus what the
+ * Daemon settings: the command line's daemon flags (docs/programs.md "svc-fs-node"), plus what the
  * program resolves once its FS listener is up.
  */
 export type DaemonOptions = Omit<DaemonConfig, 'fsUrl'> & {

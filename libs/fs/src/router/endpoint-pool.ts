@@ -13,7 +13,7 @@
  * rejected hello also ends the state: such an endpoint answers, and fails fast by itself.
  */
 import { EventEmitter } from 'node:events';
-import { ConnectionError, FsClient, FsClientOptions } from '@svc/client';
+import { ConnectionError, FsClient, FsClientOptions, FsSessionTuning } from '@svc/client';
 import { Errno, FsError } from '@svc/protocol/wire';
 import { ExportInfo, InvalDirEvent, InvalEvent } from './fs-types';
 
@@ -61,19 +61,12 @@ export class EndpointSession {
   }
 }
 
-export interface EndpointPoolOptions {
-  /** Ask for the binary data path (default true). */
-  binary?: boolean;
-  /** FS extensions to ask for (default: FsClient's, i.e. `SVC_FS_CLIENT_FEATURES` or all). */
-  features?: readonly string[];
-  /** Connect + hello time limit, ms (default {@link DEFAULT_CONNECT_TIMEOUT_MS}). */
-  connectTimeoutMs?: number;
-  /** Per-request time limit, ms. */
-  requestTimeoutMs?: number;
-  /** Keepalive ping interval of the sessions, ms (FsClient default 1000; 0 off). */
-  keepaliveMs?: number;
-  /** Time without any answer after which a waiting session is hung, ms (FsClient default 2500). */
-  keepaliveTimeoutMs?: number;
+/**
+ * Pool options: the session options ({@link FsSessionTuning}, passed to every session opened,
+ * with FsClient's defaults except `connectTimeoutMs`, {@link DEFAULT_CONNECT_TIMEOUT_MS} here),
+ * and the pool's own.
+ */
+export interface EndpointPoolOptions extends FsSessionTuning {
   /** Background reconnect period of a hung endpoint, ms (default 1000). */
   probeIntervalMs?: number;
   /** A hung endpoint nobody asked for during this long is no longer probed, ms (default 60000). */

@@ -16,7 +16,7 @@ import { readChunks, writeChunks } from './chunked-io';
 import type { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, OpenFlags } from './fs-types';
 import type { EndpointSession } from './endpoint-pool';
-import { retryStale, walk } from './path-walk';
+import { withNode } from './path-walk';
 import { isEndpointFailure } from './router-errors';
 
 /** An open file of the router: which mount/path, on which endpoint, with which remote handle. */
@@ -117,6 +117,30 @@ export class OpenFiles {
   async open(t: FileTarget, flags: number, readBytes = this.openReadBytes): Promise<{ fh: number; attr?: Attr }> {
     const readOnly = (flags & OpenFlags.O_ACCMODE) === OpenFlags.O_RDONLY && (flags & (OpenFlags.O_TRUNC | OpenFlags.O_CREAT)) === 0;
     const o = await this.routes.withMount(t.mountPath, (a, ctx) => this.openOn(a, ctx, t.rel, flags, readOnly, readOnly ? readBytes : 0));
+    return { fh: this.add(t, flags, readOnly, o), attr: o.attr };
+  }
+
+  /**
+   * Creates (or, without O_EXCL, opens) `name` in directory `parentRel` of the mount: a
+   * mutation (EIO if in flight when the endpoint failed).
+   * @param mode permission bits
+   * @param flags O_* bits; O_CREAT is added
+   * @throws FsError EEXIST (O_EXCL), ENOENT (parent), EROFS, EIO, MountUnavailableError
+   */
+  async create(t: FileTarget & { parentRel: string; name: string }, mode: number, flags: number): Promise<{ fh: number; attr: Attr }> {
+    const { active, h, attr } = await this.routes.withMount(t.mountPath, async (a, ctx) =>
+      withNode(a, t.parentRel, async (p) => {
+        ctx.committed = true;
+        const res = await a.session.client.request('create', { node: p.id }, { name: t.name, mode, flags: flags | OpenFlags.O_CREAT });
+        a.cache.set(t.rel, res.attr.id);
+        return { active: a, h: res.h, attr: res.attr };
+      }),
+    );
+    return { fh: this.add(t, flags, false, { active, h, node: attr.id, first: null, closed: false }), attr };
+  }
+
+  /** Adds a file opened on the node (`o`) to the table under a new router handle, which it returns. */
+  private add(t: FileTarget, flags: number, readOnly: boolean, o: Omit<Opened, 'attr'>): number {
     const fh = this.nextFh++;
     this.files.set(fh, {
       fh,
@@ -132,46 +156,7 @@ export class OpenFiles {
       first: o.first,
       closed: o.closed,
     });
-    return { fh, attr: o.attr };
-  }
-
-  /**
-   * Creates (or, without O_EXCL, opens) `name` in directory `parentRel` of the mount: a
-   * mutation (EIO if in flight when the endpoint failed).
-   * @param mode permission bits
-   * @param flags O_* bits; O_CREAT is added
-   * @throws FsError EEXIST (O_EXCL), ENOENT (parent), EROFS, EIO, MountUnavailableError
-   */
-  async create(t: FileTarget & { parentRel: string; name: string }, mode: number, flags: number): Promise<{ fh: number; attr: Attr }> {
-    const { active, h, attr } = await this.routes.withMount(t.mountPath, async (a, ctx) =>
-      retryStale(a, t.parentRel, async () => {
-        const p = await walk(a, t.parentRel, true);
-        ctx.committed = true;
-        const res = await a.session.client.request<{ attr: Attr; h: number }>(
-          'create',
-          { node: p.id },
-          { name: t.name, mode, flags: flags | OpenFlags.O_CREAT },
-        );
-        a.cache.set(t.rel, res.attr.id);
-        return { active: a, h: res.h, attr: res.attr };
-      }),
-    );
-    const fh = this.nextFh++;
-    this.files.set(fh, {
-      fh,
-      path: t.path,
-      mountPath: t.mountPath,
-      rel: t.rel,
-      flags,
-      readOnly: false,
-      active,
-      h,
-      reopening: null,
-      node: attr.id,
-      first: null,
-      closed: false,
-    });
-    return { fh, attr };
+    return fh;
   }
 
   /**
@@ -319,15 +304,14 @@ export class OpenFiles {
    * (the node closes a file that came back whole), else a plain `open`.
    */
   private openOn(a: ActiveEndpoint, ctx: OpContext, rel: string, flags: number, readOnly: boolean, readBytes: number): Promise<Opened> {
-    return retryStale(a, rel, async () => {
-      const w = await walk(a, rel, true);
+    return withNode(a, rel, async (w) => {
       if (!readOnly) ctx.committed = true;
       if (readOnly && readBytes > 0 && a.session.client.has('open_read')) {
         const { reply, data } = await a.session.client.openRead(w.id, flags, readBytes, true);
         const first = reply.n === undefined ? null : { data, eof: reply.eof === true };
         return { active: a, h: reply.h, node: w.id, attr: reply.attr, first, closed: reply.closed === true };
       }
-      const r = await a.session.client.request<{ h: number }>('open', { node: w.id }, { flags });
+      const r = await a.session.client.request('open', { node: w.id }, { flags });
       return { active: a, h: r.h, node: w.id, first: null, closed: false };
     });
   }

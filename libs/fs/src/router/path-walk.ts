@@ -13,6 +13,13 @@ export function isStale(e: unknown): boolean {
   return e instanceof FsError && (e.errno === Errno.ENOENT || e.errno === Errno.ESTALE);
 }
 
+/** Where {@link walk} ended: the node id, its attr when the last step was a `lookup`, and whether the walk started from the cache. */
+export interface Walked {
+  id: number;
+  attr?: Attr;
+  cached: boolean;
+}
+
 /**
  * Resolves `rel` to a node id: the longest cached prefix (with `useCache`), then one `lookup`
  * per remaining name (each result cached).
@@ -20,7 +27,7 @@ export function isStale(e: unknown): boolean {
  * @returns the id, the attr when the last step was looked up, and whether the cache was used
  * @throws FsError from `lookup` (ENOENT, ENOTDIR, EACCES, ...), ConnectionError
  */
-export async function walk(a: ActiveEndpoint, rel: string, useCache: boolean): Promise<{ id: number; attr?: Attr; cached: boolean }> {
+export async function walk(a: ActiveEndpoint, rel: string, useCache: boolean): Promise<Walked> {
   if (rel === '') return { id: a.root, cached: false };
   if (useCache && a.cache.isVerified(rel)) return { id: a.cache.get(rel)!, cached: true };
   const names = rel.split('/');
@@ -38,7 +45,7 @@ export async function walk(a: ActiveEndpoint, rel: string, useCache: boolean): P
   const cached = start > 0;
   let attr: Attr | undefined;
   for (let j = start; j < names.length; j++) {
-    const r = await a.session.client.request<{ attr: Attr }>('lookup', { node: id }, { name: names[j] });
+    const r = await a.session.client.request('lookup', { node: id }, { name: names[j] });
     attr = r.attr;
     id = attr.id;
     prefix = relJoin(prefix, names[j]);
@@ -71,6 +78,17 @@ export async function retryStale<T>(a: ActiveEndpoint, rel: string, fn: () => Pr
       a.cache.dropTree(start.rel);
     }
   }
+}
+
+/**
+ * Runs `fn` on the node at `rel`: walked from the cache ({@link walk}), and walked again when
+ * it fails because a cached id was stale ({@link retryStale}; `fn` then runs again).
+ * @param rel export-relative path (`''` = the export root)
+ * @returns what `fn` returns
+ * @throws as {@link walk} and {@link retryStale}, and what `fn` throws
+ */
+export function withNode<T>(a: ActiveEndpoint, rel: string, fn: (node: Walked) => Promise<T>): Promise<T> {
+  return retryStale(a, rel, async () => fn(await walk(a, rel, true)));
 }
 
 /** Where {@link walk} with the cache starts for `rel`: the cached prefix and its id, or null (the export root). */

@@ -90,7 +90,7 @@ export async function probeMounts(routes: readonly MountRoute[], pool: Pick<Endp
               if (!c.fs_url) throw new FsError(Errno.ENODEV, `node ${c.node_id ?? c.node_name} has no fs_url (state ${c.state ?? 'unknown'})`);
               const s = await pool.get(c.fs_url, c.auth_token);
               const ex = await s.export(c.export_name);
-              const { attr } = await s.client.request<{ attr: Attr }>('getattr', { node: ex.root });
+              const { attr } = await s.client.request('getattr', { node: ex.root });
               return { ok: true, ms: performance.now() - t0, root: attr, read_only: ex.ro, binary: s.client.binary, node: s.client.hello?.node?.name };
             } catch (e) {
               return { ok: false, ms: performance.now() - t0, error: messageOf(e), errno: e instanceof FsError ? (e.errno ?? null) : null };

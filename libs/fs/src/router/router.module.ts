@@ -5,26 +5,16 @@
 import { Injectable, Module } from '@nestjs/common';
 import { ClientModule, ClientTls, ControlClientFactory, FsClient } from '@svc/client';
 import { EndpointSpec } from './topology';
-import { StaticTopologySource, TopologySource, WorkspaceTopologySource } from './topology-source';
+import { StaticTopologySource, TopologySource, WorkspaceSourceOptions, WorkspaceTopologySource } from './topology-source';
 import { WorkspaceRouter, WorkspaceRouterOptions } from './workspace-router';
 
 /**
  * Where the topology comes from, and how to reach the FS endpoints; `tls` is the trust of
- * `wss://` URLs, the control plane's and the nodes' (default: the system CAs).
+ * `wss://` URLs, the control plane's and the nodes' (default: the system CAs). Workspace mode
+ * takes the control session's fields of {@link WorkspaceSourceOptions}.
  */
 export type RouterConfig = WorkspaceRouterOptions & { tls?: ClientTls } & (
-    | {
-        mode: 'workspace';
-        /** Control-plane URL. */
-        url: string;
-        /** Role token for the control session. */
-        token: string;
-        agentId?: string;
-        projectId?: string;
-        projectToken?: string;
-        /** Full re-read period, ms (0 disables). */
-        syncIntervalMs?: number;
-      }
+    | ({ mode: 'workspace' } & Pick<WorkspaceSourceOptions, 'url' | 'token' | 'agentId' | 'projectId' | 'projectToken' | 'syncIntervalMs'>)
     | {
         mode: 'endpoints';
         endpoints: EndpointSpec[];

@@ -3,7 +3,8 @@
  * synthetic tree, the lookup cache and its invalidation, candidate order (the selection
  * rule), and `--endpoint` parsing.
  */
-import { Errno, FsError, MountView, WorkspaceStatus } from '@svc/protocol';
+import { Errno, FsError, WorkspaceStatus } from '@svc/protocol';
+import { mountView as mv } from '../../../../test/fixtures/workspace-status';
 import { LookupCache } from './lookup-cache';
 import { MountTable } from './mount-table';
 import { normalizePath } from './paths';
@@ -113,20 +114,6 @@ describe('LookupCache', () => {
     expect(c.get('d')).toBe(5);
   });
 });
-
-function mv(path: string, node: string, state: MountView['state'], lease: number | null, extra: Partial<MountView> = {}): MountView {
-  return {
-    mount_path: path,
-    node_id: node,
-    export_name: 'work',
-    node_name: node,
-    fs_url: `ws://${node}/v2/fs`,
-    online: state === 'online',
-    state,
-    lease_expires_at_ms: lease,
-    ...extra,
-  };
-}
 
 describe('topologyFromStatus', () => {
   it('puts the selected mount first, then the others by the selection rule', () => {

@@ -8,37 +8,12 @@
 import { EventEmitter } from 'node:events';
 import { ControlClient } from '@svc/client';
 import { MountView, TopologyDelta, WorkspaceStatus } from '@svc/protocol/wire';
+import { NO_AVAILABILITY as AVAIL, mountView as mv, workspaceStatus } from '../../../../test/fixtures/workspace-status';
 import { Topology } from './topology';
 import { WorkspaceTopologySource } from './topology-source';
 
-function mv(path: string, node: string, state: MountView['state'] = 'online'): MountView {
-  return {
-    mount_path: path,
-    node_id: node,
-    export_name: 'work',
-    node_name: node,
-    fs_url: `ws://${node}/v2/fs`,
-    online: state === 'online',
-    state,
-    lease_expires_at_ms: 1000,
-  };
-}
-
-const AVAIL = { mounts_total: 0, online: 0, degraded: 0, missing: 0 };
-
-function status(revision: number, mounts: MountView[]): WorkspaceStatus {
-  return {
-    agent_id: 'a',
-    project_id: 'p',
-    workspace_root: '/projects/p/fs',
-    mounts,
-    desired_mounts: mounts,
-    actual_mounts: mounts,
-    drift: { count: 0, items: [] },
-    availability: AVAIL,
-    revision,
-  };
-}
+/** The status at `revision` with `mounts` desired and selected. */
+const status = (revision: number, mounts: MountView[]): WorkspaceStatus => workspaceStatus(mounts, mounts, revision);
 
 /** The parts of ControlClient the source uses; `status` is what the next read returns. */
 class StubClient extends EventEmitter {

@@ -4,40 +4,9 @@
  * removed paths go, a failover reorders the candidates, `access_ended` empties; the input
  * topology is never modified.
  */
-import { MountView, TopologyDelta, WorkspaceStatus } from '@svc/protocol/wire';
+import { MountView, TopologyDelta } from '@svc/protocol/wire';
+import { NO_AVAILABILITY as AVAIL, mountView as mv, workspaceStatus as status } from '../../../../test/fixtures/workspace-status';
 import { applyTopologyDelta, candidatesFingerprint, Topology, topologyFromEndpoints, topologyFromStatus } from './topology';
-
-function mv(path: string, node: string, state: MountView['state'], lease: number | null, extra: Partial<MountView> = {}): MountView {
-  return {
-    mount_path: path,
-    node_id: node,
-    export_name: 'work',
-    node_name: node,
-    fs_url: `ws://${node}/v2/fs`,
-    online: state === 'online',
-    state,
-    lease_expires_at_ms: lease,
-    ...extra,
-  };
-}
-
-const AVAIL = { mounts_total: 0, online: 0, degraded: 0, missing: 0 };
-
-function status(mounts: MountView[], desired: MountView[], revision: number | undefined, project_id = 'p'): WorkspaceStatus {
-  const s = {
-    agent_id: 'a',
-    project_id,
-    workspace_root: `/projects/${project_id}/fs`,
-    mounts,
-    desired_mounts: desired,
-    actual_mounts: mounts,
-    drift: { count: 0, items: [] },
-    availability: AVAIL,
-    revision,
-  };
-  if (revision === undefined) delete s.revision;
-  return s as WorkspaceStatus;
-}
 
 function delta(revision: number, changed: MountView[], desired: MountView[], removed: string[] = [], project_id = 'p'): TopologyDelta {
   return { project_id, revision, changed, desired, removed, availability: AVAIL, ts_ms: 1 };

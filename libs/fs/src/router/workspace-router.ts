@@ -35,7 +35,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { DEFAULT_KEEPALIVE_MS, DEFAULT_KEEPALIVE_TIMEOUT_MS, type FramedData, type PrefetchedFile } from '@svc/client';
-import { Errno, FsError } from '@svc/protocol/wire';
+import { Errno, FsError, type FsReply } from '@svc/protocol/wire';
 import { EndpointPool, EndpointPoolOptions, EndpointSession } from './endpoint-pool';
 import { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, DirEntry, InvalDirEvent, InvalEvent, NodeKind, OpenFlags, SetAttr, StatFs } from './fs-types';
@@ -45,7 +45,7 @@ import type { LookupCache } from './lookup-cache';
 import { DEFAULT_LOOKUP_CACHE_ENTRIES } from './lookup-cache';
 import { MountTable, Resolution } from './mount-table';
 import { DEFAULT_OPEN_READ_BYTES, OpenFiles } from './open-files';
-import { isStale, retryStale, walk } from './path-walk';
+import { isStale, walk, Walked, withNode } from './path-walk';
 import { normalizePath, relJoin, relSplit, splitParent } from './paths';
 // eslint-disable-next-line @typescript-eslint/no-unused-vars -- named in the comments' {@link} and @throws
 import type { MountUnavailableError } from './router-errors';
@@ -213,16 +213,9 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError ENOENT (nothing there), EINVAL (bad path), MountUnavailableError
    */
   async getattr(path: string): Promise<Attr> {
-    const r = this.resolve(path);
+    const r = this.existing(path);
     if (r.kind === 'synthetic') return this.syntheticAttr();
-    if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
-    return this.routes.withMount(r.mountPath, async (a) =>
-      retryStale(a, r.rel, async () => {
-        const w = await walk(a, r.rel, true);
-        if (w.attr) return w.attr;
-        return (await a.session.client.request<{ attr: Attr }>('getattr', { node: w.id })).attr;
-      }),
-    );
+    return this.atNode(r.mountPath, r.rel, async (a, w) => w.attr ?? (await a.session.client.request('getattr', { node: w.id })).attr);
   }
 
   /**
@@ -233,8 +226,7 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError ENOENT, ENOTDIR, EACCES, MountUnavailableError
    */
   async readdir(path: string, cookie = 0, max = this.readdirMax): Promise<ReaddirPage> {
-    const r = this.resolve(path);
-    if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
+    const r = this.existing(path);
     if (r.kind === 'synthetic') {
       const attr = this.syntheticAttr();
       const start = Math.max(0, Math.floor(cookie));
@@ -242,14 +234,11 @@ export class WorkspaceRouter extends EventEmitter {
       return { entries: slice.map((name) => ({ name, attr })), next: start + slice.length, eof: start + slice.length >= r.children.length };
     }
     const overlays = this.table.overlaysOf(r.path);
-    const page = await this.routes.withMount(r.mountPath, async (a) =>
-      retryStale(a, r.rel, async () => {
-        const w = await walk(a, r.rel, true);
-        const p = await a.session.client.request<{ ents: DirEntry[]; next: number; eof: boolean }>('readdirp', { node: w.id }, { cookie, max });
-        for (const e of p.ents) a.cache.set(relJoin(r.rel, e.name), e.attr.id);
-        return p;
-      }),
-    );
+    const page = await this.atNode(r.mountPath, r.rel, async (a, w) => {
+      const p = await a.session.client.request('readdirp', { node: w.id }, { cookie, max });
+      for (const e of p.ents) a.cache.set(relJoin(r.rel, e.name), e.attr.id);
+      return p;
+    });
     if (overlays.length === 0) return { entries: page.ents, next: page.next, eof: page.eof };
     const hidden = new Set(overlays);
     const entries = page.ents.filter((e) => !hidden.has(e.name));
@@ -288,9 +277,8 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError ENOENT, EISDIR (synthetic directory), EACCES, EROFS, MountUnavailableError
    */
   async open(path: string, flags: number = OpenFlags.O_RDONLY, options: { readBytes?: number } = {}): Promise<{ fh: number; attr?: Attr }> {
-    const r = this.resolve(path);
+    const r = this.existing(path);
     if (r.kind === 'synthetic') throw new FsError(Errno.EISDIR, `${r.path}: is a directory`);
-    if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
     return this.files.open(r, flags, options.readBytes);
   }
 
@@ -308,8 +296,7 @@ export class WorkspaceRouter extends EventEmitter {
     if (r.kind !== 'mount') return null;
     return this.routes.withMount(r.mountPath, async (a) => {
       if (!a.session.client.has('prefetch')) return null;
-      return retryStale(a, r.rel, async () => {
-        const w = await walk(a, r.rel, true);
+      return withNode(a, r.rel, async (w) => {
         const files = await a.session.client.prefetch(w.id, names, maxFile, maxTotal);
         for (const f of files) if (f.attr) a.cache.set(relJoin(r.rel, f.name), f.attr.id);
         return files;
@@ -381,7 +368,7 @@ export class WorkspaceRouter extends EventEmitter {
    */
   async truncate(path: string, size: number): Promise<Attr> {
     if (!Number.isSafeInteger(size) || size < 0) throw new FsError(Errno.EINVAL, `invalid size ${size}`);
-    return this.mutateNode(path, (a, id) => a.session.client.request<{ attr: Attr }>('truncate', { node: id }, { sz: size }).then((r) => r.attr));
+    return this.mutateNode(path, (a, id) => a.session.client.request('truncate', { node: id }, { sz: size }).then((r) => r.attr));
   }
 
   /**
@@ -389,7 +376,7 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError ENOENT, EPERM, EROFS, EIO
    */
   async setattr(path: string, attrs: SetAttr): Promise<Attr> {
-    return this.mutateNode(path, (a, id) => a.session.client.request<{ attr: Attr }>('setattr', { node: id }, attrs).then((r) => r.attr));
+    return this.mutateNode(path, (a, id) => a.session.client.request('setattr', { node: id }, attrs).then((r) => r.attr));
   }
 
   /**
@@ -398,13 +385,7 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError EEXIST, ENOENT (parent), EROFS (read-only export or synthetic tree), EIO
    */
   async mkdir(path: string, mode = 0o755): Promise<Attr> {
-    const t = this.mutationTarget(path, 'mkdir');
-    return this.mutateIn(t, async (a, parent, ctx) => {
-      ctx.committed = true;
-      const r = await a.session.client.request<{ attr: Attr }>('mkdir', { node: parent }, { name: t.name, mode });
-      a.cache.set(t.rel, r.attr.id);
-      return r.attr;
-    });
+    return this.addEntry(path, 'mkdir', (a, parent, name) => a.session.client.request('mkdir', { node: parent }, { name, mode }));
   }
 
   /**
@@ -412,15 +393,7 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError ENOENT, ENOTDIR, ENOTEMPTY, EBUSY (a mount root), EROFS, EIO
    */
   async rmdir(path: string): Promise<void> {
-    const t = this.mutationTarget(path, 'rmdir');
-    await this.mutateIn(t, async (a, parent, ctx) => {
-      ctx.committed = true;
-      try {
-        await a.session.client.request('rmdir', { node: parent }, { name: t.name });
-      } finally {
-        a.cache.dropTree(t.rel);
-      }
-    });
+    return this.removeEntry(path, 'rmdir');
   }
 
   /**
@@ -428,15 +401,7 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError ENOENT, EISDIR, EBUSY (a mount root), EROFS, EIO
    */
   async unlink(path: string): Promise<void> {
-    const t = this.mutationTarget(path, 'unlink');
-    await this.mutateIn(t, async (a, parent, ctx) => {
-      ctx.committed = true;
-      try {
-        await a.session.client.request('unlink', { node: parent }, { name: t.name });
-      } finally {
-        a.cache.dropTree(t.rel);
-      }
-    });
+    return this.removeEntry(path, 'unlink');
   }
 
   /**
@@ -478,13 +443,7 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError EEXIST, ENOENT, EACCES, EROFS, EIO
    */
   async symlink(path: string, target: string): Promise<Attr> {
-    const t = this.mutationTarget(path, 'symlink');
-    return this.mutateIn(t, async (a, parent, ctx) => {
-      ctx.committed = true;
-      const r = await a.session.client.request<{ attr: Attr }>('symlink', { node: parent }, { name: t.name, target });
-      a.cache.set(t.rel, r.attr.id);
-      return r.attr;
-    });
+    return this.addEntry(path, 'symlink', (a, parent, name) => a.session.client.request('symlink', { node: parent }, { name, target }));
   }
 
   /**
@@ -492,15 +451,9 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError ENOENT, EINVAL (not a symlink)
    */
   async readlink(path: string): Promise<string> {
-    const r = this.resolve(path);
+    const r = this.existing(path);
     if (r.kind === 'synthetic') throw new FsError(Errno.EINVAL, `${r.path}: not a symlink`);
-    if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
-    return this.routes.withMount(r.mountPath, (a) =>
-      retryStale(a, r.rel, async () => {
-        const w = await walk(a, r.rel, true);
-        return (await a.session.client.request<{ target: string }>('readlink', { node: w.id })).target;
-      }),
-    );
+    return this.atNode(r.mountPath, r.rel, async (a, w) => (await a.session.client.request('readlink', { node: w.id })).target);
   }
 
   /**
@@ -508,17 +461,9 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError ENOENT, MountUnavailableError
    */
   async statfs(path: string): Promise<StatFs> {
-    const r = this.resolve(path);
-    if (r.kind !== 'mount') {
-      if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
-      return { bsize: 4096, frsize: 4096, blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, namemax: 255 };
-    }
-    return this.routes.withMount(r.mountPath, (a) =>
-      retryStale(a, r.rel, async () => {
-        const w = await walk(a, r.rel, true);
-        return a.session.client.request<StatFs>('statfs', { node: w.id });
-      }),
-    );
+    const r = this.existing(path);
+    if (r.kind === 'synthetic') return { bsize: 4096, frsize: 4096, blocks: 0, bfree: 0, bavail: 0, files: 0, ffree: 0, namemax: 255 };
+    return this.atNode(r.mountPath, r.rel, (a, w) => a.session.client.request('statfs', { node: w.id }));
   }
 
   // ---------------------------------------------------------------------------------------
@@ -607,31 +552,82 @@ export class WorkspaceRouter extends EventEmitter {
     return { path: r.path, mountPath: r.mountPath, rel: r.rel, parentRel: parent, name };
   }
 
-  /** Runs a mutation `fn` in the parent directory of `t` (walked, with stale-cache retry and failover). */
-  private mutateIn<T>(t: { mountPath: string; parentRel: string }, fn: (a: ActiveEndpoint, parent: number, ctx: OpContext) => Promise<T>): Promise<T> {
-    return this.routes.withMount(t.mountPath, (a, ctx) =>
-      retryStale(a, t.parentRel, async () => {
-        const p = await walk(a, t.parentRel, true);
-        return fn(a, p.id, ctx);
-      }),
-    );
+  /**
+   * `path` resolved for an operation on what is there: in a mount, or in the synthetic tree above
+   * mount paths.
+   * @throws FsError ENOENT (not in the workspace), EINVAL (bad path)
+   */
+  private existing(path: string): Exclude<Resolution, { kind: 'none' }> {
+    const r = this.resolve(path);
+    if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
+    return r;
   }
 
   /**
-   * Runs a mutation `fn` on the node at `path` (walked, with stale-cache retry and failover;
-   * committed once walked).
+   * How every operation on a node of a mount runs: `fn` on the mount's active endpoint (failover
+   * and the operation's deadline: {@link MountRoutes.withMount}), with `rel` walked from the
+   * lookup cache and walked again after a stale cached id ({@link withNode}).
+   * @param rel export-relative path of the node (`''` = the export root)
+   * @returns what `fn` returns
+   * @throws FsError from the walk or `fn`; MountUnavailableError
+   */
+  private atNode<T>(mountPath: string, rel: string, fn: (a: ActiveEndpoint, node: Walked, ctx: OpContext) => Promise<T>): Promise<T> {
+    return this.routes.withMount(mountPath, (a, ctx) => withNode(a, rel, (w) => fn(a, w, ctx)));
+  }
+
+  /** Runs a mutation `fn` in the parent directory of `t` ({@link atNode}). */
+  private mutateIn<T>(t: { mountPath: string; parentRel: string }, fn: (a: ActiveEndpoint, parent: number, ctx: OpContext) => Promise<T>): Promise<T> {
+    return this.atNode(t.mountPath, t.parentRel, (a, p, ctx) => fn(a, p.id, ctx));
+  }
+
+  /**
+   * Runs a mutation `fn` on the node at `path` ({@link atNode}; committed once walked).
    * @throws FsError EROFS (synthetic tree), ENOENT (not in the workspace)
    */
   private mutateNode<T>(path: string, fn: (a: ActiveEndpoint, id: number) => Promise<T>): Promise<T> {
-    const r = this.resolve(path);
+    const r = this.existing(path);
     if (r.kind === 'synthetic') throw new FsError(Errno.EROFS, `${r.path}: the workspace tree above mount paths is read-only`);
-    if (r.kind === 'none') throw new FsError(Errno.ENOENT, `${r.path}: not in the workspace`);
-    return this.routes.withMount(r.mountPath, (a, ctx) =>
-      retryStale(a, r.rel, async () => {
-        const w = await walk(a, r.rel, true);
-        ctx.committed = true;
-        return fn(a, w.id);
-      }),
-    );
+    return this.atNode(r.mountPath, r.rel, (a, w, ctx) => {
+      ctx.committed = true;
+      return fn(a, w.id);
+    });
+  }
+
+  /**
+   * Creates the entry `path` (`mkdir`, `symlink`) with `send`, a mutation in its parent
+   * directory, and caches the new node's id.
+   * @param send sends the request for entry `name` in directory node `parent`
+   * @returns the new node's attr
+   * @throws FsError as {@link mutationTarget}, and from the request
+   */
+  private addEntry(
+    path: string,
+    op: 'mkdir' | 'symlink',
+    send: (a: ActiveEndpoint, parent: number, name: string) => Promise<FsReply<'mkdir' | 'symlink'>>,
+  ): Promise<Attr> {
+    const t = this.mutationTarget(path, op);
+    return this.mutateIn(t, async (a, parent, ctx) => {
+      ctx.committed = true;
+      const r = await send(a, parent, t.name);
+      a.cache.set(t.rel, r.attr.id);
+      return r.attr;
+    });
+  }
+
+  /**
+   * Removes the entry `path` with request `op` (`rmdir`, `unlink`), a mutation in its parent
+   * directory; its cached subtree is dropped whatever the outcome.
+   * @throws FsError as {@link mutationTarget}, and from the request
+   */
+  private async removeEntry(path: string, op: 'rmdir' | 'unlink'): Promise<void> {
+    const t = this.mutationTarget(path, op);
+    await this.mutateIn(t, async (a, parent, ctx) => {
+      ctx.committed = true;
+      try {
+        await a.session.client.request(op, { node: parent }, { name: t.name });
+      } finally {
+        a.cache.dropTree(t.rel);
+      }
+    });
   }
 }

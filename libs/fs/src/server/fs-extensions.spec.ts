@@ -19,6 +19,7 @@ import { InvalidationService } from './invalidation.service';
 import { LocalDirBackend } from './local/local-dir.backend';
 import { NodeTable } from './node-table';
 import { TerminalBackend } from './terminal/terminal.backend';
+import { thrown } from '../../../../test/helpers/thrown';
 
 const HELLO = { protocol: 'unified-v2-fs', proto: 2 };
 
@@ -126,12 +127,7 @@ describe('hello: extensions granted', () => {
     'refuses features %j as invalid_payload',
     async (features) => {
       const n = nodes[0] ?? (await startNode());
-      let err: unknown;
-      try {
-        n.service.hello({ ...HELLO, features });
-      } catch (e) {
-        err = e;
-      }
+      const err = thrown(() => n.service.hello({ ...HELLO, features }));
       expect(err).toBeInstanceOf(ProtocolError);
       expect(err).toMatchObject({ code: 'invalid_payload' });
       expect((err as ProtocolError).toErrno()).toBe(Errno.EINVAL);

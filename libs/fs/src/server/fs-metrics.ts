@@ -6,8 +6,8 @@
  * computed when scraped. No secret or path is ever a label.
  */
 import { Injectable } from '@nestjs/common';
-import { Counter, Gauge } from 'prom-client';
-import { getOrCreate, RequestMetrics } from '@svc/ops';
+import { Counter } from 'prom-client';
+import { getOrCreate, RequestMetrics, scrapedGauge } from '@svc/ops';
 import { FsSessionService } from './fs-session';
 import { NodeTable } from './node-table';
 
@@ -24,21 +24,11 @@ export class FsMetrics {
   );
 
   constructor(sessions: FsSessionService, table: NodeTable) {
-    const gauge = (name: string, help: string, value: () => number) =>
-      getOrCreate(
-        name,
-        () =>
-          new Gauge({
-            name,
-            help,
-            collect() {
-              this.set(value());
-            },
-          }),
-      );
-    gauge('svc_fs_sessions', 'Open FS sessions (after a good hello)', () => sessions.size);
-    gauge('svc_fs_open_handles', 'Open FS handles over all sessions', () => sessions.openHandles());
-    gauge('svc_fs_nodes', 'Node ids currently known to the node table', () => table.size);
-    gauge('svc_fs_session_seen_nodes', 'Node ids handed to the open sessions (the events they get), summed over sessions', () => sessions.seenNodes());
+    scrapedGauge('svc_fs_sessions', 'Open FS sessions (after a good hello)', (g) => g.set(sessions.size));
+    scrapedGauge('svc_fs_open_handles', 'Open FS handles over all sessions', (g) => g.set(sessions.openHandles()));
+    scrapedGauge('svc_fs_nodes', 'Node ids currently known to the node table', (g) => g.set(table.size));
+    scrapedGauge('svc_fs_session_seen_nodes', 'Node ids handed to the open sessions (the events they get), summed over sessions', (g) =>
+      g.set(sessions.seenNodes()),
+    );
   }
 }

@@ -2,11 +2,12 @@
  * Payload DTOs of the FS operations (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"), validated by `@Payload()` with
  * class-validator. A failure is `invalid_payload`/`missing_field`, sent on the FS session as
  * errno 22 EINVAL with the field named. Names are checked by `validateName` (EINVAL,
- * ENAMETOOLONG), not here. Units: bytes for offsets and sizes, ns since the epoch for times.
+ * ENAMETOOLONG), not here. Each implements the payload of its operations in the request map
+ * (`FsRequests`, libs/protocol/src/fs.ts). Units: bytes for offsets and sizes, ns since the epoch for times.
  */
 import 'reflect-metadata';
 import { IsArray, IsBoolean, IsInt, IsOptional, IsString, Max, Min, ValidateBy } from 'class-validator';
-import { PREFETCH_MAX_NAMES } from '@svc/protocol';
+import { FsPayload, PREFETCH_MAX_NAMES } from '@svc/protocol';
 
 const U32_MAX = 0xffff_ffff;
 /** Largest time accepted, ns (about the year 2262, the end of a signed 64-bit ns clock). */
@@ -31,13 +32,13 @@ function Str(field: string): PropertyDecorator {
 }
 
 /** `lookup`, `unlink`, `rmdir` `{name}`. */
-export class NameDto {
+export class NameDto implements FsPayload<'lookup'>, FsPayload<'unlink'>, FsPayload<'rmdir'> {
   @Str('name')
   name: string;
 }
 
 /** `setattr` `{mode?, uid?, gid?, sz?, at?, mt?}`: permission bits, owner ids, size (bytes), times (ns). */
-export class SetattrDto {
+export class SetattrDto implements FsPayload<'setattr'> {
   @IsOptional()
   @UInt('mode', 0o177777)
   mode?: number;
@@ -64,7 +65,7 @@ export class SetattrDto {
 }
 
 /** `readdirp` `{cookie, max}`: `cookie` 0 for the first page, then the previous reply's `next`. */
-export class ReaddirpDto {
+export class ReaddirpDto implements FsPayload<'readdirp'> {
   @IsOptional()
   @UInt('cookie')
   cookie?: number;
@@ -80,7 +81,7 @@ export class ReaddirpDto {
  * the node closes the handle when the whole file came back (docs/protocol.md "FS extensions").
  * Without the extension `read` and `close_at_eof` are ignored like any unknown member.
  */
-export class OpenDto {
+export class OpenDto implements FsPayload<'open'> {
   @IsOptional()
   @UInt('flags', U32_MAX)
   flags?: number;
@@ -99,7 +100,7 @@ export class OpenDto {
  * names of the directory (each checked like any name, per entry), bytes per file and bytes per
  * reply (above the node's limits: clamped).
  */
-export class PrefetchDto {
+export class PrefetchDto implements FsPayload<'prefetch'> {
   @IsArray({ message: 'names must be an array' })
   @ValidateBy({
     name: 'isNameList',
@@ -120,7 +121,7 @@ export class PrefetchDto {
 }
 
 /** `create` `{name, mode, flags}` (permission bits, default 0644; Linux O_* bits, default O_RDWR). */
-export class CreateDto {
+export class CreateDto implements FsPayload<'create'> {
   @Str('name')
   name: string;
 
@@ -134,7 +135,7 @@ export class CreateDto {
 }
 
 /** `read` `{off, len}` in bytes; `len` above max_read is clamped. */
-export class ReadDto {
+export class ReadDto implements FsPayload<'read'> {
   @UInt('off')
   off: number;
 
@@ -143,7 +144,7 @@ export class ReadDto {
 }
 
 /** `write` `{off, data_b64}` (JSON path) or `{off, n?}` with the bytes in a binary frame. */
-export class WriteDto {
+export class WriteDto implements FsPayload<'write'> {
   @UInt('off')
   off: number;
 
@@ -157,13 +158,13 @@ export class WriteDto {
 }
 
 /** `truncate` `{sz}` in bytes. */
-export class TruncateDto {
+export class TruncateDto implements FsPayload<'truncate'> {
   @UInt('sz')
   sz: number;
 }
 
 /** `mkdir` `{name, mode}` (permission bits, default 0755). */
-export class MkdirDto {
+export class MkdirDto implements FsPayload<'mkdir'> {
   @Str('name')
   name: string;
 
@@ -173,7 +174,7 @@ export class MkdirDto {
 }
 
 /** `rename` `{old_parent, old_name, new_parent, new_name}` (node ids of the two directories). */
-export class RenameDto {
+export class RenameDto implements FsPayload<'rename'> {
   @UInt('old_parent')
   old_parent: number;
 
@@ -188,7 +189,7 @@ export class RenameDto {
 }
 
 /** `symlink` `{name, target}`: `target` is stored as given (any text without NUL, at most 4095 bytes). */
-export class SymlinkDto {
+export class SymlinkDto implements FsPayload<'symlink'> {
   @Str('name')
   name: string;
 

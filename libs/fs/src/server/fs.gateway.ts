@@ -1,7 +1,9 @@
 /**
- * FsGateway: the FS session protocol on `/v2/fs` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)", 8). One thin handler per
+ * FsGateway: the FS session protocol on `/v2/fs` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"). One thin handler per
  * operation: it reads the root fields (`node`, `h`) and the validated payload and delegates to
- * {@link FsService}; errors go through the one exception filter as `acheron.err_fs`.
+ * {@link FsService}; errors go through the one exception filter as `acheron.err_fs`. Each
+ * handler is declared with {@link FsHandler}, which types its reply by the request map
+ * (`FsRequests`, libs/protocol/src/fs.ts).
  *
  * Binary data path: after a hello with `binary: true`, `r_fs_read` is sent as a binary frame
  * (4-byte big-endian header length, the JSON envelope with `payload.n` and `eof`, then the
@@ -19,13 +21,12 @@ import {
   Errno,
   FS_ENDPOINT_PATH,
   FsError,
+  FsReply,
+  FsRequestOp,
+  fsRequestType,
   Frame as FrameT,
   MAX_READ,
-  OpenReadReply,
-  OpenReply,
-  PrefetchReply,
   ProtocolError,
-  ReadReply,
   writeBase64,
 } from '@svc/protocol';
 import { BufferPool } from '../buffer-pool';
@@ -76,6 +77,26 @@ export function jsonReadReply(tag: number | null, data: Buffer, eof: boolean, in
   return out;
 }
 
+/** The requests whose handlers may send their reply themselves, as a binary frame or prebuilt text. */
+type SelfReplyingOp = 'open' | 'read' | 'prefetch';
+
+/**
+ * What the handler of request `K` returns: the reply payload of `K` in {@link FsRequests}, or,
+ * for a {@link SelfReplyingOp}, undefined once it sent the reply itself (`ctx.replied`).
+ */
+type FsHandlerResult<K extends FsRequestOp> = K extends SelfReplyingOp ? Promise<FsReply<K> | undefined> : FsReply<K> | Promise<FsReply<K>>;
+
+/**
+ * Makes the decorated method the handler of `acheron.t_fs_<op>` (`@SubscribeMessage`), typed by
+ * the request map: a method whose return type is not {@link FsHandlerResult} of `op` does not
+ * compile.
+ */
+function FsHandler<K extends FsRequestOp>(op: K) {
+  return <M extends (...args: never[]) => FsHandlerResult<K>>(target: object, key: string | symbol, descriptor: TypedPropertyDescriptor<M>): void => {
+    SubscribeMessage(fsRequestType(op))(target, key, descriptor);
+  };
+}
+
 function fsOf(session: WsSession): FsSession {
   const fs = fsSessionOf(session);
   if (!fs) throw new ProtocolError('protocol_mismatch', 'send acheron.t_fs_hello first');
@@ -93,7 +114,7 @@ export class FsGateway {
   ) {}
 
   /** `acheron.t_fs_hello` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): establishes the FS session. */
-  @SubscribeMessage('acheron.t_fs_hello')
+  @FsHandler('hello')
   hello(@Session() session: WsSession, @Payload() payload: Record<string, unknown>) {
     if (session.fs === 'ready') throw new ProtocolError('protocol_mismatch', 'acheron.t_fs_hello was already negotiated on this session');
     let reply;
@@ -114,31 +135,31 @@ export class FsGateway {
   }
 
   /** `acheron.t_fs_exports` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.exports}. */
-  @SubscribeMessage('acheron.t_fs_exports')
+  @FsHandler('exports')
   exports(@Session() session: WsSession) {
     return this.fs.exports(fsOf(session));
   }
 
   /** `acheron.t_fs_lookup` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.lookup}. */
-  @SubscribeMessage('acheron.t_fs_lookup')
+  @FsHandler('lookup')
   lookup(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: NameDto) {
     return this.fs.lookup(fsOf(session), rootId(frame, 'node'), body.name);
   }
 
   /** `acheron.t_fs_getattr` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.getattr}. */
-  @SubscribeMessage('acheron.t_fs_getattr')
+  @FsHandler('getattr')
   getattr(@Session() session: WsSession, @Frame() frame: FrameT) {
     return this.fs.getattr(fsOf(session), rootId(frame, 'node'));
   }
 
   /** `acheron.t_fs_setattr` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.setattr}. */
-  @SubscribeMessage('acheron.t_fs_setattr')
+  @FsHandler('setattr')
   setattr(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: SetattrDto) {
     return this.fs.setattr(fsOf(session), rootId(frame, 'node'), body);
   }
 
   /** `acheron.t_fs_readdirp` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.readdirp}. */
-  @SubscribeMessage('acheron.t_fs_readdirp')
+  @FsHandler('readdirp')
   readdirp(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: ReaddirpDto) {
     return this.fs.readdirp(fsOf(session), rootId(frame, 'node'), body.cookie ?? 0, body.max);
   }
@@ -148,8 +169,8 @@ export class FsGateway {
    * `open_read`, {@link FsService.openRead}, whose bytes go in `data_b64` or, on the binary data
    * path, after the header of a binary frame (as `r_fs_read`).
    */
-  @SubscribeMessage('acheron.t_fs_open')
-  async open(@Ctx() ctx: RequestContext, @Payload() body: OpenDto): Promise<OpenReply | OpenReadReply | undefined> {
+  @FsHandler('open')
+  async open(@Ctx() ctx: RequestContext, @Payload() body: OpenDto): Promise<FsReply<'open'> | undefined> {
     const fs = fsOf(ctx.session);
     const node = rootId(ctx.frame, 'node');
     const flags = body.flags ?? 0;
@@ -177,8 +198,8 @@ export class FsGateway {
    * frame whose bytes are the entries' data one after the other (`n` bytes each, in entry order).
    * @throws ProtocolError `unknown_type` (errno 38 ENOSYS, as before extensions) when the session was not granted `prefetch`
    */
-  @SubscribeMessage('acheron.t_fs_prefetch')
-  async prefetch(@Ctx() ctx: RequestContext, @Payload() body: PrefetchDto): Promise<PrefetchReply | undefined> {
+  @FsHandler('prefetch')
+  async prefetch(@Ctx() ctx: RequestContext, @Payload() body: PrefetchDto): Promise<FsReply<'prefetch'> | undefined> {
     const fs = fsOf(ctx.session);
     if (!fs.features.has('prefetch')) {
       throw new ProtocolError(
@@ -208,7 +229,7 @@ export class FsGateway {
   }
 
   /** `acheron.t_fs_create` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.create}. */
-  @SubscribeMessage('acheron.t_fs_create')
+  @FsHandler('create')
   create(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: CreateDto) {
     return this.fs.create(fsOf(session), rootId(frame, 'node'), body.name, body.mode, body.flags);
   }
@@ -220,8 +241,8 @@ export class FsGateway {
    * base64 written straight into a pooled frame (base64 needs no JSON escaping). Reads of more
    * than 64 KiB use pooled buffers, given back when the WebSocket has sent the frame.
    */
-  @SubscribeMessage('acheron.t_fs_read')
-  async read(@Ctx() ctx: RequestContext, @Payload() body: ReadDto): Promise<ReadReply | undefined> {
+  @FsHandler('read')
+  async read(@Ctx() ctx: RequestContext, @Payload() body: ReadDto): Promise<FsReply<'read'> | undefined> {
     const fs = fsOf(ctx.session);
     const h = rootId(ctx.frame, 'h');
     const tag = ctx.frame.tag;
@@ -256,7 +277,7 @@ export class FsGateway {
   }
 
   /** `write` with `data_b64` (strict base64, else EINVAL) or, on the binary data path, the frame's bytes. */
-  @SubscribeMessage('acheron.t_fs_write')
+  @FsHandler('write')
   write(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: WriteDto) {
     let data: Buffer;
     if (frame.data !== undefined) {
@@ -272,61 +293,61 @@ export class FsGateway {
   }
 
   /** `acheron.t_fs_fsync` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.fsync}. */
-  @SubscribeMessage('acheron.t_fs_fsync')
+  @FsHandler('fsync')
   fsync(@Session() session: WsSession, @Frame() frame: FrameT) {
     return this.fs.fsync(fsOf(session), rootId(frame, 'h'));
   }
 
   /** `acheron.t_fs_close` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.close}. */
-  @SubscribeMessage('acheron.t_fs_close')
+  @FsHandler('close')
   close(@Session() session: WsSession, @Frame() frame: FrameT) {
     return this.fs.close(fsOf(session), rootId(frame, 'h'));
   }
 
   /** `acheron.t_fs_truncate` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.truncate}. */
-  @SubscribeMessage('acheron.t_fs_truncate')
+  @FsHandler('truncate')
   truncate(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: TruncateDto) {
     return this.fs.truncate(fsOf(session), rootId(frame, 'node'), body.sz);
   }
 
   /** `acheron.t_fs_unlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.unlink}. */
-  @SubscribeMessage('acheron.t_fs_unlink')
+  @FsHandler('unlink')
   unlink(@Frame() frame: FrameT, @Payload() body: NameDto) {
     return this.fs.unlink(rootId(frame, 'node'), body.name);
   }
 
   /** `acheron.t_fs_mkdir` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.mkdir}. */
-  @SubscribeMessage('acheron.t_fs_mkdir')
+  @FsHandler('mkdir')
   mkdir(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: MkdirDto) {
     return this.fs.mkdir(fsOf(session), rootId(frame, 'node'), body.name, body.mode);
   }
 
   /** `acheron.t_fs_rmdir` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.rmdir}. */
-  @SubscribeMessage('acheron.t_fs_rmdir')
+  @FsHandler('rmdir')
   rmdir(@Frame() frame: FrameT, @Payload() body: NameDto) {
     return this.fs.rmdir(rootId(frame, 'node'), body.name);
   }
 
   /** `acheron.t_fs_rename` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.rename}. */
-  @SubscribeMessage('acheron.t_fs_rename')
+  @FsHandler('rename')
   rename(@Payload() body: RenameDto) {
     return this.fs.rename(body.old_parent, body.old_name, body.new_parent, body.new_name);
   }
 
   /** `acheron.t_fs_symlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.symlink}. */
-  @SubscribeMessage('acheron.t_fs_symlink')
+  @FsHandler('symlink')
   symlink(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: SymlinkDto) {
     return this.fs.symlink(fsOf(session), rootId(frame, 'node'), body.name, body.target);
   }
 
   /** `acheron.t_fs_readlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.readlink}. */
-  @SubscribeMessage('acheron.t_fs_readlink')
+  @FsHandler('readlink')
   readlink(@Frame() frame: FrameT) {
     return this.fs.readlink(rootId(frame, 'node'));
   }
 
   /** `acheron.t_fs_statfs` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.statfs}. */
-  @SubscribeMessage('acheron.t_fs_statfs')
+  @FsHandler('statfs')
   statfs(@Frame() frame: FrameT) {
     return this.fs.statfs(rootId(frame, 'node'));
   }

@@ -16,11 +16,11 @@ import {
   Attr,
   DirEntry,
   Errno,
-  ExportInfo,
   FS_PROTO,
   FS_PROTOCOL,
   FsError,
-  FsHelloReply,
+  FsPayload,
+  FsReply,
   FEATURE_NAME_MAX,
   FS_FEATURES,
   HELLO_MAX_FEATURES,
@@ -30,7 +30,6 @@ import {
   NodeKind,
   OpenFlags,
   OpenReadReply,
-  OpenReply,
   PREFETCH_DEFAULT_MAX_FILE,
   PREFETCH_DEFAULT_MAX_TOTAL,
   PREFETCH_MAX_FILE,
@@ -38,10 +37,7 @@ import {
   PREFETCH_MAX_TOTAL,
   PrefetchEntry,
   ProtocolError,
-  ReaddirpReply,
   secretsEqual,
-  SetAttr,
-  StatFs,
   SYMLINK_MAX,
   wantsWrite,
 } from '@svc/protocol';
@@ -95,7 +91,7 @@ export class FsService implements OnModuleDestroy {
    *   most 64 characters; FsError EACCES `AuthMissing: ...` / `AuthFailed: ...` when FS session
    *   auth is on and the token is absent / does not match (compared in constant time, never logged)
    */
-  hello(payload: Record<string, unknown>): FsHelloReply {
+  hello(payload: Record<string, unknown>): FsReply<'hello'> {
     const { protocol, proto } = payload;
     if (protocol !== FS_PROTOCOL) {
       throw new ProtocolError('protocol_mismatch', `acheron.t_fs_hello protocol must be "${FS_PROTOCOL}" (got ${JSON.stringify(protocol ?? null)})`);
@@ -214,14 +210,14 @@ export class FsService implements OnModuleDestroy {
   // ---- operations (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)") --------------------------------------------------------
 
   /** `exports` -> `{exports:[{name, root, ro, desc, source_kind, caps}]}`; the roots count as seen. */
-  exports(session: FsSession): { exports: ExportInfo[] } {
+  exports(session: FsSession): FsReply<'exports'> {
     const list = this.registry.list();
     for (const e of list) session.seen.add(e.root);
     return { exports: list };
   }
 
   /** `lookup` `node`=dir `{name}` -> `{attr}` of the entry (a symlink is reported, not followed). */
-  async lookup(session: FsSession, dirId: number, name: string): Promise<{ attr: Attr }> {
+  async lookup(session: FsSession, dirId: number, name: string): Promise<FsReply<'lookup'>> {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     // Watched even when the name is missing: a client caching the negative answer needs the
@@ -231,7 +227,7 @@ export class FsService implements OnModuleDestroy {
   }
 
   /** `getattr` `node` -> `{attr}` (a symlink's own attributes). */
-  async getattr(session: FsSession, id: number): Promise<{ attr: Attr }> {
+  async getattr(session: FsSession, id: number): Promise<FsReply<'getattr'>> {
     const node = this.node(id);
     const st = await this.registry.of(node).backend.getattr(node.path());
     return { attr: this.attr(session, node, st) };
@@ -242,7 +238,7 @@ export class FsService implements OnModuleDestroy {
    * symlink (mode on a symlink: ENOTSUP; sz: ELOOP).
    * @throws FsError EROFS on a read-only export
    */
-  async setattr(session: FsSession, id: number, changes: SetAttr): Promise<{ attr: Attr }> {
+  async setattr(session: FsSession, id: number, changes: FsPayload<'setattr'>): Promise<FsReply<'setattr'>> {
     const node = this.node(id);
     const exp = this.registry.of(node);
     this.writable(exp);
@@ -254,7 +250,7 @@ export class FsService implements OnModuleDestroy {
   }
 
   /** `truncate` `node` `{sz}` -> `{attr}` (bytes; does not follow a final symlink). */
-  truncate(session: FsSession, id: number, size: number): Promise<{ attr: Attr }> {
+  truncate(session: FsSession, id: number, size: number): Promise<FsReply<'truncate'>> {
     return this.setattr(session, id, { sz: size });
   }
 
@@ -264,7 +260,7 @@ export class FsService implements OnModuleDestroy {
    * the names; later pages continue in that snapshot (every name present at cookie 0 and still
    * there is returned exactly once). `max` is clamped to 1..1024 (default 256).
    */
-  async readdirp(session: FsSession, dirId: number, cookie: number, max: number | undefined): Promise<ReaddirpReply> {
+  async readdirp(session: FsSession, dirId: number, cookie: number, max: number | undefined): Promise<FsReply<'readdirp'>> {
     const { dir, exp } = this.dir(dirId);
     const path = dir.path();
     const limit = Math.min(READDIRP_MAX, Math.max(1, max ?? READDIRP_DEFAULT_MAX));
@@ -295,7 +291,7 @@ export class FsService implements OnModuleDestroy {
    * `create`); a final symlink is followed only inside the export (else EACCES).
    * @throws FsError EROFS for write flags on a read-only export; EMFILE past the per-session limit
    */
-  async open(session: FsSession, id: number, flags: number): Promise<OpenReply> {
+  async open(session: FsSession, id: number, flags: number): Promise<FsReply<'open'>> {
     const node = this.node(id);
     const exp = this.registry.of(node);
     if (wantsWrite(flags)) this.writable(exp);
@@ -479,7 +475,7 @@ export class FsService implements OnModuleDestroy {
    * never through a symlink at `name` (ELOOP).
    * @throws FsError EROFS on a read-only export
    */
-  async create(session: FsSession, dirId: number, name: string, mode: number | undefined, flags: number | undefined): Promise<{ attr: Attr; h: number }> {
+  async create(session: FsSession, dirId: number, name: string, mode: number | undefined, flags: number | undefined): Promise<FsReply<'create'>> {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
@@ -523,7 +519,7 @@ export class FsService implements OnModuleDestroy {
    * `write` `h` `{off}` with `data` (decoded `data_b64`, or the bytes of a binary frame) -> `{n}`.
    * @throws FsError EINVAL (more than 1 MiB), EBADF (unknown handle, or not opened for writing)
    */
-  async write(session: FsSession, h: number, off: number, data: Buffer): Promise<{ n: number }> {
+  async write(session: FsSession, h: number, off: number, data: Buffer): Promise<FsReply<'write'>> {
     if (data.length > MAX_WRITE) throw new FsError(Errno.EINVAL, `write data is ${data.length} bytes; max_write is ${MAX_WRITE}`);
     const handle = session.handle(h);
     if (!handle.file.writable) throw new FsError(Errno.EBADF, `handle ${h} is not open for writing`);
@@ -534,14 +530,14 @@ export class FsService implements OnModuleDestroy {
   }
 
   /** `fsync` `h` -> `{}`. @throws FsError EBADF */
-  async fsync(session: FsSession, h: number): Promise<Record<string, never>> {
+  async fsync(session: FsSession, h: number): Promise<FsReply<'fsync'>> {
     await session.handle(h).file.sync();
     this.inval.flushNow();
     return {};
   }
 
   /** `close` `h` -> `{}`; the handle is gone even when closing reports an error. @throws FsError EBADF */
-  async close(session: FsSession, h: number): Promise<Record<string, never>> {
+  async close(session: FsSession, h: number): Promise<FsReply<'close'>> {
     const handle = session.handle(h);
     session.handles.delete(h);
     await handle.file.close();
@@ -550,7 +546,7 @@ export class FsService implements OnModuleDestroy {
   }
 
   /** `unlink` `node`=dir `{name}` -> `{}` (a directory: EISDIR). @throws FsError EROFS on a read-only export */
-  async unlink(dirId: number, name: string): Promise<Record<string, never>> {
+  async unlink(dirId: number, name: string): Promise<FsReply<'unlink'>> {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
@@ -562,7 +558,7 @@ export class FsService implements OnModuleDestroy {
   }
 
   /** `rmdir` `node`=dir `{name}` -> `{}` (ENOTDIR, ENOTEMPTY). @throws FsError EROFS on a read-only export */
-  async rmdir(dirId: number, name: string): Promise<Record<string, never>> {
+  async rmdir(dirId: number, name: string): Promise<FsReply<'rmdir'>> {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
@@ -574,7 +570,7 @@ export class FsService implements OnModuleDestroy {
   }
 
   /** `mkdir` `node`=dir `{name, mode}` -> `{attr}` (exactly `mode`, default 0755). @throws FsError EROFS, EEXIST */
-  async mkdir(session: FsSession, dirId: number, name: string, mode: number | undefined): Promise<{ attr: Attr }> {
+  async mkdir(session: FsSession, dirId: number, name: string, mode: number | undefined): Promise<FsReply<'mkdir'>> {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
@@ -590,7 +586,7 @@ export class FsService implements OnModuleDestroy {
    * POSIX, it may point anywhere); following it is always confined.
    * @throws FsError EINVAL (empty or NUL in target), ENAMETOOLONG (over 4095 bytes), EROFS
    */
-  async symlink(session: FsSession, dirId: number, name: string, target: string): Promise<{ attr: Attr }> {
+  async symlink(session: FsSession, dirId: number, name: string, target: string): Promise<FsReply<'symlink'>> {
     validateName(name);
     if (target.length === 0 || target.includes('\0')) throw new FsError(Errno.EINVAL, 'target must be non-empty text without NUL');
     if (Buffer.byteLength(target, 'utf8') > SYMLINK_MAX) throw new FsError(Errno.ENAMETOOLONG, `target is longer than ${SYMLINK_MAX} bytes`);
@@ -604,7 +600,7 @@ export class FsService implements OnModuleDestroy {
   }
 
   /** `readlink` `node` -> `{target}` (the stored text; EINVAL when not a symlink). */
-  async readlink(id: number): Promise<{ target: string }> {
+  async readlink(id: number): Promise<FsReply<'readlink'>> {
     const node = this.node(id);
     if (node.parent === null) throw new FsError(Errno.EINVAL, 'not a symlink');
     return { target: await this.registry.of(node).backend.readlink(node.path()) };
@@ -615,7 +611,7 @@ export class FsService implements OnModuleDestroy {
    * and so does everything below a moved directory; a replaced destination is forgotten.
    * @throws FsError EXDEV (the two directories are in different exports), EROFS, EINVAL
    */
-  async rename(oldParentId: number, oldName: string, newParentId: number, newName: string): Promise<Record<string, never>> {
+  async rename(oldParentId: number, oldName: string, newParentId: number, newName: string): Promise<FsReply<'rename'>> {
     validateName(oldName, 'old_name');
     validateName(newName, 'new_name');
     const { dir: from, exp } = this.dir(oldParentId);
@@ -639,7 +635,7 @@ export class FsService implements OnModuleDestroy {
   }
 
   /** `statfs` `node` -> `{bsize, frsize, blocks, bfree, bavail, files, ffree, namemax}` of the filesystem holding the node. */
-  async statfs(id: number): Promise<StatFs> {
+  async statfs(id: number): Promise<FsReply<'statfs'>> {
     const node = this.node(id);
     return this.registry.of(node).backend.statfs(node.path());
   }

@@ -1,11 +1,11 @@
 /**
  * What the fault e2e tests (test/faults.e2e-spec.ts) and the fault bench (bench/faults.bench.ts)
  * share around a running `svc`: its readiness, timed, and sessions that mutate in a loop while
- * recording what was acknowledged.
+ * recording what was acknowledged. (Their node daemons start with `startNodeDaemon` of
+ * test/support/processes.ts.)
  */
-import { join } from 'node:path';
 import { ControlClient } from '../../libs/client/src';
-import { ADMIN_TOKEN, BIN, Running, sleep, startProcess } from './processes';
+import { Running, sleep } from './processes';
 
 /** The status of `GET /readyz` on the ops endpoint of `r` (-1 when it does not answer within 1 s). */
 export async function readyz(r: Running): Promise<number> {
@@ -67,28 +67,4 @@ export async function missingProjects(c: ControlClient, acked: Iterable<string>)
   const { projects } = await c.request<{ projects: Array<{ project_id: string }> }>('project_list');
   const listed = new Set(projects.map((p) => p.project_id));
   return [...acked].filter((id) => !listed.has(id));
-}
-
-/**
- * Starts an `svc-fs-node` daemon of node `name` exporting `<dir>/work` as `work`, against the
- * control plane at `controlUrl`, keeping its state in `<dir>/state.json` (so a restart is the
- * same node), with the admin token; resolves once it listens.
- * @param args more flags (e.g. `--invite-token TOKEN` for the first start)
- * @param env more environment
- * @throws Error when the daemon exits before it listens
- */
-export function startNodeDaemon(dir: string, controlUrl: string, name: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<Running> {
-  const flags = [
-    '--port',
-    '0',
-    '--export',
-    `work=${join(dir, 'work')}`,
-    '--control-url',
-    controlUrl,
-    '--state-file',
-    join(dir, 'state.json'),
-    '--node-name',
-    name,
-  ];
-  return startProcess(BIN.fsNode, [...flags, ...args], { SVC_AUTH_TOKEN: ADMIN_TOKEN, ...env });
 }

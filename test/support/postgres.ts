@@ -1,20 +1,110 @@
 /**
- * A real PostgreSQL for e2e tests and the fault bench, started by the test (or bench) itself:
- * Debian's `postgresql` binaries, `initdb` into a temporary directory (as the unprivileged
- * `postgres` user when running as root), listening on a free loopback port, trust auth for the test user, stopped at the
- * end. Never a shared or pre-existing database. Unlike the benchmarks' server (bench/postgres.ts,
- * whose binary lookup it shares) it runs with fsync off, for speed: tests of durability here
- * kill `svc` or stop PostgreSQL, not the machine.
+ * A real PostgreSQL started by the test (or bench) itself, never a shared or pre-existing
+ * database: Debian's `postgresql` binaries ({@link postgresBinDir}), `initdb` into a temporary
+ * directory (as the unprivileged `postgres` user when running as root, {@link initCluster}),
+ * listening on a free loopback port, trust auth for the user `svc`, stopped at the end.
+ *
+ * {@link startPostgres} is the e2e tests' and the fault bench's server: it runs with fsync off,
+ * for speed (tests of durability here kill `svc` or stop PostgreSQL, not the machine). The state
+ * bench starts a durable one from the same steps (bench/postgres.ts).
  */
-import { execFile, execFileSync, spawn, ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync } from 'node:fs';
+import { ChildProcess, execFile, execFileSync, spawn } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from 'pg';
-import { freePort, postgresBinDir } from '../postgres';
+import { freePort } from './processes';
 
-export { postgresBinDir };
+/** The directory of PostgreSQL's server binaries, or null when none is installed. */
+export function postgresBinDir(): string | null {
+  const base = '/usr/lib/postgresql';
+  if (existsSync(base)) {
+    const versions = readdirSync(base)
+      .filter((v) => existsSync(join(base, v, 'bin', 'initdb')))
+      .sort((a, b) => Number(b) - Number(a));
+    if (versions.length > 0) return join(base, versions[0], 'bin');
+  }
+  try {
+    const initdb = execFileSync('sh', ['-c', 'command -v initdb'], { encoding: 'utf8' }).trim();
+    return initdb ? initdb.replace(/\/initdb$/, '') : null;
+  } catch {
+    return null;
+  }
+}
 
+/** A data directory made by {@link initCluster}, and how to run PostgreSQL's programs on it. */
+export interface Cluster {
+  /** The temporary directory holding everything (the data directory, the unix socket); the caller removes it. */
+  root: string;
+  /** The data directory, `<root>/data`. */
+  data: string;
+  /** Who PostgreSQL runs as: the `postgres` user and group when this process runs as root, else nothing (this process's user). */
+  as: { uid?: number; gid?: number };
+  /** The environment PostgreSQL's programs run with: this process's, HOME `root`, LC_ALL=C. */
+  env: NodeJS.ProcessEnv;
+  /**
+   * Runs PostgreSQL's program `cmd` with `args` to completion, in `root`, as {@link Cluster.as}.
+   * @returns its stdout
+   * @throws Error when it exits non-zero (its output is in the error)
+   */
+  run: (cmd: string, args: string[]) => Buffer;
+}
+
+/**
+ * Makes a temporary directory `<OS temp dir>/<prefix>XXXXXX` and runs `initdb` into its `data`
+ * (superuser `svc`, trust auth, UTF8, `--no-sync`: the new files are not flushed once; it changes
+ * nothing about how the server commits later). PostgreSQL refuses to run as root: then the
+ * directory belongs to the unprivileged `postgres` user, and everything runs as that user.
+ * @param bin PostgreSQL's binaries ({@link postgresBinDir})
+ * @throws Error when `initdb` fails, or when running as root and there is no `postgres` user (the directory is removed then)
+ */
+export function initCluster(bin: string, prefix: string): Cluster {
+  const root = mkdtempSync(join(tmpdir(), prefix));
+  try {
+    const data = join(root, 'data');
+    const as: { uid?: number; gid?: number } = {};
+    if (process.getuid?.() === 0) {
+      as.uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
+      as.gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
+      chownSync(root, as.uid, as.gid);
+    }
+    const env = { ...process.env, HOME: root, LC_ALL: 'C' };
+    const run = (cmd: string, args: string[]) => execFileSync(join(bin, cmd), args, { stdio: 'pipe', cwd: root, env, ...as });
+    run('initdb', ['-D', data, '-U', 'svc', '--auth=trust', '-E', 'UTF8', '--no-sync']);
+    return { root, data, as, env, run };
+  } catch (e) {
+    rmSync(root, { recursive: true, force: true });
+    throw e;
+  }
+}
+
+/**
+ * Resolves once the PostgreSQL server on 127.0.0.1:`port` answers: connects to its `postgres`
+ * database as `svc` every 100 ms.
+ * @param timeoutMs how long to try, ms
+ * @param server the server's process: when given and it exits first, this throws at once, with `why()` (e.g. the end of its log)
+ * @throws Error when the server does not answer within `timeoutMs`, or `server` exits first
+ */
+export async function waitForPostgres(port: number, timeoutMs: number, server?: ChildProcess, why: () => string = () => ''): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    if (server && (server.exitCode !== null || server.signalCode !== null)) {
+      throw new Error(`PostgreSQL exited (${server.exitCode ?? server.signalCode}) while starting: ${why()}`);
+    }
+    const c = new Client({ host: '127.0.0.1', port, user: 'svc', database: 'postgres' });
+    try {
+      await c.connect();
+      await c.end();
+      return;
+    } catch (e) {
+      await c.end().catch(() => undefined);
+      if (Date.now() > deadline) throw new Error(`PostgreSQL did not start on port ${port}: ${(e as Error).message}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}
+
+/** A running server of {@link startPostgres}: on 127.0.0.1, superuser `svc` with trust auth. */
 export interface Postgres {
   port: number;
   /** A new, empty database; returns its URL. */
@@ -44,6 +134,7 @@ export interface Postgres {
   close(): Promise<void>;
 }
 
+/** A running standby of a {@link Postgres} ({@link Postgres.startStandby}), on 127.0.0.1. */
 export interface Standby {
   port: number;
   /** `pg_ctl promote -w`: resolves once the standby accepts writes. */
@@ -62,18 +153,7 @@ export async function startPostgres(): Promise<Postgres | null> {
     process.stderr.write('PostgreSQL e2e tests skipped: no initdb (Debian: apt-get install postgresql; .ci/run installs it)\n');
     return null;
   }
-  const root = mkdtempSync(join(tmpdir(), 'svc-pg-'));
-  const data = join(root, 'data');
-  // PostgreSQL refuses to run as root: then run it as the unprivileged `postgres` user.
-  const as: { uid?: number; gid?: number } = {};
-  if (process.getuid?.() === 0) {
-    as.uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }).trim());
-    as.gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }).trim());
-    chownSync(root, as.uid, as.gid);
-  }
-  const env = { ...process.env, HOME: root, LC_ALL: 'C' };
-  const run = (cmd: string, args: string[]) => execFileSync(join(bin, cmd), args, { stdio: 'pipe', cwd: root, env, ...as });
-  run('initdb', ['-D', data, '-U', 'svc', '--auth=trust', '-E', 'UTF8', '--no-sync']);
+  const { root, data, as, env, run } = initCluster(bin, 'svc-pg-');
   const pgCtl = (args: string[]) =>
     new Promise<void>((resolve, reject) =>
       execFile(join(bin, 'pg_ctl'), args, { cwd: root, env, ...as }, (err, _out, stderr) =>
@@ -86,19 +166,7 @@ export async function startPostgres(): Promise<Postgres | null> {
     const start = async () => {
       const args = ['-D', dir, '-p', String(port), '-k', root, '-c', 'listen_addresses=127.0.0.1', '-c', 'fsync=off', '-c', 'max_connections=200'];
       server = spawn(join(bin, 'postgres'), args, { stdio: 'ignore', cwd: root, env, ...as });
-      const deadline = Date.now() + 20_000;
-      for (;;) {
-        const c = new Client({ host: '127.0.0.1', port, user: 'svc', database: 'postgres' });
-        try {
-          await c.connect();
-          await c.end();
-          return;
-        } catch (e) {
-          await c.end().catch(() => undefined);
-          if (Date.now() > deadline) throw new Error(`PostgreSQL did not start on port ${port}: ${(e as Error).message}`);
-          await new Promise((r) => setTimeout(r, 100));
-        }
-      }
+      await waitForPostgres(port, 20_000);
     };
     const stop = async (mode?: 'smart' | 'fast' | 'immediate') => {
       const s = server;

@@ -1,15 +1,16 @@
 /**
- * Starting the built programs as real processes, for the e2e tests (through
- * test/helpers/processes.ts) and the benches that drive whole programs (bench/faults.bench.ts).
+ * Starting the built programs as real processes, for the e2e tests and the benches that drive
+ * whole programs (bench/faults.bench.ts); temporary directories and free ports for them.
  */
 import { ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 
 /**
  * The repository root: the nearest directory above this file with a package.json (this file
- * runs from bench/support/ under ts-jest and from dist/bench/support/ once built).
+ * runs from test/support/ under ts-jest and from dist/test/support/ once built).
  */
 function repositoryRoot(): string {
   for (let dir = __dirname; ; dir = dirname(dir)) {
@@ -18,7 +19,9 @@ function repositoryRoot(): string {
   }
 }
 
+/** The repository root, an absolute path. */
 export const ROOT = repositoryRoot();
+/** The built programs: absolute paths of their `main.js` under dist/ (`npm run build` makes them). */
 export const BIN = {
   svc: join(ROOT, 'dist/src/main.js'),
   control: join(ROOT, 'dist/apps/svc-control/src/main.js'),
@@ -26,17 +29,20 @@ export const BIN = {
   fsMount: join(ROOT, 'dist/apps/svc-fs-mount/src/main.js'),
 };
 
-/** A temporary directory removed by {@link cleanupTmp}. */
+/** The directories {@link tmpDir} made, not removed yet. */
 const tmpDirs: string[] = [];
+/** A new temporary directory `<OS temp dir>/<prefix>XXXXXX`, removed by {@link cleanupTmp}. */
 export function tmpDir(prefix = 'svc-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   tmpDirs.push(dir);
   return dir;
 }
+/** Removes every directory {@link tmpDir} made (call in afterAll). */
 export function cleanupTmp(): void {
   for (const d of tmpDirs.splice(0)) rmSync(d, { recursive: true, force: true });
 }
 
+/** A program {@link startProcess} started, once it listens. */
 export interface Running {
   proc: ChildProcess;
   /** The WebSocket URL printed on stdout. */
@@ -126,7 +132,9 @@ export function startProcess(script: string, args: string[], env: NodeJS.Process
   });
 }
 
+/** The admin role token {@link startSvc} gives `svc`. */
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
+/** The user role token {@link startSvc} gives `svc`. */
 export const USER_TOKEN = 'test-user-token-0123456789abcdef';
 
 let storeEnv: (() => Promise<NodeJS.ProcessEnv>) | null = null;
@@ -152,6 +160,32 @@ export async function startSvc(options: { stateDir?: string; env?: NodeJS.Proces
   return { ...r, stateDir };
 }
 
+/**
+ * Starts an `svc-fs-node` daemon of node `name` exporting `<dir>/work` (made when missing) as
+ * `work`, against the control plane at `controlUrl`, keeping its state in `<dir>/state.json` (so
+ * a restart is the same node), with the admin token ({@link ADMIN_TOKEN} as SVC_AUTH_TOKEN);
+ * resolves once it listens.
+ * @param args more flags (e.g. `--invite-token TOKEN` for the first start)
+ * @param env more environment
+ * @throws Error when the daemon exits before it listens
+ */
+export function startNodeDaemon(dir: string, controlUrl: string, name: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<Running> {
+  mkdirSync(join(dir, 'work'), { recursive: true });
+  const flags = [
+    '--port',
+    '0',
+    '--export',
+    `work=${join(dir, 'work')}`,
+    '--control-url',
+    controlUrl,
+    '--state-file',
+    join(dir, 'state.json'),
+    '--node-name',
+    name,
+  ];
+  return startProcess(BIN.fsNode, [...flags, ...args], { SVC_AUTH_TOKEN: ADMIN_TOKEN, ...env });
+}
+
 /** Runs a CLI to completion. */
 export function runCli(
   script: string,
@@ -175,6 +209,23 @@ export function runCli(
   });
 }
 
+/**
+ * A free TCP port on 127.0.0.1 (free when asked; the caller binds it soon after).
+ * @throws Error (rejects) when no port can be bound
+ */
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const srv = createServer();
+    srv.once('error', rej);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => res(port));
+    });
+  });
+}
+
+/** Resolves after `ms` milliseconds. */
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** What is left of `T` once the falsy values are taken out: what `waitFor` can return. */
