@@ -87,13 +87,16 @@ enum { ST_RUNNING, ST_ENDING, ST_ENDED };
 /* ---- the last message libfuse logged on this thread (for errors thrown to JS) ------------- */
 
 static __thread char tl_last_log[512];
+static __thread int tl_log_open; /* the last fragment did not end the line: the next continues it */
 
 static void log_func(enum fuse_log_level level, const char *fmt, va_list ap) {
   va_list copy;
   va_copy(copy, ap);
-  vsnprintf(tl_last_log, sizeof tl_last_log, fmt, copy);
+  size_t at = tl_log_open ? strlen(tl_last_log) : 0;
+  vsnprintf(tl_last_log + at, sizeof tl_last_log - at, fmt, copy);
   va_end(copy);
   size_t n = strlen(tl_last_log);
+  tl_log_open = n == 0 || tl_last_log[n - 1] != '\n';
   while (n > 0 && tl_last_log[n - 1] == '\n') tl_last_log[--n] = '\0';
   vfprintf(stderr, fmt, ap);
 }
@@ -903,6 +906,7 @@ static void *loop_main(void *arg) {
   struct fuse_buf fbuf = { .mem = NULL };
 
   tl_last_log[0] = '\0';
+  tl_log_open = 0;
   if (fuse_session_mount(s->se, s->mountpoint) != 0) {
     reason = "error";
     snprintf(text, sizeof text, "%s", tl_last_log[0] ? tl_last_log : "fuse_session_mount failed");
@@ -2051,6 +2055,24 @@ static napi_value js_unmount(napi_env env, napi_callback_info info) {
   return undef(env);
 }
 
+/* closeSync(handle): ends the session on this thread, without waiting for JS: requests still
+   waiting are answered ENOTCONN, the mount is detached (lazy unmount) and the threads joined.
+   For process exit, where the event loop will not run again; the End message still follows if
+   it does. */
+static napi_value js_close_sync(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!get_args(env, info, 1, argv)) return NULL;
+  sess_t *s = get_sess(env, argv[0]);
+  if (!s) return NULL;
+  if (s->finished) return undef(env);
+  pthread_mutex_lock(&s->lock);
+  s->unmount_requested = 1;
+  pthread_mutex_unlock(&s->lock);
+  request_stop(s);
+  finish(s, 0);
+  return undef(env);
+}
+
 /* ---- mount ------------------------------------------------------------------------------- */
 
 static int cfg_u32(napi_env env, napi_value o, const char *key, uint32_t *out, int *has) {
@@ -2126,6 +2148,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   if (ok) {
     struct fuse_args fa = FUSE_ARGS_INIT(nargs, args);
     tl_last_log[0] = '\0';
+    tl_log_open = 0;
     s->se = fuse_session_new(&fa, &ops, sizeof ops, s);
     fuse_opt_free_args(&fa);
   }
@@ -2182,6 +2205,7 @@ static napi_value init_module(napi_env env, napi_value exports) {
   fuse_set_log_func(log_func);
   export_fn(env, exports, "mount", js_mount);
   export_fn(env, exports, "unmount", js_unmount);
+  export_fn(env, exports, "closeSync", js_close_sync);
   export_fn(env, exports, "notify", js_notify);
   export_fn(env, exports, "replyErr", js_reply_err);
   export_fn(env, exports, "replyEntry", js_reply_entry);
