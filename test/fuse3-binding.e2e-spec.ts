@@ -94,6 +94,10 @@ class MemFs implements Operations {
   private nextIno = ROOT_INO + 1;
   private nextFh = 1;
   forgotten = 0;
+  /** The context of the last mkdir. */
+  mkdirCtx: RequestContext | null = null;
+  /** Request ids of the reads, in order. */
+  readIds: number[] = [];
   /** The largest write request seen, bytes. */
   maxWrite = 0;
   initialised = false;
@@ -287,6 +291,7 @@ class MemFs implements Operations {
 
   async mkdir(parent: number, name: string, mode: number, ctx: RequestContext): Promise<Entry> {
     this.count('mkdir');
+    this.mkdirCtx = ctx;
     return this.entry(this.create1(parent, name, S_IFDIR | (mode & 0o7777), ctx));
   }
 
@@ -351,6 +356,7 @@ class MemFs implements Operations {
 
   read(ino: number, _fh: number, offset: number, size: number, ctx: RequestContext): Promise<Buffer> {
     this.count('read');
+    this.readIds.push(ctx.id);
     if (this.hanging.has(ino)) return new Promise((_resolve, reject) => this.waiting.set(ctx.id, reject)); // answered when interrupted
     return Promise.resolve(this.get(ino).data.subarray(offset, offset + size));
   }
@@ -471,6 +477,37 @@ class MemFs implements Operations {
     this.count('flock');
     this.locks.push({ op: 'flock', fh, owner, flockOp: op });
   }
+
+  async fallocate(ino: number, _fh: number, mode: number, offset: number, length: number): Promise<void> {
+    this.count('fallocate');
+    const n = this.get(ino);
+    if (mode !== 0) throw new FuseError('EOPNOTSUPP');
+    if (offset + length > n.data.length) {
+      const d = Buffer.alloc(offset + length);
+      n.data.copy(d);
+      n.data = d;
+    }
+  }
+
+  async lseek(ino: number, _fh: number, offset: number, whence: number): Promise<number> {
+    this.count('lseek');
+    const size = this.get(ino).data.length;
+    if (offset >= size) throw new FuseError('ENXIO');
+    return whence === 3 ? offset : size; // SEEK_DATA: no holes here; SEEK_HOLE: the end
+  }
+
+  async copyFileRange(inoIn: number, _fhIn: number, offIn: number, inoOut: number, _fhOut: number, offOut: number, length: number): Promise<number> {
+    this.count('copyFileRange');
+    const chunk = this.get(inoIn).data.subarray(offIn, offIn + length);
+    const out = this.get(inoOut);
+    if (offOut + chunk.length > out.data.length) {
+      const d = Buffer.alloc(offOut + chunk.length);
+      out.data.copy(d);
+      out.data = d;
+    }
+    chunk.copy(out.data, offOut);
+    return chunk.length;
+  }
 }
 
 /** A shell command's standard output (the command runs as a child process). */
@@ -572,6 +609,26 @@ describeFuse3('libfuse 3 binding (libs/fuse3) with an in-memory filesystem', () 
     await sh(`mkdir ${mnt}/d/e && rmdir ${mnt}/d/e ${mnt}/d`);
     expect(await sh(`ls -A ${mnt}`)).toBe('');
     expect(await sh(`df --output=size ${mnt} | tail -1`)).toMatch(/4000/);
+  });
+
+  it('fallocate, lseek (SEEK_DATA, SEEK_HOLE) and copy_file_range reach the operations; the caller comes with each request', async () => {
+    await sh(`printf 0123456789 > ${mnt}/src && fallocate -l 8192 ${mnt}/src`);
+    expect(fs.at('src').data.length).toBe(8192);
+    const py = [
+      'import os',
+      `src = os.open("${mnt}/src", os.O_RDONLY)`,
+      `dst = os.open("${mnt}/dst", os.O_WRONLY | os.O_CREAT, 0o644)`,
+      'print(os.lseek(src, 2, os.SEEK_DATA), os.lseek(src, 0, os.SEEK_HOLE), os.copy_file_range(src, dst, 10, 0, 0))',
+    ].join('\n');
+    expect((await run('python3', ['-c', py], { encoding: 'utf8' })).stdout).toBe('2 8192 10\n');
+    expect(fs.at('dst').data.toString()).toBe('0123456789');
+    expect([fs.calls.fallocate, fs.calls.lseek, fs.calls.copyFileRange]).toEqual([1, 2, 1]);
+
+    const child = spawn('sh', ['-c', `umask 027; exec mkdir ${mnt}/ctx`]);
+    await new Promise((resolve) => child.on('exit', resolve));
+    expect(fs.mkdirCtx).toMatchObject({ uid: 0, gid: 0, pid: child.pid, umask: 0o027 });
+    expect(await sh(`stat -c %a ${mnt}/ctx`)).toBe('750\n'); // the kernel applied the umask
+    await sh(`rm -r ${mnt}/src ${mnt}/dst ${mnt}/ctx`);
   });
 
   it('writes and reads back 3 MiB in 1 MiB requests', async () => {
@@ -763,7 +820,11 @@ describeFuse3('libfuse 3 binding: sessions', () => {
   it('a busy mount is detached on unmount; requests still waiting get ENOTCONN', async () => {
     const dir = mountpoint();
     const fs = new MemFs();
+    const binding = loadFuse3Binding();
+    const nativeMount = jest.spyOn(binding, 'mount');
     const session = await mount(dir, fs);
+    const handle = nativeMount.mock.results[0].value as ReturnType<Fuse3Binding['mount']>;
+    nativeMount.mockRestore();
     const slow = fs.add(ROOT_INO, 'slow', S_IFREG | 0o644, 'x');
     fs.hanging.add(slow.ino);
     const cat = run('cat', [join(dir, 'slow')], { encoding: 'utf8' }).then(
@@ -774,6 +835,21 @@ describeFuse3('libfuse 3 binding: sessions', () => {
     expect(await session.unmount()).toEqual({ reason: 'unmount' });
     expect(await cat).toMatch(/Transport endpoint is not connected/);
     expect(mounted(dir)).toBe(false);
+    // the read answered at the end cannot be answered again
+    expect(binding.replyBuf(handle, fs.readIds[0], Buffer.from('late'))).toBe(false);
+  });
+
+  it('answers ENOSYS for an operation the filesystem does not implement', async () => {
+    const dir = mountpoint();
+    const fs = new MemFs();
+    const session = await mount(dir, { lookup: (p, n) => fs.lookup(p, n), getattr: (i) => fs.getattr(i) });
+    try {
+      const r = await shTry(`mkdir ${dir}/x`);
+      expect(r.code).not.toBe(0);
+      expect(r.out).toMatch(/Function not implemented/);
+    } finally {
+      await session.unmount();
+    }
   });
 
   it('closes a session still mounted at process.exit(): no dead mount is left behind', async () => {
