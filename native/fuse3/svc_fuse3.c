@@ -25,8 +25,9 @@
  * End of a session (asked for, or the kernel closed the connection): the loop thread answers
  * every request still waiting for JS with ENOTCONN, stops the notify thread while it goes on
  * answering new requests with ENOTCONN at once (so that a notification waiting for one of them
- * returns), then closes the connection and unmounts lazily if still mounted
- * (fuse_session_unmount), and tells JS, which joins the thread and destroys the session.
+ * returns), waits for a reply being written on the JS thread, then closes the connection and
+ * unmounts lazily if still mounted (fuse_session_unmount), and tells JS, which joins the thread
+ * and destroys the session.
  */
 #define FUSE_USE_VERSION 312
 #define _GNU_SOURCE
@@ -144,6 +145,7 @@ typedef struct sess {
   int stop;    /* atomic: the loop thread is asked to stop */
   int mounted, unmount_requested, unmount_queued, worker_quit;
   int hook_added, finished;
+  int replying; /* requests taken from their slot and not answered yet (under lock) */
   slot_t *slots;
   uint32_t nslots, free_head, live;
   job_t *jobs, *jobs_tail;
@@ -216,7 +218,9 @@ static void slot_free(sess_t *s, slot_t *sl) {
   s->live--;
 }
 
-/* Takes the request out of its slot: the caller answers it. NULL when already answered. */
+/* Takes the request out of its slot: the caller answers it, then calls reply_done. NULL when
+   already answered. The end of the session waits for the requests taken to be answered before
+   it closes the connection (a reply must not be written to a closed, maybe reused, descriptor). */
 static fuse_req_t slot_take(sess_t *s, uint64_t id, int *op, uint32_t *size) {
   pthread_mutex_lock(&s->lock);
   slot_t *sl = slot_find(s, id);
@@ -226,9 +230,16 @@ static fuse_req_t slot_take(sess_t *s, uint64_t id, int *op, uint32_t *size) {
     if (op) *op = sl->op;
     if (size) *size = sl->size;
     slot_free(s, sl);
+    s->replying++;
   }
   pthread_mutex_unlock(&s->lock);
   return req;
+}
+
+static void reply_done(sess_t *s) {
+  pthread_mutex_lock(&s->lock);
+  if (--s->replying == 0) pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- messages to JS (any thread) --------------------------------------------------------- */
@@ -353,7 +364,10 @@ static void req_post(fuse_req_t req, msg_t *m) {
   int early = tl_interrupted_early;
   if (msg_post(s, m) != 0) {
     fuse_req_t r = slot_take(s, id, NULL, NULL);
-    if (r) fuse_reply_err(r, EIO);
+    if (r) {
+      fuse_reply_err(r, EIO);
+      reply_done(s);
+    }
     return;
   }
   if (early) post_interrupt(s, id);
@@ -996,6 +1010,9 @@ static void *loop_main(void *arg) {
     pthread_join(s->worker_thread, NULL);
     s->worker_started = 0;
   }
+  pthread_mutex_lock(&s->lock);
+  while (s->replying > 0) pthread_cond_wait(&s->cond, &s->lock); /* a reply being written on the JS thread */
+  pthread_mutex_unlock(&s->lock);
   if (mounted) {
     fuse_session_exit(s->se);
     fuse_session_unmount(s->se);
@@ -1382,7 +1399,10 @@ static void call_js(napi_env env, napi_value fn, void *context, void *data) {
     fprintf(stderr, "svc_fuse3: the dispatch function threw on a message of kind %d\n", m->kind);
     if (m->kind == MSG_REQUEST) {
       fuse_req_t r = slot_take(s, m->id, NULL, NULL);
-      if (r) fuse_reply_err(r, EIO);
+      if (r) {
+        fuse_reply_err(r, EIO);
+        reply_done(s);
+      }
     }
   }
   msg_free(m);
@@ -1630,9 +1650,27 @@ static int get_args(napi_env env, napi_callback_info info, size_t want, napi_val
 
 #define M(op) (1ull << (op))
 
+/* The session whose request the current reply function took (JS thread): reply_done is called
+   for it when the function returns (see reply_guard). */
+static __thread sess_t *tl_replying;
+
+/* Every reply function runs through this: it calls the function (its `data`) and then ends the
+   reply it took, whatever path the function returned by (a getter of the reply data may call
+   another reply function: the outer one's state is kept). */
+static napi_value reply_guard(napi_env env, napi_callback_info info) {
+  void *data = NULL;
+  napi_get_cb_info(env, info, NULL, NULL, NULL, &data);
+  sess_t *outer = tl_replying;
+  tl_replying = NULL;
+  napi_value r = ((napi_callback) data)(env, info);
+  if (tl_replying) reply_done(tl_replying);
+  tl_replying = outer;
+  return r;
+}
+
 /* The request `id` for a reply allowed for `ops`: taken from its slot, so the caller must
-   answer it. NULL with *done = 1 when it was already answered (or the session ended), NULL with
-   an exception pending (answered EIO) when the reply does not fit the operation. */
+   answer it. NULL when it was already answered (or the session ended), NULL with an exception
+   pending (answered EIO) when the reply does not fit the operation. */
 static fuse_req_t take_for(napi_env env, napi_value h, napi_value idv, uint64_t ops, const char *what, int *op,
                            uint32_t *size) {
   sess_t *s = get_sess(env, h);
@@ -1645,6 +1683,7 @@ static fuse_req_t take_for(napi_env env, napi_value h, napi_value idv, uint64_t 
   int o = -1;
   fuse_req_t req = slot_take(s, id, &o, size);
   if (!req) return NULL;
+  tl_replying = s;
   if (!(ops & M(o))) {
     fuse_reply_err(req, EIO);
     throw_type(env, "%s does not answer %s (answered EIO)", what, OP_NAMES[o]);
@@ -2201,25 +2240,31 @@ static void export_fn(napi_env env, napi_value exports, const char *name, napi_c
   napi_set_named_property(env, exports, name, fn);
 }
 
+static void export_reply(napi_env env, napi_value exports, const char *name, napi_callback cb) {
+  napi_value fn;
+  napi_create_function(env, name, NAPI_AUTO_LENGTH, reply_guard, (void *) cb, &fn);
+  napi_set_named_property(env, exports, name, fn);
+}
+
 static napi_value init_module(napi_env env, napi_value exports) {
   fuse_set_log_func(log_func);
   export_fn(env, exports, "mount", js_mount);
   export_fn(env, exports, "unmount", js_unmount);
   export_fn(env, exports, "closeSync", js_close_sync);
   export_fn(env, exports, "notify", js_notify);
-  export_fn(env, exports, "replyErr", js_reply_err);
-  export_fn(env, exports, "replyEntry", js_reply_entry);
-  export_fn(env, exports, "replyCreate", js_reply_create);
-  export_fn(env, exports, "replyAttr", js_reply_attr);
-  export_fn(env, exports, "replyReadlink", js_reply_readlink);
-  export_fn(env, exports, "replyOpen", js_reply_open);
-  export_fn(env, exports, "replyWrite", js_reply_write);
-  export_fn(env, exports, "replyBuf", js_reply_buf);
-  export_fn(env, exports, "replyStatfs", js_reply_statfs);
-  export_fn(env, exports, "replyXattr", js_reply_xattr);
-  export_fn(env, exports, "replyLock", js_reply_lock);
-  export_fn(env, exports, "replyLseek", js_reply_lseek);
-  export_fn(env, exports, "replyDir", js_reply_dir);
+  export_reply(env, exports, "replyErr", js_reply_err);
+  export_reply(env, exports, "replyEntry", js_reply_entry);
+  export_reply(env, exports, "replyCreate", js_reply_create);
+  export_reply(env, exports, "replyAttr", js_reply_attr);
+  export_reply(env, exports, "replyReadlink", js_reply_readlink);
+  export_reply(env, exports, "replyOpen", js_reply_open);
+  export_reply(env, exports, "replyWrite", js_reply_write);
+  export_reply(env, exports, "replyBuf", js_reply_buf);
+  export_reply(env, exports, "replyStatfs", js_reply_statfs);
+  export_reply(env, exports, "replyXattr", js_reply_xattr);
+  export_reply(env, exports, "replyLock", js_reply_lock);
+  export_reply(env, exports, "replyLseek", js_reply_lseek);
+  export_reply(env, exports, "replyDir", js_reply_dir);
 
   napi_value ops, caps;
   napi_create_array_with_length(env, OP_COUNT, &ops);
