@@ -2,9 +2,11 @@
  * e2e: the libfuse 3 binding (native/fuse3, libs/fuse3) with a small in-memory filesystem
  * written here against its Operations, mounted for real and used with ordinary tools: stat,
  * ls -l, cat, echo >, mv, rm, mkdir, rmdir, ln -s, truncate, touch -d with ns; readdirplus
- * (ls -l does no lookup per name); kernel notifications with 60 s entry and attribute timeouts;
+ * (ls -l does no lookup per name); kernel notifications with 60 s entry and attribute timeouts,
+ * and one waiting in the kernel for a lookup JS has not answered yet while the event loop runs;
  * forgets bringing every lookup count back to 0 after drop_caches; interrupts; flock and fcntl
- * locks; errors answered as errno; an unmount from outside; two mounts in one process.
+ * locks; fallocate, lseek, copy_file_range; errors answered as errno; an unmount from outside, a
+ * busy unmount, process.exit() with a mount; two mounts in one process.
  *
  * Nothing here touches the mount from the test's own thread (no fs.*Sync on it): the
  * filesystem answers on this event loop, so tools run as child processes.
@@ -86,8 +88,10 @@ class MemFs implements Operations {
   readonly calls: Record<string, number> = {};
   readonly interrupted: number[] = [];
   readonly locks: { op: string; fh: number; owner: bigint; lock?: Lock; sleep?: boolean; flockOp?: number }[] = [];
-  /** Names whose reads wait until interrupted. */
+  /** Inodes whose reads wait until interrupted. */
   readonly hanging = new Set<number>();
+  /** Names whose lookups wait until the test releases them (name → release). */
+  readonly slowLookups = new Map<string, (() => void) | null>();
   /** Reads waiting (request id → fail). */
   private readonly waiting = new Map<number, (e: Error) => void>();
   private readonly handles = new Map<number, { ino: number; names?: string[] }>();
@@ -228,6 +232,7 @@ class MemFs implements Operations {
 
   async lookup(parent: number, name: string): Promise<Entry> {
     this.count('lookup');
+    if (this.slowLookups.has(name)) await new Promise<void>((resolve) => this.slowLookups.set(name, resolve));
     const ino = this.dir(parent).children.get(name);
     if (ino === undefined) return { ino: 0, entryTimeout: this.timeout, attrTimeout: 0 }; // cached as absent
     const entry = this.entry(this.get(ino));
@@ -679,6 +684,29 @@ describeFuse3('libfuse 3 binding (libs/fuse3) with an in-memory filesystem', () 
     // nothing cached for an inode the kernel does not know
     expect(await session.notifyInvalInode(123_456)).toBe(false);
     expect(await session.notifyInvalEntry(dir.ino, 'never-looked-up')).toBe(false);
+  });
+
+  it('a notification waits in the kernel for a lookup in progress on the directory, without blocking the event loop', async () => {
+    const dir = fs.add(ROOT_INO, 'L', S_IFDIR | 0o755);
+    fs.add(dir.ino, 'other', S_IFREG | 0o644, 'o');
+    await sh(`stat ${mnt}/L/other > /dev/null`);
+    fs.slowLookups.set('slow', null);
+    const lookups = fs.calls.lookup ?? 0;
+    const stat = shTry(`stat -c %F ${mnt}/L/slow`);
+    await waitUntil(() => (fs.calls.lookup ?? 0) > lookups, 5000, 'the lookup of slow');
+    // the kernel holds L's lock for the lookup: the invalidation of an entry of L waits for it
+    let done = false;
+    const inval = session.notifyInvalEntry(dir.ino, 'other').then((r) => ((done = true), r));
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 10);
+    await new Promise((r) => setTimeout(r, 300));
+    clearInterval(timer);
+    expect(done).toBe(false);
+    expect(ticks).toBeGreaterThan(10); // the event loop ran meanwhile
+    fs.slowLookups.get('slow')!(); // the lookup answers (ENOENT), the directory is unlocked
+    fs.slowLookups.delete('slow');
+    expect(await inval).toBe(true);
+    expect((await stat).out).toMatch(/No such file/);
   });
 
   it('forgets after drop_caches bring every lookup count back to 0', async () => {
