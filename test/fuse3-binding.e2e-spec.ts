@@ -830,12 +830,16 @@ describeFuse3('libfuse 3 binding: sessions', () => {
     await expect(session.notifyInvalInode(ROOT_INO)).rejects.toEqual(new FuseError('ENOTCONN', 'the FUSE session has ended'));
   });
 
-  it('runs two mounts in one process', async () => {
+  it('runs two mounts in one process (one with the writeback cache, one reading requests with splice)', async () => {
     const [a, b] = [mountpoint(), mountpoint()];
     const [fa, fb] = [new MemFs(), new MemFs()];
-    const [sa, sb] = await Promise.all([mount(a, fa), mount(b, fb)]);
+    const [sa, sb] = await Promise.all([
+      mount(a, fa, { conn: { writebackCache: true } }),
+      mount(b, fb, { conn: { spliceRead: true, spliceWrite: true, spliceMove: true } }),
+    ]);
     try {
-      await sh(`echo one > ${a}/f && echo two > ${b}/f && cp ${a}/f ${b}/g`);
+      expect([sa.wants('WRITEBACK_CACHE'), sb.wants('WRITEBACK_CACHE'), sb.wants('SPLICE_READ')]).toEqual([true, false, true]);
+      await sh(`echo one > ${a}/f && echo two > ${b}/f && cp ${a}/f ${b}/g && head -c 300000 /dev/zero >> ${b}/g && truncate -s 4 ${b}/g`);
       expect(await sh(`cat ${a}/f ${b}/f ${b}/g; ls ${a}; ls ${b}`)).toBe('one\ntwo\none\nf\nf\ng\n');
       expect(fa.at('f').data.toString()).toBe('one\n');
       expect(fb.at('g').data.toString()).toBe('one\n');
