@@ -34,7 +34,7 @@ export const ROOT_INO = 1;
 export interface Operations {
   /** The session is mounted and the connection negotiated (before any other request). */
   init?(conn: ConnInfo): void | Promise<void>;
-  /** The session ended (after the last request); no reply. */
+  /** The session ended (after the last request); no reply. Every lookup count is 0 from then on: no forget follows. */
   destroy?(): void | Promise<void>;
   /**
    * The kernel interrupted request `ctx.id` (its caller got a signal): the operation still

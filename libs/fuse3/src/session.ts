@@ -113,6 +113,7 @@ const EIO = ERRNO.EIO;
 const ENOSYS = ERRNO.ENOSYS;
 const EACCES = ERRNO.EACCES;
 const ENOENT = ERRNO.ENOENT;
+const ENOTCONN = ERRNO.ENOTCONN;
 
 /** A `-o` option value with libfuse's separators escaped. */
 function optionValue(v: string): string {
@@ -258,8 +259,9 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
    * `offset` for `length` bytes (0: to the end). A negative `offset` drops the attributes only.
    * With the writeback cache, dirty pages are written back first (through this session).
    * Runs on the binding's notify thread, after the notifications queued before it.
-   * @returns true, or false when the kernel had nothing cached for `ino`
-   * @throws FuseError ENOTCONN once the session ended, ENOSYS on a kernel without it
+   * @returns true, or false when the kernel had nothing cached for `ino` (as after the end of the
+   *   session, when nothing is cached any more)
+   * @throws FuseError with the kernel's errno otherwise (ENOSYS on a kernel without it)
    */
   notifyInvalInode(ino: number, offset = 0, length = 0): Promise<boolean> {
     return this.notify(NotifyKind.InvalInode, ino, offset, length);
@@ -309,7 +311,7 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
 
   private notify(kind: NotifyKind, ino: number, a: number, b: number, name?: string): Promise<boolean> {
     const job = this.state === 'ended' ? 0 : this.binding.notify(this.handle, kind, ino, a, b, name);
-    if (job === 0) return Promise.reject(new FuseError('ENOTCONN', 'the FUSE session has ended'));
+    if (job === 0) return Promise.resolve(false); // the session has ended: nothing is cached
     return new Promise((resolve, reject) => this.notifies.set(job, { resolve, reject }));
   }
 
@@ -363,7 +365,8 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
           this.notifies.delete(id);
           const rc = p3 as number;
           if (rc === 0) p.resolve(true);
-          else if (rc === -ENOENT) p.resolve(false);
+          else if (rc === -ENOENT || rc === -ENOTCONN)
+            p.resolve(false); // nothing cached, or no session any more
           else p.reject(new FuseError(-rc));
           return;
         }
@@ -399,12 +402,16 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
     this.state = 'ended';
     for (const ctx of this.contexts.values()) ctx.markInterrupted();
     this.contexts.clear();
-    for (const p of this.notifies.values()) p.reject(new FuseError('ENOTCONN', 'the FUSE session has ended'));
+    for (const p of this.notifies.values()) p.resolve(false);
     this.notifies.clear();
     this.mountWait.reject(new Error(`mount on ${this.mountpoint} failed: ${info.message ?? info.reason}`));
     const finish = () => {
-      this.emit('unmounted', info);
       this.resolveEnded(info);
+      try {
+        this.emit('unmounted', info);
+      } catch (e) {
+        this.report('unmounted listener', e);
+      }
     };
     if (!wasMounted || !this.ops.destroy) return finish();
     void Promise.resolve()
@@ -413,9 +420,9 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
       .finally(finish);
   }
 
-  /** Calls ops.forget (errors are reported, there is no reply). */
+  /** Calls ops.forget (errors are reported, there is no reply); none after the end, when every count is 0. */
   private forget(list: Forget[]): void {
-    if (list.length === 0 || !this.ops.forget) return;
+    if (list.length === 0 || !this.ops.forget || this.state === 'ended') return;
     try {
       const r = this.ops.forget(list);
       if (r) r.catch((e: unknown) => this.report('forget', e));
@@ -620,11 +627,16 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
     }
   }
 
-  /** An error that cannot be answered to the kernel as an errno: `operationError`, else stderr once per operation. */
+  /** An error that cannot be answered to the kernel as an errno: `operationError`, else stderr once per operation. Never throws. */
   private report(op: string, e: unknown): void {
     if (this.listenerCount('operationError') > 0) {
-      this.emit('operationError', e, op);
-      return;
+      try {
+        this.emit('operationError', e, op);
+        return;
+      } catch (err) {
+        e = err; // the listener threw: written below
+        op = `operationError listener (${op})`;
+      }
     }
     if (this.reported.has(op)) return;
     this.reported.add(op);
