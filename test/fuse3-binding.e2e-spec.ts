@@ -15,7 +15,7 @@
  */
 import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmdirSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readFileSync, rmdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -898,6 +898,27 @@ describeFuse3('libfuse 3 binding: sessions', () => {
     expect((await run(process.execPath, ['-e', script], { encoding: 'utf8', timeout: 20_000 })).stdout).toBe('1 directory\n');
     expect(mounted(dir)).toBe(false);
     expect(await sh(`ls -A ${dir}`)).toBe('');
+  });
+
+  it('mounts and unmounts through fusermount3 as a user other than root', async () => {
+    if (!existsSync('/usr/bin/setpriv')) return void process.stdout.write('fuse3 binding e2e: non-root mount skipped: setpriv (util-linux) is missing\n');
+    const dir = mountpoint();
+    chownSync(dir, 65534, 65534);
+    const lib = join(__dirname, '..', 'dist', 'libs', 'fuse3', 'src');
+    const script = [
+      `const { mount } = require(${JSON.stringify(lib)});`,
+      'const now = BigInt(Date.now()) * 1000000n;',
+      'const attr = { ino: 1, mode: 0o40755, nlink: 2, uid: 65534, gid: 65534, size: 0, atimeNs: now, mtimeNs: now, ctimeNs: now };',
+      `mount(${JSON.stringify(dir)}, { getattr: async () => ({ attr, attrTimeout: 0 }) }).then((s) => {`,
+      `  require('node:child_process').execFile('stat', ['-c', '%i %U', ${JSON.stringify(dir)}], async (e, out) => {`,
+      '    process.stdout.write(`${process.getuid()} ${out}`);',
+      '    process.stdout.write(JSON.stringify(await s.unmount()));',
+      '  });',
+      '});',
+    ].join('\n');
+    const r = await run('setpriv', ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath, '-e', script], { encoding: 'utf8', timeout: 20_000 });
+    expect(r.stdout).toBe('65534 1 nobody\n{"reason":"unmount"}');
+    expect(mounted(dir)).toBe(false);
   });
 
   it('refuses a mount point that is not a directory, and unknown options, with the reason', async () => {
