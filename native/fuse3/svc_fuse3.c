@@ -786,7 +786,7 @@ static void ll_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 
 /* The libfuse operation table: only the operations JS implements (bit i of `mask` = OP i). For
    the others libfuse answers by itself: ENOSYS, except open and opendir (success, fh 0),
-   release and releasedir (success) and forget (nothing to answer). */
+   release and releasedir (success), statfs (a zeroed one) and forget (nothing to answer). */
 static void fill_ops(struct fuse_lowlevel_ops *o, uint64_t mask) {
   memset(o, 0, sizeof *o);
   o->init = ll_init;

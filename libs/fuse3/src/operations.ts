@@ -3,8 +3,8 @@
  * request, given inode numbers (the root is {@link ROOT_INO}), returning the reply's data.
  * Throwing a {@link FuseError} answers its errno; another error answers EIO (or the errno of its
  * `code`). Every method is optional: the kernel gets ENOSYS for what is not implemented, except
- * open and opendir (success with fh 0), release and releasedir (success) and forget (nothing),
- * which libfuse answers by itself. `ctx` is the caller ({@link RequestContext}).
+ * open and opendir (success with fh 0), release and releasedir (success), statfs (a zeroed one
+ * with 512-byte blocks) and forget (nothing), which libfuse answers by itself. `ctx` is the caller ({@link RequestContext}).
  *
  * Lookup counts are the filesystem's to keep, as in pyfuse3: every {@link Entry} with `ino` ≠ 0
  * that reaches the kernel (lookup, mknod, mkdir, symlink, link, create, and readdirplus entries)
