@@ -830,11 +830,11 @@ describeFuse3('libfuse 3 binding: sessions', () => {
     expect(await session.notifyInvalInode(ROOT_INO)).toBe(false);
   });
 
-  it('runs two mounts in one process (one with the writeback cache, one reading requests with splice)', async () => {
+  it('runs two mounts in one process (one with the writeback cache and a spinning loop thread, one reading requests with splice)', async () => {
     const [a, b] = [mountpoint(), mountpoint()];
     const [fa, fb] = [new MemFs(), new MemFs()];
     const [sa, sb] = await Promise.all([
-      mount(a, fa, { conn: { writebackCache: true } }),
+      mount(a, fa, { conn: { writebackCache: true }, spinUs: 20 }),
       mount(b, fb, { conn: { spliceRead: true, spliceWrite: true, spliceMove: true } }),
     ]);
     try {

@@ -123,7 +123,7 @@ export type DispatchFn = (kind: number, op: number, id: number, ...args: unknown
 /** The session handle of the binding (opaque). */
 export type NativeHandle = object & { readonly __fuse3: unique symbol };
 
-/** Connection settings applied in the binding's init: `FUSE_CAP_*` bits to want and to drop, sizes in bytes. */
+/** Connection settings applied in the binding's init (`FUSE_CAP_*` bits to want and to drop, sizes in bytes), and the loop thread's spin. */
 export interface NativeConn {
   want: number;
   unwant: number;
@@ -133,6 +133,8 @@ export interface NativeConn {
   maxBackground?: number;
   congestionThreshold?: number;
   timeGran?: number;
+  /** How long the loop thread goes on reading /dev/fuse before it sleeps, µs. */
+  spinUs?: number;
 }
 
 /**

@@ -76,6 +76,16 @@ export interface MountOptions {
   /** More `-o` options, one per element (`nosuid`, `max_read=...`). */
   options?: string[];
   conn?: ConnOptions;
+  /**
+   * When no request is queued, the binding's loop thread goes on reading /dev/fuse for this
+   * long before it sleeps, µs (default 0: it sleeps at once; ignored on one CPU). A caller that
+   * waits for each answer (stat in a loop) sends its next request soon after, and waking a
+   * sleeping thread costs tens of µs on a virtual machine: the spin can save that wake-up, at
+   * the price of up to this much CPU time after each burst of requests, and it costs time where
+   * the spinning thread takes a CPU the event loop or the callers need. Measure before choosing
+   * (`npm run bench:fuse3` runs both).
+   */
+  spinUs?: number;
 }
 
 /** How a session ended: asked by {@link FuseSession.unmount}, by the kernel (`fusermount3 -u`, `umount` or an abort from outside), or an error. */
@@ -244,7 +254,8 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
     this.mounted.catch(() => undefined); // awaited by mount(); rejected again for nobody after the end
     this.implemented = METHODS.map((m) => typeof ops[m] === 'function');
     const mask = this.implemented.reduce((acc, on, i) => (on ? acc + 2 ** i : acc), 0);
-    this.handle = binding.mount(mountpoint, sessionArgs(options), mask, nativeConn(binding, options.conn), this.dispatch);
+    const conn = { ...nativeConn(binding, options.conn), spinUs: options.spinUs };
+    this.handle = binding.mount(mountpoint, sessionArgs(options), mask, conn, this.dispatch);
     closeAtExit(this);
   }
 
