@@ -25,8 +25,9 @@
  * End of a session (asked for, or the kernel closed the connection): the loop thread answers
  * every request still waiting for JS with ENOTCONN, stops the notify thread while it goes on
  * answering new requests with ENOTCONN at once (so that a notification waiting for one of them
- * returns), then closes the connection and unmounts lazily if still mounted
- * (fuse_session_unmount), and tells JS, which joins the thread and destroys the session.
+ * returns), waits for a reply being written on the JS thread, then closes the connection and
+ * unmounts lazily if still mounted (fuse_session_unmount), and tells JS, which joins the thread
+ * and destroys the session.
  */
 #define FUSE_USE_VERSION 312
 #define _GNU_SOURCE
@@ -87,13 +88,16 @@ enum { ST_RUNNING, ST_ENDING, ST_ENDED };
 /* ---- the last message libfuse logged on this thread (for errors thrown to JS) ------------- */
 
 static __thread char tl_last_log[512];
+static __thread int tl_log_open; /* the last fragment did not end the line: the next continues it */
 
 static void log_func(enum fuse_log_level level, const char *fmt, va_list ap) {
   va_list copy;
   va_copy(copy, ap);
-  vsnprintf(tl_last_log, sizeof tl_last_log, fmt, copy);
+  size_t at = tl_log_open ? strlen(tl_last_log) : 0;
+  vsnprintf(tl_last_log + at, sizeof tl_last_log - at, fmt, copy);
   va_end(copy);
   size_t n = strlen(tl_last_log);
+  tl_log_open = n == 0 || tl_last_log[n - 1] != '\n';
   while (n > 0 && tl_last_log[n - 1] == '\n') tl_last_log[--n] = '\0';
   vfprintf(stderr, fmt, ap);
 }
@@ -121,6 +125,7 @@ typedef struct job {
 typedef struct conn_cfg {
   uint32_t want, unwant;
   uint32_t max_write, max_read, max_readahead, max_background, congestion_threshold, time_gran;
+  uint32_t spin_us; /* how long the loop thread reads on before it sleeps, µs (0: it sleeps at once) */
   int has_max_read, has_max_readahead, has_max_background, has_congestion_threshold, has_time_gran;
 } conn_cfg_t;
 
@@ -141,6 +146,7 @@ typedef struct sess {
   int stop;    /* atomic: the loop thread is asked to stop */
   int mounted, unmount_requested, unmount_queued, worker_quit;
   int hook_added, finished;
+  int replying; /* requests taken from their slot and not answered yet (under lock) */
   slot_t *slots;
   uint32_t nslots, free_head, live;
   job_t *jobs, *jobs_tail;
@@ -213,7 +219,9 @@ static void slot_free(sess_t *s, slot_t *sl) {
   s->live--;
 }
 
-/* Takes the request out of its slot: the caller answers it. NULL when already answered. */
+/* Takes the request out of its slot: the caller answers it, then calls reply_done. NULL when
+   already answered. The end of the session waits for the requests taken to be answered before
+   it closes the connection (a reply must not be written to a closed, maybe reused, descriptor). */
 static fuse_req_t slot_take(sess_t *s, uint64_t id, int *op, uint32_t *size) {
   pthread_mutex_lock(&s->lock);
   slot_t *sl = slot_find(s, id);
@@ -223,9 +231,16 @@ static fuse_req_t slot_take(sess_t *s, uint64_t id, int *op, uint32_t *size) {
     if (op) *op = sl->op;
     if (size) *size = sl->size;
     slot_free(s, sl);
+    s->replying++;
   }
   pthread_mutex_unlock(&s->lock);
   return req;
+}
+
+static void reply_done(sess_t *s) {
+  pthread_mutex_lock(&s->lock);
+  if (--s->replying == 0) pthread_cond_broadcast(&s->cond);
+  pthread_mutex_unlock(&s->lock);
 }
 
 /* ---- messages to JS (any thread) --------------------------------------------------------- */
@@ -350,7 +365,10 @@ static void req_post(fuse_req_t req, msg_t *m) {
   int early = tl_interrupted_early;
   if (msg_post(s, m) != 0) {
     fuse_req_t r = slot_take(s, id, NULL, NULL);
-    if (r) fuse_reply_err(r, EIO);
+    if (r) {
+      fuse_reply_err(r, EIO);
+      reply_done(s);
+    }
     return;
   }
   if (early) post_interrupt(s, id);
@@ -769,7 +787,7 @@ static void ll_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, 
 
 /* The libfuse operation table: only the operations JS implements (bit i of `mask` = OP i). For
    the others libfuse answers by itself: ENOSYS, except open and opendir (success, fh 0),
-   release and releasedir (success) and forget (nothing to answer). */
+   release and releasedir (success), statfs (a zeroed one) and forget (nothing to answer). */
 static void fill_ops(struct fuse_lowlevel_ops *o, uint64_t mask) {
   memset(o, 0, sizeof *o);
   o->init = ll_init;
@@ -903,6 +921,7 @@ static void *loop_main(void *arg) {
   struct fuse_buf fbuf = { .mem = NULL };
 
   tl_last_log[0] = '\0';
+  tl_log_open = 0;
   if (fuse_session_mount(s->se, s->mountpoint) != 0) {
     reason = "error";
     snprintf(text, sizeof text, "%s", tl_last_log[0] ? tl_last_log : "fuse_session_mount failed");
@@ -915,9 +934,23 @@ static void *loop_main(void *arg) {
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = s->wake_fd, .events = POLLIN } };
+    /* Spinning needs a second CPU: on one, it takes the CPU the JS thread needs to answer. */
+    long spin_ns = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? (long) s->cfg.spin_us * 1000 : 0;
     for (;;) {
       if (__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) break;
       int res = fuse_session_receive_buf(s->se, &fbuf);
+      /* Nothing queued: with spinUs, go on reading for that long before sleeping in poll (a
+         thread woken from poll costs tens of µs on a virtual machine; the next request of a
+         caller waiting on each answer comes within that). */
+      if (res == -EAGAIN && spin_ns > 0) {
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        do {
+          res = fuse_session_receive_buf(s->se, &fbuf);
+          if (res != -EAGAIN) break;
+          clock_gettime(CLOCK_MONOTONIC, &t);
+        } while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < spin_ns && !__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST));
+      }
       if (res == -EAGAIN) {
         if (poll(p, 2, -1) < 0 && errno != EINTR) {
           reason = "error";
@@ -992,6 +1025,9 @@ static void *loop_main(void *arg) {
     pthread_join(s->worker_thread, NULL);
     s->worker_started = 0;
   }
+  pthread_mutex_lock(&s->lock);
+  while (s->replying > 0) pthread_cond_wait(&s->cond, &s->lock); /* a reply being written on the JS thread */
+  pthread_mutex_unlock(&s->lock);
   if (mounted) {
     fuse_session_exit(s->se);
     fuse_session_unmount(s->se);
@@ -1378,7 +1414,10 @@ static void call_js(napi_env env, napi_value fn, void *context, void *data) {
     fprintf(stderr, "svc_fuse3: the dispatch function threw on a message of kind %d\n", m->kind);
     if (m->kind == MSG_REQUEST) {
       fuse_req_t r = slot_take(s, m->id, NULL, NULL);
-      if (r) fuse_reply_err(r, EIO);
+      if (r) {
+        fuse_reply_err(r, EIO);
+        reply_done(s);
+      }
     }
   }
   msg_free(m);
@@ -1626,9 +1665,27 @@ static int get_args(napi_env env, napi_callback_info info, size_t want, napi_val
 
 #define M(op) (1ull << (op))
 
+/* The session whose request the current reply function took (JS thread): reply_done is called
+   for it when the function returns (see reply_guard). */
+static __thread sess_t *tl_replying;
+
+/* Every reply function runs through this: it calls the function (its `data`) and then ends the
+   reply it took, whatever path the function returned by (a getter of the reply data may call
+   another reply function: the outer one's state is kept). */
+static napi_value reply_guard(napi_env env, napi_callback_info info) {
+  void *data = NULL;
+  napi_get_cb_info(env, info, NULL, NULL, NULL, &data);
+  sess_t *outer = tl_replying;
+  tl_replying = NULL;
+  napi_value r = ((napi_callback) data)(env, info);
+  if (tl_replying) reply_done(tl_replying);
+  tl_replying = outer;
+  return r;
+}
+
 /* The request `id` for a reply allowed for `ops`: taken from its slot, so the caller must
-   answer it. NULL with *done = 1 when it was already answered (or the session ended), NULL with
-   an exception pending (answered EIO) when the reply does not fit the operation. */
+   answer it. NULL when it was already answered (or the session ended), NULL with an exception
+   pending (answered EIO) when the reply does not fit the operation. */
 static fuse_req_t take_for(napi_env env, napi_value h, napi_value idv, uint64_t ops, const char *what, int *op,
                            uint32_t *size) {
   sess_t *s = get_sess(env, h);
@@ -1641,6 +1698,7 @@ static fuse_req_t take_for(napi_env env, napi_value h, napi_value idv, uint64_t 
   int o = -1;
   fuse_req_t req = slot_take(s, id, &o, size);
   if (!req) return NULL;
+  tl_replying = s;
   if (!(ops & M(o))) {
     fuse_reply_err(req, EIO);
     throw_type(env, "%s does not answer %s (answered EIO)", what, OP_NAMES[o]);
@@ -2051,6 +2109,24 @@ static napi_value js_unmount(napi_env env, napi_callback_info info) {
   return undef(env);
 }
 
+/* closeSync(handle): ends the session on this thread, without waiting for JS: requests still
+   waiting are answered ENOTCONN, the mount is detached (lazy unmount) and the threads joined.
+   For process exit, where the event loop will not run again; the End message still follows if
+   it does. */
+static napi_value js_close_sync(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!get_args(env, info, 1, argv)) return NULL;
+  sess_t *s = get_sess(env, argv[0]);
+  if (!s) return NULL;
+  if (s->finished) return undef(env);
+  pthread_mutex_lock(&s->lock);
+  s->unmount_requested = 1;
+  pthread_mutex_unlock(&s->lock);
+  request_stop(s);
+  finish(s, 0);
+  return undef(env);
+}
+
 /* ---- mount ------------------------------------------------------------------------------- */
 
 static int cfg_u32(napi_env env, napi_value o, const char *key, uint32_t *out, int *has) {
@@ -2069,8 +2145,8 @@ static int cfg_u32(napi_env env, napi_value o, const char *key, uint32_t *out, i
    the loop thread, which reports MSG_INIT (mounted, connection negotiated) or MSG_END.
    args: fuse_session_new's argument vector, e.g. ['svc', '-o', 'fsname=x,default_permissions'];
    opsMask: bit i set when JS implements operation i; conn: {want, unwant, maxWrite, maxRead,
-   maxReadahead, maxBackground, congestionThreshold, timeGran}. Throws when libfuse refuses the
-   options (with libfuse's message). */
+   maxReadahead, maxBackground, congestionThreshold, timeGran, spinUs}. Throws when libfuse
+   refuses the options (with libfuse's message). */
 static napi_value js_mount(napi_env env, napi_callback_info info) {
   napi_value argv[5];
   if (!get_args(env, info, 5, argv)) return NULL;
@@ -2103,7 +2179,8 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
       !cfg_u32(env, conn, "maxReadahead", &s->cfg.max_readahead, &s->cfg.has_max_readahead) ||
       !cfg_u32(env, conn, "maxBackground", &s->cfg.max_background, &s->cfg.has_max_background) ||
       !cfg_u32(env, conn, "congestionThreshold", &s->cfg.congestion_threshold, &s->cfg.has_congestion_threshold) ||
-      !cfg_u32(env, conn, "timeGran", &s->cfg.time_gran, &s->cfg.has_time_gran)) {
+      !cfg_u32(env, conn, "timeGran", &s->cfg.time_gran, &s->cfg.has_time_gran) ||
+      !cfg_u32(env, conn, "spinUs", &s->cfg.spin_us, NULL)) {
     s->finished = 1;
     sess_free(s);
     return NULL;
@@ -2126,6 +2203,7 @@ static napi_value js_mount(napi_env env, napi_callback_info info) {
   if (ok) {
     struct fuse_args fa = FUSE_ARGS_INIT(nargs, args);
     tl_last_log[0] = '\0';
+    tl_log_open = 0;
     s->se = fuse_session_new(&fa, &ops, sizeof ops, s);
     fuse_opt_free_args(&fa);
   }
@@ -2178,24 +2256,31 @@ static void export_fn(napi_env env, napi_value exports, const char *name, napi_c
   napi_set_named_property(env, exports, name, fn);
 }
 
+static void export_reply(napi_env env, napi_value exports, const char *name, napi_callback cb) {
+  napi_value fn;
+  napi_create_function(env, name, NAPI_AUTO_LENGTH, reply_guard, (void *) cb, &fn);
+  napi_set_named_property(env, exports, name, fn);
+}
+
 static napi_value init_module(napi_env env, napi_value exports) {
   fuse_set_log_func(log_func);
   export_fn(env, exports, "mount", js_mount);
   export_fn(env, exports, "unmount", js_unmount);
+  export_fn(env, exports, "closeSync", js_close_sync);
   export_fn(env, exports, "notify", js_notify);
-  export_fn(env, exports, "replyErr", js_reply_err);
-  export_fn(env, exports, "replyEntry", js_reply_entry);
-  export_fn(env, exports, "replyCreate", js_reply_create);
-  export_fn(env, exports, "replyAttr", js_reply_attr);
-  export_fn(env, exports, "replyReadlink", js_reply_readlink);
-  export_fn(env, exports, "replyOpen", js_reply_open);
-  export_fn(env, exports, "replyWrite", js_reply_write);
-  export_fn(env, exports, "replyBuf", js_reply_buf);
-  export_fn(env, exports, "replyStatfs", js_reply_statfs);
-  export_fn(env, exports, "replyXattr", js_reply_xattr);
-  export_fn(env, exports, "replyLock", js_reply_lock);
-  export_fn(env, exports, "replyLseek", js_reply_lseek);
-  export_fn(env, exports, "replyDir", js_reply_dir);
+  export_reply(env, exports, "replyErr", js_reply_err);
+  export_reply(env, exports, "replyEntry", js_reply_entry);
+  export_reply(env, exports, "replyCreate", js_reply_create);
+  export_reply(env, exports, "replyAttr", js_reply_attr);
+  export_reply(env, exports, "replyReadlink", js_reply_readlink);
+  export_reply(env, exports, "replyOpen", js_reply_open);
+  export_reply(env, exports, "replyWrite", js_reply_write);
+  export_reply(env, exports, "replyBuf", js_reply_buf);
+  export_reply(env, exports, "replyStatfs", js_reply_statfs);
+  export_reply(env, exports, "replyXattr", js_reply_xattr);
+  export_reply(env, exports, "replyLock", js_reply_lock);
+  export_reply(env, exports, "replyLseek", js_reply_lseek);
+  export_reply(env, exports, "replyDir", js_reply_dir);
 
   napi_value ops, caps;
   napi_create_array_with_length(env, OP_COUNT, &ops);
