@@ -19,9 +19,9 @@
  * Everything listens on and connects to 127.0.0.1 only.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fuse3Unavailable } from '../libs/fuse3/src/binding';
 import { BIN, freePort, ROOT, sleep } from '../test/support/processes';
 import { exitOf, log, startUntil, stopProcess, waitForPort, which } from './programs';
