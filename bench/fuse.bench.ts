@@ -52,8 +52,8 @@
  * target on sequential read: at most 25 %). BENCH_TLS=0, or no `openssl`, leaves it out
  * (the output says why).
  *
- * Skipped with a message (exit 0) where FUSE is unavailable: no /dev/fuse, fuse-native not
- * installed, or no fusermount.
+ * Skipped with a message (exit 0) where FUSE is unavailable: no /dev/fuse, the libfuse 3 binding
+ * not built, or no fusermount3.
  *
  * Environment:
  *  - BENCH_FILE_MIB (default 256), BENCH_TREE_FILES (10000), BENCH_REPO_FILES (2000),

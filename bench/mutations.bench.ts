@@ -44,8 +44,8 @@
  *
  * A workload that fails on a filesystem (a command exiting non-zero, or outlasting
  * BENCH_TIMEOUT_S) shows `failed` there, with the reason below the table; the others go on.
- * The output also names the fuse-native binary the mount loaded: the project patches and
- * rebuilds it at install, so the svc figures depend on that build as much as on the mount's code.
+ * The output also names the libfuse 3 binding the mount loaded (built at install), so the svc
+ * figures can be tied to that build.
  *
  * Measured here (2 CPUs shared with other builds and tests, load average 3.4 before and 4.9
  * after; ext4; defaults, BENCH_ROUNDS=3; 229 s in all), seconds, median [min-max]:
