@@ -16,7 +16,7 @@
  *     files (the index refreshed through the mount first, then the mount restarted: only that
  *     second mount is probed and profiled).
  * It prints, per phase, the medians and 90th percentiles (µs) and the totals (ms) of: the system calls seen by the
- * caller; each fuse-native operation's time in the mount's JS (operation called -> answered);
+ * caller; each FUSE operation's time in the mount's JS (empty: see the mount's metrics);
  * each FS request's round trip as the mount sees it (sent -> reply received); each request's
  * time in the node (frame received -> reply sent). Derived: FUSE hand-off = system call - JS
  * operation; wire = round trip - node. Then, per phase and process, the functions with the most

@@ -6,8 +6,8 @@
  *    matched by the envelope's `tag`: in the node, receive -> reply sent per request type
  *    (`node` times); in the mount, request sent -> reply received (`rtt` times, the round trip
  *    as the mount sees it: the node's time plus both hops over loopback and both event loops);
- *  - every fuse-native operation, from the moment the JS operation is called (after the FUSE
- *    thread's hand-off to the event loop) to its answer (`fuse` times, per operation name).
+ *  - (`fuse` times per FUSE operation are left empty: the mount's own `--metrics-port` figures
+ *    count its requests by operation.)
  * On exit the process writes `{pid, role, fuse, rtt, node}` (each a map of name -> durations,
  * microseconds) as JSON to `$LATENCY_PROBE_DIR/probe-<pid>.json`; SIGUSR2 forgets what was
  * recorded so far. Without LATENCY_PROBE_DIR it does nothing. Costs about a microsecond per frame (a regular expression on the first 200 bytes).
@@ -91,38 +91,6 @@ if (DIR) {
     if (event === 'message') onMessage(args[0], args[1] === true);
     return emit.call(this, event, ...args);
   };
-
-  try {
-    const resolved = require.resolve('fuse-native');
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional dependency, at the path just resolved
-    const Fuse = require(resolved) as new (mnt: string, ops: Record<string, unknown>, opts: unknown) => object;
-    class ProbedFuse extends Fuse {
-      constructor(mnt: string, ops: Record<string, unknown>, opts: unknown) {
-        const probed: Record<string, unknown> = {};
-        for (const [name, fn] of Object.entries(ops)) {
-          if (typeof fn !== 'function') {
-            probed[name] = fn;
-            continue;
-          }
-          probed[name] = (...args: unknown[]) => {
-            const t0 = performance.now();
-            const cb = args[args.length - 1] as (...r: unknown[]) => unknown;
-            if (typeof cb === 'function') {
-              args[args.length - 1] = (...r: unknown[]) => {
-                add(fuse, name, (performance.now() - t0) * 1000);
-                return cb(...r);
-              };
-            }
-            return (fn as (...a: unknown[]) => unknown)(...args);
-          };
-        }
-        super(mnt, probed, opts);
-      }
-    }
-    require.cache[resolved]!.exports = ProbedFuse;
-  } catch {
-    /* not a mount process, or FUSE unavailable */
-  }
 
   // SIGUSR2 forgets what was recorded so far (a phase that warms up first).
   process.on('SIGUSR2', () => {

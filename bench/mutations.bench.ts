@@ -44,8 +44,8 @@
  *
  * A workload that fails on a filesystem (a command exiting non-zero, or outlasting
  * BENCH_TIMEOUT_S) shows `failed` there, with the reason below the table; the others go on.
- * The output also names the fuse-native binary the mount loaded: the project patches and
- * rebuilds it at install, so the svc figures depend on that build as much as on the mount's code.
+ * The output also names the libfuse 3 binding the mount loaded (built at install), so the svc
+ * figures can be tied to that build.
  *
  * Measured here (2 CPUs shared with other builds and tests, load average 3.4 before and 4.9
  * after; ext4; defaults, BENCH_ROUNDS=3; 229 s in all), seconds, median [min-max]:
@@ -95,7 +95,7 @@ import { join } from 'node:path';
 import { prng } from '../test/support/prng';
 import { freePort, sleep } from '../test/support/processes';
 import { median } from './measure';
-import { fuseNativeBuild, fuseUnavailable, fuseUnmount, Peer, SshfsPeer, SvcPeer } from './peers';
+import { fuseBindingBuild, fuseUnavailable, fuseUnmount, Peer, SshfsPeer, SvcPeer } from './peers';
 import { envWords, log, startFsNode, stopProcess, timedRun, which } from './programs';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports -- the package has no types; the cast gives the part used here
@@ -428,7 +428,7 @@ async function main(): Promise<void> {
     notes.push(
       `svc: svc-fs-node ${node.url} exporting ${dirs.svcExport}, metrics ${metricsUrl}; svc-fs-mount --endpoint w=${node.url} mount ${dirs.svcMnt}${MOUNT_ARGS.length ? ` ${MOUNT_ARGS.join(' ')}` : ''}`,
     );
-    notes.push(`svc: fuse-native ${fuseNativeBuild()}`);
+    notes.push(`svc: libfuse 3 binding ${fuseBindingBuild()}`);
     const targets: Target[] = [{ name: 'local', disk: dirs.local, view: dirs.local }];
     if (WITH_SSHFS) {
       // A peer that cannot start is left out with the reason, like a missing one.

@@ -19,43 +19,37 @@
  * Everything listens on and connects to 127.0.0.1 only.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { copyFileSync, existsSync, mkdirSync, readFileSync, realpathSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, rmdirSync, statSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
-import { dirname, join } from 'node:path';
-import { BIN, freePort, sleep } from '../test/support/processes';
+import { join } from 'node:path';
+import { fuse3Unavailable } from '../libs/fuse3/src/binding';
+import { BIN, freePort, ROOT, sleep } from '../test/support/processes';
 import { exitOf, log, startUntil, stopProcess, waitForPort, which } from './programs';
 
 /**
- * Why FUSE cannot be used here: no /dev/fuse, fuse-native does not load, or no fusermount.
+ * Why FUSE cannot be used here: no /dev/fuse, the libfuse 3 binding not built, or no fusermount3.
  * @returns the reason (a phrase), or null when FUSE is usable; never throws
  */
 export function fuseUnavailable(): string | null {
-  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
+  const why = fuse3Unavailable();
+  if (why) return why;
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional dependency: whether it loads is the question
-    require('fuse-native');
-  } catch (e) {
-    return `fuse-native cannot load (${(e as Error).message.split('\n')[0]})`;
-  }
-  try {
-    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
+    execFileSync('fusermount3', ['-V'], { stdio: 'ignore' });
   } catch {
-    return 'fusermount is missing (Debian: apt-get install fuse3)';
+    return 'fusermount3 is missing (Debian: apt-get install fuse3)';
   }
   return null;
 }
 
 /**
- * Which fuse-native binary the mounts load (its package directory, real path, and the
- * `build/Release/fuse.node` time; the project patches and rebuilds it at install, so figures
+ * Which build of the libfuse 3 binding the mounts load (its path and build time: figures
  * depend on that build). Never throws.
- * @returns a phrase, e.g. `/x/node_modules/fuse-native, build/Release/fuse.node of 2026-01-01T00:00:00.000Z`
+ * @returns a phrase, e.g. `/x/native/fuse3/build/Release/svc_fuse3.node of 2026-01-01T00:00:00.000Z`
  */
-export function fuseNativeBuild(): string {
+export function fuseBindingBuild(): string {
+  const built = join(ROOT, 'native', 'fuse3', 'build', 'Release', 'svc_fuse3.node');
   try {
-    const dir = realpathSync(dirname(require.resolve('fuse-native/package.json')));
-    const built = join(dir, 'build/Release/fuse.node');
-    return existsSync(built) ? `${dir}, build/Release/fuse.node of ${statSync(built).mtime.toISOString()}` : `${dir}, prebuilt binary`;
+    return `${built} of ${statSync(built).mtime.toISOString()}`;
   } catch (e) {
     return `unknown (${(e as Error).message.split('\n')[0]})`;
   }

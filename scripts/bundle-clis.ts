@@ -70,7 +70,7 @@ const ON_REQUEST = ['@nestjs/platform-express', 'class-validator', 'class-transf
  * Native addons: always left out of a bundle ({@link nativeAddons}). The first two are optional
  * (ws uses them when they are installed).
  */
-const NATIVE = ['bufferutil', 'utf-8-validate', 'fuse-native', 'better-sqlite3'];
+const NATIVE = ['bufferutil', 'utf-8-validate', 'better-sqlite3'];
 
 /**
  * Node built-in modules the command-line clients' packages require when loaded but use only on

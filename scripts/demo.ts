@@ -24,6 +24,7 @@ import { ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { fuse3Unavailable } from '../libs/fuse3/src/binding';
 
 const ROOT = resolve(__dirname, '..', '..');
 const BIN = {
@@ -65,7 +66,7 @@ async function cleanup(): Promise<void> {
     ),
   );
   const mnt = join(work, 'mnt');
-  if (existsSync(mnt)) spawnSync('fusermount', ['-uz', mnt]);
+  if (existsSync(mnt)) spawnSync('fusermount3', ['-uz', mnt]);
   if (!keep) rmSync(work, { recursive: true, force: true });
 }
 
@@ -195,13 +196,9 @@ async function waitUntil<T>(fn: () => Promise<T | undefined> | T | undefined): P
 
 /** Why FUSE cannot be used here, or null when it can. */
 function fuseUnavailable(): string | null {
-  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
-  try {
-    require.resolve('fuse-native');
-  } catch {
-    return 'the optional package fuse-native is not installed';
-  }
-  if (spawnSync('fusermount', ['-V']).status !== 0) return 'fusermount is missing (Debian: apt-get install fuse3)';
+  const why = fuse3Unavailable();
+  if (why) return why;
+  if (spawnSync('fusermount3', ['-V']).status !== 0) return 'fusermount3 is missing (Debian: apt-get install fuse3)';
   return null;
 }
 

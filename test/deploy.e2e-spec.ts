@@ -3,7 +3,7 @@
  * engine runs here, so instead of building images this checks that everything the files rely
  * on exists in the programs they run:
  *
- * - Dockerfile: the stages (node:20-slim base, build tools for the native addons, libfuse2 and
+ * - Dockerfile: the stages (node:20-slim base, build tools for the native addons, libfuse 3 and
  *   fuse3 in the mount image, a non-root user in every runtime image), every COPY source,
  *   every ENTRYPOINT program, every CMD flag, the EXPOSEd ports, the HEALTHCHECK probe, every ENV;
  * - compose.yaml: PostgreSQL, two `svc` replicas with `--database-url`, two `svc-fs-node`s;
@@ -220,7 +220,7 @@ describe('deploy/Dockerfile', () => {
     const mount = chain(stages, 'mount')
       .map((l) => l.rest)
       .join('\n');
-    expect(mount).toMatch(/apt-get install[^\n]*\blibfuse2\b/);
+    expect(mount).toMatch(/apt-get install[^\n]*\blibfuse3-3\b/);
     expect(mount).toMatch(/apt-get install[^\n]*\bfuse3\b/);
   });
 

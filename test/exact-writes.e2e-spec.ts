@@ -150,7 +150,7 @@ async function startMount(ws: Workspace, logDir: string, name: string): Promise<
   mkdirSync(dir);
   const log = join(logDir, `${name}.log`);
   const fd = openSync(log, 'a');
-  const proc = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', dir, '--attr-ttl-ms', '1000'], { stdio: ['ignore', fd, fd] });
+  const proc = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', dir], { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   started.push({ dir, proc, log });
   await waitFor(() => readFileSync(log, 'utf8').includes(`mounted on ${dir}`), 20_000).catch((e) => {

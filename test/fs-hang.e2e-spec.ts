@@ -10,7 +10,7 @@
  *   connect timeout), and after `SIGCONT` the same mount serves again without a remount;
  * - `svc-fs-mount status` names the stopped candidate's failure ("no answer ... within N ms").
  * Stopped processes are always continued (finally, afterAll) before being killed. FUSE cases
- * are skipped, with the reason printed, where /dev/fuse or fuse-native is missing.
+ * are skipped, with the reason printed, where /dev/fuse or the libfuse 3 binding is missing.
  */
 import { ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';

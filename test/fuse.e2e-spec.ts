@@ -2,7 +2,7 @@
  * e2e: a real FUSE mount of a two-node workspace used with ordinary tools:
  * ls, cat, cp of 64 MiB in and out, mkdir -p, mv, rm -r, grep -R, git, find; failover while
  * mounted; a clean unmount and stale-mount cleanup. Skipped, with the reason printed, where
- * /dev/fuse or fuse-native is missing (.ci/run installs libfuse2 and fuse3).
+ * /dev/fuse or the libfuse 3 binding is missing (.ci/run installs libfuse3-dev and fuse3).
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';

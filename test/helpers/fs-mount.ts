@@ -4,8 +4,9 @@
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync, readFileSync } from 'node:fs';
 import { BIN, Running, startProcess } from '../support/processes';
+import { fuse3Unavailable } from '../../libs/fuse3/src/binding';
 
 /**
  * Starts `svc-fs-node --port P --export ...` and waits for its listening line.
@@ -94,21 +95,16 @@ export function sha256(data: Buffer | string): string {
 }
 
 /**
- * Why FUSE mounts cannot be tested here (no /dev/fuse, fuse-native does not load, no
- * fusermount), or null when they can.
+ * Why FUSE mounts cannot be tested here (no /dev/fuse, the libfuse 3 binding not built, no
+ * fusermount3), or null when they can.
  */
 export function fuseUnavailable(): string | null {
-  if (!existsSync('/dev/fuse')) return '/dev/fuse is missing';
+  const why = fuse3Unavailable();
+  if (why) return why;
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional dependency: whether it loads is the question
-    require('fuse-native');
-  } catch (e) {
-    return `fuse-native cannot load: ${(e as Error).message.split('\n')[0]}`;
-  }
-  try {
-    execFileSync('fusermount', ['-V'], { stdio: 'ignore' });
+    execFileSync('fusermount3', ['-V'], { stdio: 'ignore' });
   } catch {
-    return 'fusermount is missing (Debian: apt-get install fuse3)';
+    return 'fusermount3 is missing (Debian: apt-get install fuse3)';
   }
   return null;
 }
@@ -117,7 +113,7 @@ export function fuseUnavailable(): string | null {
 export function killMount(proc: ChildProcess | undefined, mountpoint: string): void {
   if (proc && proc.exitCode === null) proc.kill('SIGKILL');
   try {
-    execFileSync('fusermount', ['-uz', mountpoint], { stdio: 'ignore' });
+    execFileSync('fusermount3', ['-uz', mountpoint], { stdio: 'ignore' });
   } catch {
     /* not mounted */
   }

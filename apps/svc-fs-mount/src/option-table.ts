@@ -15,7 +15,7 @@ export const DEFAULT_WORKSPACE_URL = `ws://127.0.0.1:${DEFAULT_SVC_PORT}/`;
 export const MAX_DEADLINE_MS = 3_600_000;
 
 /** Defaults of `mount`: kernel attribute/entry cache lifetime (ms), the mount's own cache lifetime (ms), poll after each operation (µs). */
-export const FUSE_MOUNT_DEFAULTS = { attrTtlMs: 1000, cacheTtlMs: 60_000, pollUs: 1000 } as const;
+export const FUSE_MOUNT_DEFAULTS = { attrTtlMs: 60_000, cacheTtlMs: 60_000, pollUs: 1000 } as const;
 
 /** Largest `--attr-ttl-ms` and `--cache-ttl-ms`, ms (one hour), and largest `--poll-us`, µs. */
 export const FUSE_MAX_TTL_MS = 3_600_000;
@@ -119,7 +119,7 @@ export const MOUNT_OPTIONS = {
     default: String(FUSE_MOUNT_DEFAULTS.attrTtlMs),
     unit: 'ms',
     section: MOUNT_SECTION,
-    description: `lifetime of the kernel's attribute and entry caches (FUSE \`attr_timeout\`, \`entry_timeout\`); at most ${FUSE_MAX_TTL_MS}`,
+    description: `how long the kernel keeps entries and attributes (FUSE entry and attribute timeouts); changes made elsewhere invalidate them at once; at most ${FUSE_MAX_TTL_MS}`,
   },
   cacheTtl: {
     flag: 'cache-ttl-ms',
@@ -138,6 +138,12 @@ export const MOUNT_OPTIONS = {
     description: `after each operation keep polling this long instead of sleeping (0: never), a little CPU for latency on virtual CPUs; at most ${FUSE_MAX_POLL_US}`,
   },
   readOnly: { flag: 'read-only', section: MOUNT_SECTION, description: 'refuse every change with EROFS' },
+  metricsPort: {
+    flag: 'metrics-port',
+    value: 'PORT',
+    section: MOUNT_SECTION,
+    description: "serve the mount's Prometheus metrics on http://127.0.0.1:PORT/metrics (0: any free port, printed); none by default",
+  },
   noProbe: { flag: 'no-probe', section: STATUS_SECTION, description: 'do not connect to the endpoints' },
   detached: {
     env: 'SVC_FS_MOUNT_DETACHED',

@@ -28,9 +28,8 @@ async function main(): Promise<void> {
 }
 
 // The command is done and the application closed: end now. What could still hold the process
-// is nothing of the command's: fuse-native's handle after a mount was unmounted from outside
-// (its own unmount then never runs), and the close handshakes of the FS sessions, whose close
-// frames are already written (stdout and stderr are synchronous on Linux).
+// is nothing of the command's: the close handshakes of the FS sessions, whose close frames are
+// already written (stdout and stderr are synchronous on Linux).
 main().then(
   () => process.exit(),
   (e) => {

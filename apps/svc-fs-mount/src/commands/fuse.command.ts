@@ -1,23 +1,27 @@
 /**
  * `svc-fs-mount [global options] mount MOUNTPOINT [--daemon] [--allow-other] [--attr-ttl-ms N]
- * [--cache-ttl-ms N] [--poll-us N] [--read-only]` (option-table.ts): the workspace as a real filesystem through FUSE
- * (fuse-native, libfuse2), on the same WorkspaceRouter as the other commands (failover
- * included). Runs in the foreground until SIGINT/SIGTERM, then unmounts, or until the mount
- * point is unmounted from outside (`fusermount -u`, `umount`: seen within
+ * [--cache-ttl-ms N] [--poll-us N] [--read-only] [--metrics-port N]` (option-table.ts): the
+ * workspace as a real filesystem through FUSE (libfuse 3's low-level API through our binding,
+ * @svc/fuse3), on the same WorkspaceRouter as the other commands (failover included). Runs in the foreground until SIGINT/SIGTERM, then unmounts, or until the mount
+ * point is unmounted from outside (`fusermount3 -u`, `umount`: seen at once, or within
  * {@link UNMOUNT_CHECK_MS}), then ends; `--daemon` detaches and prints the pid once the mount
  * is up. A stale mount point left by a crashed run is detected and cleaned with a message.
  *
- * Exit codes: 0 after a clean unmount; 2 when FUSE is unavailable (fuse-native not installed,
+ * Exit codes: 0 after a clean unmount; 2 when FUSE is unavailable (the binding not built,
  * no /dev/fuse), the mount point is unusable, or the workspace cannot be opened.
  */
 import { execFile, spawn } from 'node:child_process';
 import { constants as fsc, existsSync, readFileSync } from 'node:fs';
 import { access, stat } from 'node:fs/promises';
-import { dirname, join, resolve } from 'node:path';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Option, SubCommand } from 'nest-commander';
-import { FuseFs, setFuseTimeUnitNs } from '../../../../libs/fs/src/fuse/fuse-fs';
+import { DEBIAN_PACKAGES, FuseSession, fuse3Unavailable } from '../../../../libs/fuse3/src';
+import { FuseFs } from '../../../../libs/fs/src/fuse/fuse-fs';
 import { useDataPathGc } from '../../../../libs/ops/src/data-path-gc';
+import { mountRegistry, serveMetrics } from '../mount-metrics';
 import { UsageError } from '../mount-options';
 import { FUSE_MAX_POLL_US, FUSE_MAX_TTL_MS, FUSE_MOUNT_DEFAULTS, MOUNT_OPTIONS } from '../option-table';
 import { commanderOption } from '../../../../libs/ops/src/option-specs';
@@ -29,51 +33,18 @@ const run = (file: string, args: string[]) => promisify(execFile)(file, args);
 /** How often the foreground mount checks that its mount point is still mounted, ms. */
 export const UNMOUNT_CHECK_MS = 1000;
 
-/** What installs FUSE support, for messages. */
-const FUSE_PACKAGES = 'the optional npm package fuse-native (npm install fuse-native) and libfuse2 with fusermount (Debian: apt-get install libfuse2 fuse3)';
-
-interface FuseInstance {
-  mount(cb: (err: Error | null) => void): void;
-  unmount(cb: (err: Error | null) => void): void;
-}
-type FuseConstructor = new (mnt: string, ops: object, opts: Record<string, unknown>) => FuseInstance;
-
 /**
- * Loads fuse-native.
- * @throws UsageError naming what to install when it or /dev/fuse is missing
+ * Checks that a FUSE mount can be made here: /dev/fuse and our libfuse 3 binding (native/fuse3,
+ * built by `npm ci`).
+ * @throws UsageError naming what to install when something is missing
  */
-export function loadFuse(): FuseConstructor {
+export function checkFuse(): void {
   if (!existsSync('/dev/fuse'))
     throw new UsageError(
-      `FUSE is not available here: /dev/fuse is missing (load the fuse module, or give a container --device /dev/fuse); mounting needs ${FUSE_PACKAGES}`,
+      `FUSE is not available here: /dev/fuse is missing (load the fuse module, or give a container --device /dev/fuse); mounting needs the Debian packages ${DEBIAN_PACKAGES}`,
     );
-  let Fuse: FuseConstructor;
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- an optional dependency, loaded only for a FUSE mount; its absence is reported
-    Fuse = require('fuse-native') as FuseConstructor;
-  } catch (e) {
-    throw new UsageError(`FUSE support is not installed (${(e as Error).message.split('\n')[0]}): mounting needs ${FUSE_PACKAGES}`);
-  }
-  // Built by scripts/fuse-native-build.cjs: times cross in µs (else ms, as published).
-  try {
-    const binding = join(dirname(require.resolve('fuse-native')), 'build', 'Release', 'fuse.node');
-    // eslint-disable-next-line @typescript-eslint/no-require-imports -- the native binding, at a path known only at run time
-    if ((require(binding) as { svc_time_unit_us?: number }).svc_time_unit_us === 1) setFuseTimeUnitNs(1e3);
-  } catch {
-    // the prebuilt binding: ms
-  }
-  type Signal = (err: number, fd?: number) => void;
-  type CreateOp = (path: string, mode: number, flags: number | undefined, cb: Signal) => void;
-  /**
-   * fuse-native with `create` given the open(2) flags: fuse-native's own handler drops the
-   * third argument that the patched C glue passes (scripts/fuse-native-build.cjs); with a
-   * prebuilt binding there is none, and the operation receives undefined.
-   */
-  return class extends (Fuse as new (...args: ConstructorParameters<FuseConstructor>) => FuseInstance & { ops: { create: CreateOp } }) {
-    _op_create(signal: Signal, path: string, mode: number, flags?: number): void {
-      this.ops.create(path, mode, flags, (err, fd) => signal(err, fd));
-    }
-  };
+  const why = fuse3Unavailable();
+  if (why) throw new UsageError(`FUSE support is not built: ${why}`);
 }
 
 /** True when `dir` is a mount point according to /proc/self/mountinfo. */
@@ -99,7 +70,7 @@ export async function prepareMountPoint(dir: string): Promise<string | null> {
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code;
     if (code !== 'ENOTCONN' && code !== 'EIO') throw new UsageError(`mount point ${dir}: ${code === 'ENOENT' ? 'does not exist' : code}`);
-    await run('fusermount', ['-uz', dir]).catch(async () => run('umount', ['-l', dir]));
+    await run('fusermount3', ['-uz', dir]).catch(async () => run('umount', ['-l', dir]));
     cleaned = `cleaned a stale FUSE mount at ${dir} left by a crashed run`;
   }
   const st = await stat(dir);
@@ -152,6 +123,11 @@ export class FuseMountCommand extends MountCommand {
     return intOption(v, '--poll-us', FUSE_MAX_POLL_US);
   }
 
+  @Option(commanderOption(MOUNT_OPTIONS.metricsPort))
+  parseMetricsPort(v: string): number {
+    return intOption(v, '--metrics-port', 65535);
+  }
+
   @Option(commanderOption(MOUNT_OPTIONS.readOnly))
   parseReadOnly(): boolean {
     return true;
@@ -159,7 +135,15 @@ export class FuseMountCommand extends MountCommand {
 
   async run(
     [arg]: string[],
-    options: { daemon?: boolean; allowOther?: boolean; attrTtlMs?: number; cacheTtlMs?: number; pollUs?: number; readOnly?: boolean } = {},
+    options: {
+      daemon?: boolean;
+      allowOther?: boolean;
+      attrTtlMs?: number;
+      cacheTtlMs?: number;
+      pollUs?: number;
+      readOnly?: boolean;
+      metricsPort?: number;
+    } = {},
   ): Promise<void> {
     const mountpoint = resolve(arg);
     if (options.daemon) return this.detach();
@@ -170,10 +154,9 @@ export class FuseMountCommand extends MountCommand {
       process.stdout.on('error', () => undefined);
       process.stderr.on('error', () => undefined);
     }
-    let Fuse: FuseConstructor;
     let cleaned: string | null;
     try {
-      Fuse = loadFuse();
+      checkFuse();
       cleaned = await prepareMountPoint(mountpoint);
     } catch (e) {
       this.out.report(e, null);
@@ -181,34 +164,28 @@ export class FuseMountCommand extends MountCommand {
     }
     if (cleaned) process.stderr.write(`svc-fs-mount: ${cleaned}\n`);
     await this.session.run(this.command, null, async (router) => {
-      const ttl = options.attrTtlMs ?? FUSE_MOUNT_DEFAULTS.attrTtlMs;
       const fs = new FuseFs(router, {
-        attrTtlMs: ttl,
+        kernelTtlMs: options.attrTtlMs ?? FUSE_MOUNT_DEFAULTS.attrTtlMs,
         cacheTtlMs: options.cacheTtlMs ?? FUSE_MOUNT_DEFAULTS.cacheTtlMs,
         pollUs: options.pollUs ?? FUSE_MOUNT_DEFAULTS.pollUs,
         readOnly: options.readOnly === true,
       });
-      const fuse = new Fuse(mountpoint, fs.ops, {
-        // `fsname` is passed through to libfuse's -o list: it also carries big_writes (128 KiB
-        // writes instead of 4 KiB) which fuse-native has no option for.
-        // use_ino: stat reports the mount's stable inode numbers (fuse-inodes.ts), so git's
-        // index stays valid across remounts instead of re-hashing every file.
-        fsname: 'svc,big_writes,use_ino',
-        subtype: 'svc',
-        allowOther: options.allowOther === true,
-        // Strings: fuse-native drops a falsy number, which would leave libfuse's 1 s default for 0.
-        attrTimeout: String(ttl / 1000),
-        entryTimeout: String(ttl / 1000),
-        // Keep a file's pages in the kernel across opens while its mtime and size are unchanged
-        // (libfuse checks them at each open, through getattr: coherent with changes made on the
-        // node as far as the attributes are); without it every open drops the cache.
-        autoCache: true,
-        // FuseFs answers ETIMEDOUT after 60 s itself, with one watchdog instead of a timer per operation.
-        timeout: false,
-        force: false,
-        mkdir: false,
-      });
-      await new Promise<void>((res, rej) => fuse.mount((err) => (err ? rej(new UsageError(`cannot mount on ${mountpoint}: ${err.message}`)) : res())));
+      let session: FuseSession;
+      try {
+        session = await fs.mount(mountpoint, { allowOther: options.allowOther === true });
+      } catch (e) {
+        throw new UsageError(`cannot mount on ${mountpoint}: ${(e as Error).message}`);
+      }
+      let metrics: Server | null = null;
+      if (options.metricsPort !== undefined) {
+        try {
+          metrics = await serveMetrics(mountRegistry(fs), options.metricsPort);
+        } catch (e) {
+          await session.unmount().catch(() => undefined);
+          throw new UsageError(`cannot serve metrics on 127.0.0.1:${options.metricsPort}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+        }
+        process.stdout.write(`metrics on http://127.0.0.1:${(metrics.address() as AddressInfo).port}/metrics\n`);
+      }
       process.stdout.write(`mounted on ${mountpoint}\n`);
       const how = await new Promise<'signal' | 'outside'>((res) => {
         const stop = (why: 'signal' | 'outside') => {
@@ -218,13 +195,18 @@ export class FuseMountCommand extends MountCommand {
           res(why);
         };
         const onSignal = () => stop('signal');
+        // The session reports an unmount from outside; the check covers a lazy unmount that the
+        // kernel finishes only once the mount is idle.
+        void session.ended.then((info) => stop(info.reason === 'unmount' ? 'signal' : 'outside'));
         const check = setInterval(() => {
           if (!isMountPoint(mountpoint)) stop('outside');
         }, UNMOUNT_CHECK_MS);
         process.on('SIGINT', onSignal);
         process.on('SIGTERM', onSignal);
       });
-      if (how === 'signal') await this.unmount(fuse, mountpoint);
+      if (how === 'signal') await this.unmount(session, mountpoint);
+      else await session.unmount().catch(() => undefined);
+      metrics?.close();
       process.stdout.write(how === 'signal' ? `unmounted ${mountpoint}\n` : `${mountpoint} was unmounted from outside; stopping\n`);
     });
   }
@@ -233,15 +215,22 @@ export class FuseMountCommand extends MountCommand {
    * Unmounts; when busy, retries for 2 s, then detaches lazily (the kernel finishes when idle).
    * Nothing to do when it was unmounted from outside meanwhile.
    */
-  private async unmount(fuse: FuseInstance, mountpoint: string): Promise<void> {
+  private async unmount(session: FuseSession, mountpoint: string): Promise<void> {
     for (let i = 0; i < 10; i++) {
-      if (!isMountPoint(mountpoint)) return;
-      const err = await new Promise<Error | null>((r) => fuse.unmount((e) => r(e)));
-      if (!err && !isMountPoint(mountpoint)) return;
-      await new Promise((r) => setTimeout(r, 200));
+      if (!isMountPoint(mountpoint)) break;
+      if (
+        !(await run('fusermount3', ['-u', mountpoint]).then(
+          () => true,
+          () => false,
+        ))
+      )
+        await new Promise((r) => setTimeout(r, 200));
     }
-    await run('fusermount', ['-uz', mountpoint]).catch(() => undefined);
-    process.stderr.write(`svc-fs-mount: ${mountpoint} was busy; detached it lazily\n`);
+    if (isMountPoint(mountpoint)) {
+      await run('fusermount3', ['-uz', mountpoint]).catch(() => undefined);
+      process.stderr.write(`svc-fs-mount: ${mountpoint} was busy; detached it lazily\n`);
+    }
+    await session.unmount().catch(() => undefined);
   }
 
   /** `--daemon`: runs the same command without `--daemon` in the background; prints its pid once mounted. */

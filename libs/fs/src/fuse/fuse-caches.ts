@@ -16,8 +16,6 @@
 import { Attr, Errno, FsError } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
-import type { FuseInodes } from './fuse-inodes';
-import { FuseStat, toFuseStat } from './fuse-stat';
 import { PrefetchCache } from './prefetch-cache';
 
 /** Default bound of the prefetched contents of a mount, bytes. */
@@ -64,39 +62,11 @@ interface Expiring<T> {
   expires: number;
 }
 
-/** A cached directory listing: names (in order), their set, and the stats handed to readdir. */
+/** A cached directory listing: names (in order), their set, and each entry's attributes (same order). */
 export interface Listing {
   names: string[];
   has: Set<string>;
-  stats: FuseStat[];
-}
-
-/**
- * The stats of a listing as handed to fuse-native's readdir, which converts every entry to its
- * binary layout at each call (`stats.map(getStatArray)`: a typed array per entry) although a
- * cached listing answers many readdirs. This array remembers the result of `map` for the last
- * function it was given, so the conversion (fuse-native's own) runs once per listing: a warm
- * `find` over 10,000 files spent 4.6 ms in it and about as much collecting its garbage.
- * Everything else is a plain array.
- */
-export class ReaddirStats extends Array<FuseStat> {
-  private mapped: { fn: unknown; result: unknown[] } | null = null;
-
-  /** A ReaddirStats holding `stats` (same objects, same order). */
-  static wrap(stats: FuseStat[]): ReaddirStats {
-    const a = new ReaddirStats();
-    for (const st of stats) a.push(st);
-    return a;
-  }
-
-  override map<U>(fn: (value: FuseStat, index: number, array: FuseStat[]) => U, thisArg?: unknown): U[] {
-    if (this.mapped?.fn === fn && thisArg === undefined) return this.mapped.result as U[];
-    // A plain array of the results (not a ReaddirStats: Array.prototype.map would build one through the species).
-    const result: U[] = [];
-    for (let i = 0; i < this.length; i++) result.push(fn.call(thisArg, this[i], i, this));
-    if (thisArg === undefined) this.mapped = { fn, result };
-    return result;
-  }
+  attrs: Attr[];
 }
 
 /** Attribute, negative-lookup, listing and open-proof caches of one FUSE mount. */
@@ -125,8 +95,6 @@ export class FuseCaches {
   constructor(
     private readonly router: Pick<WorkspaceRouter, 'getattr' | 'readdirAll'>,
     private readonly ttl: number,
-    /** Inode numbers for the stats of listings (default: the node ids). */
-    private readonly inodes: Pick<FuseInodes, 'of'> = { of: (_path, id) => id },
     contentBytes = DEFAULT_PREFETCH_CACHE_BYTES,
   ) {
     this.contents = new PrefetchCache(contentBytes, ttl);
@@ -269,7 +237,7 @@ export class FuseCaches {
   }
 
   /**
-   * The entries of directory `path` as names and stats for readdir: the cached listing while
+   * The entries of directory `path` as names and attributes for readdir: the cached listing while
    * fresh, else read from the node (every entry's attributes are cached on the way).
    * @throws the router's error (ENOENT, ENOTDIR, EACCES, ...)
    */
@@ -290,11 +258,7 @@ export class FuseCaches {
         }
         const done = Date.now();
         const names = entries.map((e) => e.name);
-        const value: Listing = {
-          names,
-          has: new Set(names),
-          stats: ReaddirStats.wrap(entries.map((e) => toFuseStat(e.attr, this.inodes.of(joinPath(path, e.name), e.attr.id)))),
-        };
+        const value: Listing = { names, has: new Set(names), attrs: entries.map((e) => e.attr) };
         if (!entry.stale) {
           for (const e of entries) this.remember(joinPath(path, e.name), e.attr, done);
           cacheSet(this.dirs, path, { value, expires: done + this.ttl });

@@ -4,7 +4,8 @@ import { Attr, Errno, FsError, OpenFlags } from '@svc/protocol/wire';
 import { FramedData, framedBytes, isFramedData } from '@svc/client';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseFs } from './fuse-fs';
-import { FUSE_UTIME_OMIT } from './fuse-ops';
+import { RequestContext, SETATTR, SetattrValues } from '@svc/fuse3';
+import { ROOT_INO } from './inode-table';
 
 const MIB = 1024 * 1024;
 const KERNEL_READ = 128 * 1024;
@@ -111,16 +112,65 @@ class FakeRouter extends EventEmitter {
 function setup(options: ConstructorParameters<typeof FuseFs>[1] = {}) {
   const router = new FakeRouter();
   const fs = new FuseFs(router as unknown as WorkspaceRouter, { pollUs: 0, ...options });
-  const ops = fs.ops as unknown as Record<string, (...args: unknown[]) => void>;
-  /** Calls an operation whose callback is (err, value). */
-  const call = <T>(op: string, ...args: unknown[]) =>
-    new Promise<T>((resolve, reject) =>
-      ops[op](...args, (err: number, value: T) => (err < 0 ? reject(Object.assign(new Error(`errno ${-err}`), { errno: -err })) : resolve(value))),
-    );
-  /** Calls read/write, whose callback is (count or -errno). */
-  const count = (op: 'read' | 'write', path: string, fd: number, buf: Buffer, len: number, pos: number) =>
-    new Promise<number>((resolve) => ops[op](path, fd, buf, len, pos, resolve));
+  const ops = fs.operations;
+  let nextRequest = 1;
+  const ctx = () => new RequestContext(nextRequest++, 0, 0, 0, 0);
+  /** The kernel inode of `path`, known to the inode table without asking the router (as after a lookup). */
+  const ino = (path: string): number => {
+    let cur = ROOT_INO;
+    for (const seg of path.split('/').filter(Boolean)) cur = fs.inodes.child(cur, seg)?.ino ?? fs.inodes.lookup(cur, seg).ino;
+    return cur;
+  };
+  const parentOf = (path: string) => ({ parent: ino(path.slice(0, path.lastIndexOf('/')) || '/'), name: path.slice(path.lastIndexOf('/') + 1) });
+  /** Calls an operation by path, as the kernel would by inode; file handles as numbers. */
+  const call = async <T>(op: string, path: string, ...args: unknown[]): Promise<T> => {
+    const c = ctx();
+    switch (op) {
+      case 'getattr':
+        return (await ops.getattr(ino(path), undefined, c)) as T;
+      case 'open':
+        return (await ops.open(ino(path), args[0] as number, c)).fh as T;
+      case 'create': {
+        const { parent, name } = parentOf(path);
+        return (await ops.create(parent, name, args[0] as number, args[1] as number, c)).open.fh as T;
+      }
+      case 'flush':
+        return (await ops.flush(ino(path), args[0] as number, 0n, c)) as T;
+      case 'release':
+        return (await ops.release(ino(path), args[0] as number, {}, c)) as T;
+      case 'unlink': {
+        const { parent, name } = parentOf(path);
+        return (await ops.unlink(parent, name, c)) as T;
+      }
+      case 'rename': {
+        const from = parentOf(path);
+        const to = parentOf(args[0] as string);
+        return (await ops.rename(from.parent, from.name, to.parent, to.name, 0, c)) as T;
+      }
+      case 'readdir': {
+        // The names readdirplus lists from offset 0 (past `.` and `..`), as the kernel reads a directory.
+        const entries = await ops.readdirplus(ino(path), 0, 0, 1 << 20, c);
+        return entries.map((e) => e.name).filter((n) => n !== '.' && n !== '..') as T;
+      }
+      case 'setattr':
+        return (await ops.setattr(ino(path), args[0] as number, args[1] as SetattrValues, undefined, c)) as T;
+      default:
+        throw new Error(`no such operation in this test: ${op}`);
+    }
+  };
+  /** read/write by path: the byte count. */
+  const count = async (op: 'read' | 'write', path: string, fd: number, buf: Buffer, len: number, pos: number): Promise<number> => {
+    if (op === 'write') return ops.write(ino(path), fd, pos, buf.subarray(0, len), { flags: 0, writepage: false }, ctx());
+    const data = await ops.read(ino(path), fd, pos, len, ctx());
+    data.copy(buf);
+    return data.length;
+  };
   return { router, fs, ops, call, count };
+}
+
+/** setattr values with only the times given (ns) meaningful. */
+function times(atimeNs: bigint, mtimeNs: bigint): SetattrValues {
+  return { mode: 0, uid: 0, gid: 0, size: 0, atimeNs, mtimeNs, ctimeNs: 0n };
 }
 
 describe('FuseFs read path', () => {
@@ -320,11 +370,11 @@ describe('FuseFs one order per file', () => {
     const fd = await call<number>('create', '/w/t', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT);
     await count('write', '/w/t', fd, Buffer.alloc(1000, 1), 1000, 0);
     expect(router.writes).toHaveLength(0);
-    await call('utimens', '/w/t', 1000, 2000);
+    await call('setattr', '/w/t', SETATTR.ATIME | SETATTR.MTIME, times(1_000_000_000n, 2_000_000_000n));
     expect(router.setattrs).toEqual([{ path: '/w/t', writesBefore: 1 }]);
   });
 
-  it('utimens with UTIME_OMIT for one time sets only the other', async () => {
+  it('a setattr of one time (the other UTIME_OMIT) sets only that one', async () => {
     const { router, call } = setup();
     router.add('/w/x', Buffer.from('x'));
     const seen: object[] = [];
@@ -332,8 +382,8 @@ describe('FuseFs one order per file', () => {
       seen.push(a ?? {});
       return router.files.get(path)!.attr;
     };
-    await call('utimens', '/w/x', FUSE_UTIME_OMIT, 1_500_000_000_123);
-    await call('utimens', '/w/x', 1_400_000_000_000, FUSE_UTIME_OMIT);
+    await call('setattr', '/w/x', SETATTR.MTIME, times(0n, 1_500_000_000_123_000_000n));
+    await call('setattr', '/w/x', SETATTR.ATIME, times(1_400_000_000_000_000_000n, 0n));
     expect(seen).toEqual([{ mt: 1_500_000_000_123_000_000 }, { at: 1_400_000_000_000_000_000 }]);
   });
 

@@ -1,62 +1,64 @@
 /**
- * The FUSE layer of `svc-fs-mount mount`: fuse-native operations on top of
- * the WorkspaceRouter (failover included), with the caches a FUSE user expects:
+ * The FUSE layer of `svc-fs-mount mount`: libfuse 3 low-level operations (our binding,
+ * @svc/fuse3) on top of the WorkspaceRouter (failover included).
  *
- * - attribute cache, filled by getattr and by readdir (readdirp returns attributes, so
- *   `ls -l`, `find`, `grep -R` and `git status` cost no round trip per file);
- * - directory listing cache (readdir is answered from it) and a negative-lookup cache;
+ * The kernel keeps what it learns for long (`kernelTtlMs`, default 60 s): entries, attributes,
+ * the pages of files across opens and the entries of directories across opens (directories are
+ * never opened: `no_opendir`), so a warm tree is served by the kernel without reaching this
+ * process. That stays coherent because every change is turned into a kernel invalidation of
+ * exactly the inodes and entries concerned: the node's `acheron.e_fs_inval*` pushes (router
+ * `inval`/`inval_dir` events, sent for changes made on the node by anyone, through any mount),
+ * topology changes, failovers and lost sessions (for the mount path concerned only); this
+ * mount's own mutations are seen by the kernel itself.
+ *
+ * Below the kernel, the client-side caches of this process (invalidated by the same events):
+ * - attributes and negative lookups, filled by lookups and by listings (`readdirp` carries
+ *   attributes; readdirplus hands them to the kernel, so `ls -l`, `find` and `git status` need
+ *   no lookup per name);
  * - read-ahead for sequential readers (1 MiB requests, several in flight, tolerant of the
  *   kernel's concurrent, slightly out-of-order read-ahead requests);
  * - write-behind for sequential writes (coalesced into 1 MiB requests, flushed on
  *   flush/fsync/release, errors reported there);
  * - lazy read-only opens: a file this mount opened for reading before, whose attributes have
  *   not changed since (same node id, ctime, mode and owner), is opened on the node only when a
- *   read actually reaches it; with the kernel's page cache kept across opens (`auto_cache`:
- *   kept while mtime and size are unchanged) a warm `grep -R` then needs no round trip at all;
- * - small files in few round trips (the FS extensions of docs/protocol.md): a
- *   read-only open brings the file's first bytes along (`open_read`: a small file is one round
- *   trip, no close), and a reader going through a directory's files gets the next small ones
- *   in batches (`prefetch`, {@link PrefetchPolicy}), held coherent and bounded by
- *   {@link PrefetchCache} and served to opens whose attributes match;
- * - listing ahead of a recursive walk (`grep -R`, `find`): once a caller descends from a
- *   directory into a subdirectory, the next few subdirectories are listed in the background
- *   (metadata only, {@link ListAhead}).
+ *   read actually reaches it;
+ * - small files in few round trips (the FS extensions of docs/protocol.md): a read-only open
+ *   brings the file's first bytes along (`open_read`), and a reader going through a directory's
+ *   files gets the next small ones in batches (`prefetch`, {@link PrefetchPolicy}), held
+ *   coherent and bounded by {@link PrefetchCache};
+ * - listing ahead of a recursive walk (`grep -R`, `find`, {@link ListAhead}).
  *
- * These client-side caches live `cacheTtlMs` (default 60 s) and are invalidated by the node's
- * `acheron.e_fs_inval*` pushes (router `inval`/`inval_dir` events, sent for changes made on
- * the node by anyone), by topology changes, failovers and lost sessions (for the mount path
- * concerned only: a reorder of candidates that keeps the serving endpoint drops nothing), and
- * by this mount's own mutations. The kernel's own attribute and entry caches cannot be
- * invalidated from here, so they keep the short `attrTtlMs` (the mount's
- * `attr_timeout`/`entry_timeout`).
- *
- * This module composes the parts, each in its own module: `./fuse-caches`
- * (attributes, negative lookups, listings, open proofs), `./prefetch-cache` (prefetched
- * contents), `./prefetch-policy` (when to prefetch what), `./list-ahead`, `./fuse-handles` (open-file table,
- * lazy opens), `./read-ahead`, `./write-behind`, `./fuse-poller` (answering, watchdog,
- * polling), `./fuse-ops` (the operations table), `./fuse-stat` (stats and errno for fuse-native).
+ * This module composes the parts, each in its own module: `./inode-table` (kernel inodes,
+ * lookup counts), `./fuse-caches`, `./prefetch-cache`, `./prefetch-policy`, `./list-ahead`,
+ * `./fuse-handles` (open-file table, lazy opens), `./read-ahead`, `./write-behind`,
+ * `./fuse-poller` (answering, interrupts, watchdog, polling), `./fuse-ops` (the operations),
+ * `./fuse-stat` (attributes and errno for the kernel), `./fuse-inodes` (stable `st_ino`).
  */
 import { availableParallelism } from 'node:os';
+import { FuseSession, MountOptions, mount as fuseMount } from '@svc/fuse3';
 import { BINARY_HEADER_ROOM } from '@svc/protocol/wire';
 import { BufferPool } from '../buffer-pool';
-import type { FailoverEvent, TopologyChange, UnavailableEvent, WorkspaceRouter } from '../router/workspace-router';
+import type { DirInval, FailoverEvent, PathInval, TopologyChange, UnavailableEvent, WorkspaceRouter } from '../router/workspace-router';
 import { DEFAULT_PREFETCH_CACHE_BYTES, FuseCaches } from './fuse-caches';
 import { FuseHandles } from './fuse-handles';
 import { FuseInodes } from './fuse-inodes';
 import { FuseOperations } from './fuse-ops';
 import { FusePoller } from './fuse-poller';
+import { InodeEntry, InodeTable, ROOT_INO } from './inode-table';
 import { ListAhead, ListAheadOptions } from './list-ahead';
 import { PrefetchOptions, PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
 
-export { fuseErrno, setFuseTimeUnitNs, toFuseStat } from './fuse-stat';
-export type { FuseStat } from './fuse-stat';
+export { toKernelAttr, toFuseError } from './fuse-stat';
+
+/** Largest read and write request between the kernel and the mount, bytes. */
+export const FUSE_MAX_IO = 1024 * 1024;
 
 /** Options of {@link FuseFs}. */
 export interface FuseFsOptions {
-  /** Kernel attribute / entry cache lifetime, ms (default 1000); the client caches live at least as long. */
-  attrTtlMs?: number;
+  /** How long the kernel keeps entries and attributes, ms (default 60000); the client caches live at least as long. */
+  kernelTtlMs?: number;
   /** Lifetime of the client-side caches (attributes, listings, negative lookups, open proofs), ms (default 60000). */
   cacheTtlMs?: number;
   /** Refuse every mutation with EROFS. */
@@ -83,60 +85,187 @@ export interface FuseFsOptions {
   listAhead?: ListAheadOptions;
 }
 
-/**
- * fuse-native operations over a WorkspaceRouter; see module documentation. Create it, then
- * pass {@link FuseFs.ops} to `new Fuse(mountpoint, ops, options)`.
- */
+/** Mount options of {@link FuseFs.mount}. */
+export interface FuseMountOptions {
+  /** Let other users use the mount (needs user_allow_other in /etc/fuse.conf when not root). */
+  allowOther?: boolean;
+}
+
+/** What {@link FuseFs.stats} reports. */
+export interface FuseFsStats {
+  /** Inodes the kernel holds (lookup count above zero), the root included. */
+  inodes: number;
+  /** Open FUSE file handles. */
+  openFiles: number;
+  /** Requests being answered. */
+  pendingRequests: number;
+  /** Requests answered since the mount, by operation. */
+  requests: ReadonlyMap<string, number>;
+  /** Kernel invalidations sent: of inodes (attributes, pages) and of entries (names). */
+  invalidations: { inode: number; entry: number };
+}
+
+/** Libfuse operations over a WorkspaceRouter, with kernel caches kept coherent; see the module documentation. */
 export class FuseFs {
   private readonly caches: FuseCaches;
-  private readonly operations: FuseOperations;
+  /** The kernel's inodes. */
+  readonly inodes = new InodeTable();
+  /** The operations handed to libfuse. */
+  readonly operations: FuseOperations;
+  private readonly poller: FusePoller;
+  private session: FuseSession | null = null;
+  private readonly readOnly: boolean;
+  private readonly handles: FuseHandles;
+  private readonly invalidations = { inode: 0, entry: 0 };
 
-  constructor(router: WorkspaceRouter, options: FuseFsOptions = {}) {
-    const ttl = Math.max(options.cacheTtlMs ?? 60_000, options.attrTtlMs ?? 1000);
-    const chunk = options.chunkBytes ?? 1024 * 1024;
+  constructor(
+    private readonly router: WorkspaceRouter,
+    options: FuseFsOptions = {},
+  ) {
+    const kernelTtl = options.kernelTtlMs ?? 60_000;
+    const ttl = Math.max(options.cacheTtlMs ?? 60_000, kernelTtl);
+    const chunk = options.chunkBytes ?? FUSE_MAX_IO;
     const readAhead = options.readAheadBytes ?? 4 * chunk;
+    this.readOnly = options.readOnly ?? false;
     // Write-behind blocks: header room + one chunk.
     const blocks = new BufferPool(BINARY_HEADER_ROOM + chunk, 8);
     const pollMs = availableParallelism() > 1 ? (options.pollUs ?? 1000) / 1000 : 0;
-    // Stable inode numbers (the mount runs with libfuse's use_ino): see fuse-inodes.ts.
-    const inodes = new FuseInodes(router);
-    const caches = (this.caches = new FuseCaches(router, ttl, inodes, options.prefetchCacheBytes ?? DEFAULT_PREFETCH_CACHE_BYTES));
+    const caches = (this.caches = new FuseCaches(router, ttl, options.prefetchCacheBytes ?? DEFAULT_PREFETCH_CACHE_BYTES));
+    this.poller = new FusePoller(pollMs, options.opTimeoutMs ?? 60_000);
     this.operations = new FuseOperations({
       router,
       caches,
-      handles: new FuseHandles(router, caches, chunk),
+      handles: (this.handles = new FuseHandles(router, caches, chunk)),
       prefetch: new PrefetchPolicy(router, caches, caches.contents, options.prefetch),
       listAhead: new ListAhead(caches, options.listAhead),
       reads: new ReadAhead(router, chunk, readAhead),
       writes: new WriteBehind(router, blocks, chunk),
-      poller: new FusePoller(pollMs, options.opTimeoutMs ?? 60_000),
-      inodes,
-      readOnly: options.readOnly ?? false,
+      poller: this.poller,
+      inodes: this.inodes,
+      stIno: new FuseInodes(router),
+      kernelTtlS: kernelTtl / 1000,
+      readOnly: this.readOnly,
     });
-    router.on('inval', (e: { paths: string[] }) => e.paths.forEach((p) => caches.forget(p)));
-    router.on('inval_dir', (e: { paths: string[] }) => e.paths.forEach((p) => caches.forgetDir(p)));
+    router.on('inval', (e: PathInval) => {
+      for (const p of e.paths) {
+        caches.forget(p);
+        this.invalPath(p, e.what === 'all');
+      }
+    });
+    router.on('inval_dir', (e: DirInval) => {
+      for (const p of e.paths) {
+        caches.forgetDir(p);
+        this.invalPath(p, false);
+      }
+    });
     // What was learnt through one endpoint goes with it; other mounts keep their caches.
     router.on('topology', (e: TopologyChange) => {
-      if (e.added.length > 0 || e.removed.length > 0)
+      if (e.added.length > 0 || e.removed.length > 0) {
         caches.forgetAll(); // the synthetic tree changed
-      else for (const path of e.changed) caches.forgetTree(path);
+        this.invalTree('/');
+      } else
+        for (const path of e.changed) {
+          caches.forgetTree(path);
+          this.invalTree(path);
+        }
     });
-    router.on('failover', (e: FailoverEvent) => caches.forgetTree(e.mount_path));
-    router.on('unavailable', (e: UnavailableEvent) => caches.forgetTree(e.mount_path));
+    router.on('failover', (e: FailoverEvent) => {
+      caches.forgetTree(e.mount_path);
+      this.invalTree(e.mount_path);
+    });
+    router.on('unavailable', (e: UnavailableEvent) => {
+      caches.forgetTree(e.mount_path);
+      this.invalTree(e.mount_path);
+    });
   }
 
-  /** Drops every cached attribute, listing, negative lookup and open proof. */
+  /**
+   * Mounts on `mountpoint` (an existing empty directory).
+   * @returns the session (its `unmounted` event says when the mount ended from outside)
+   * @throws Error when the binding is missing (naming the packages) or the mount fails
+   */
+  async mount(mountpoint: string, options: FuseMountOptions = {}): Promise<FuseSession> {
+    const opts: MountOptions = {
+      fsname: 'svc',
+      options: ['noatime'],
+      subtype: 'svc',
+      allowOther: options.allowOther === true,
+      readOnly: this.readOnly,
+      conn: {
+        maxWrite: FUSE_MAX_IO,
+        maxRead: FUSE_MAX_IO,
+        maxReadahead: FUSE_MAX_IO,
+        maxBackground: 64,
+        congestionThreshold: 48,
+        readdirplus: true,
+        noOpendirSupport: true,
+        writebackCache: false,
+        // The kernel clears set-user-ID bits itself (through setattr) when a file is written or chowned.
+        handleKillpriv: false,
+        autoInvalData: true,
+        parallelDirops: true,
+        asyncRead: true,
+        // Nodes keep times to the µs (what a time set through them keeps): the kernel truncates
+        // the times it is given (utimensat, futimens) to that, as a local filesystem does to its own.
+        timeGran: 1000,
+      },
+    };
+    this.session = await fuseMount(mountpoint, this.operations, opts);
+    return this.session;
+  }
+
+  /** Drops every cached attribute, listing, negative lookup and open proof, and what the kernel holds. */
   forgetAll(): void {
     this.caches.forgetAll();
+    this.invalTree('/');
   }
 
-  /** Drops what is cached about `path` and its parent's listing. */
+  /** Drops what is cached about `path` and its parent's listing, here and in the kernel. */
   forget(path: string): void {
     this.caches.forget(path);
+    this.invalPath(path, true);
   }
 
-  /** The operations object for fuse-native. */
-  get ops(): Record<string, (...args: never[]) => void> {
-    return this.operations.table();
+  /** Figures of the mount, for its metrics. */
+  stats(): FuseFsStats {
+    return {
+      inodes: this.inodes.size,
+      openFiles: this.handles.size,
+      pendingRequests: this.poller.pending,
+      requests: this.poller.answered,
+      invalidations: { ...this.invalidations },
+    };
+  }
+
+  /**
+   * The kernel drops what it holds of `path` (attributes, pages, a directory's entries); with
+   * `entry`, also the name (its next use is a lookup: the file may be gone or replaced).
+   */
+  private invalPath(path: string, entry: boolean): void {
+    const e = this.inodes.find(path);
+    if (!e) return;
+    this.invalInode(e);
+    if (entry) this.invalEntry(e);
+  }
+
+  /** Everything the kernel holds at or below `path`. */
+  private invalTree(path: string): void {
+    const top = this.inodes.find(path);
+    if (!top) return;
+    for (const e of this.inodes.subtree(path)) this.invalInode(e);
+    if (top.ino !== ROOT_INO) this.invalEntry(top);
+    else if (top.children) for (const c of top.children.values()) this.invalEntry(c);
+  }
+
+  private invalInode(e: InodeEntry): void {
+    if (!this.session) return;
+    this.invalidations.inode++;
+    void this.session.notifyInvalInode(e.ino, 0, 0).catch(() => undefined);
+  }
+
+  private invalEntry(e: InodeEntry): void {
+    if (!this.session || !e.parent) return;
+    this.invalidations.entry++;
+    void this.session.notifyInvalEntry(e.parent.ino, e.name).catch(() => undefined);
   }
 }

@@ -42,14 +42,8 @@ export class OpenState {
   }
 }
 
-/**
- * Bit 30 of a FUSE handle number: the handle never holds pending writes (opened read-only), so a
- * flush of it has nothing to do. fuse-native as built by `scripts/fuse-native-build.cjs`
- * answers such a flush in its FUSE thread, without the hop to the event loop and back that each
- * close(2) costs otherwise; a prebuilt fuse-native hands it to the flush
- * operation, which answers it the same way.
- */
-export const FH_NOTHING_TO_FLUSH = 0x40000000;
+/** Largest FUSE file handle number handed out (then numbering starts again at 1, skipping those in use). */
+export const MAX_FH = 2 ** 31 - 1;
 
 /** FUSE file handles of one mount. */
 export class FuseHandles {
@@ -72,16 +66,12 @@ export class FuseHandles {
     return new OpenState(path, writable, flags, (s) => this.nodeHandle(s));
   }
 
-  /**
-   * Registers `state` under a new FUSE file handle: a number below 2^30 not in use, with
-   * {@link FH_NOTHING_TO_FLUSH} added for a read-only state.
-   */
+  /** Registers `state` under a new FUSE file handle: a number from 1 to 2^31 - 1 not in use. */
   add(state: OpenState): number {
     let fh: number;
     do {
       fh = this.nextFh;
-      this.nextFh = this.nextFh >= FH_NOTHING_TO_FLUSH - 1 ? 1 : this.nextFh + 1;
-      if (!state.writable) fh |= FH_NOTHING_TO_FLUSH;
+      this.nextFh = this.nextFh >= MAX_FH ? 1 : this.nextFh + 1;
     } while (this.files.has(fh));
     this.files.set(fh, state);
     this.index(state);
@@ -117,6 +107,11 @@ export class FuseHandles {
     if (!state) return;
     this.files.delete(fd);
     this.unindex(state);
+  }
+
+  /** Open FUSE handles. */
+  get size(): number {
+    return this.files.size;
   }
 
   /** Every open state. */

@@ -1,13 +1,13 @@
 /**
- * Inode numbers of the FUSE mount (cold `git status`). The mount runs with libfuse's
- * `use_ino`, so `stat` reports the numbers computed here instead of libfuse's own, which are
- * handed out afresh at every mount: git keeps each file's inode number in its index and
- * re-reads and re-hashes every file whose number changed, so with libfuse's numbers the first
- * `git status` after a remount reads the whole repository.
+ * The inode numbers `stat` reports through the FUSE mount (`st_ino`), stable across remounts
+ * (cold `git status`). They are not the kernel's numbers for the mount's inodes (those come from
+ * the {@link InodeTable} and are handed out afresh at every mount): git keeps each file's inode
+ * number in its index and re-reads and re-hashes every file whose number changed, so with
+ * per-mount numbers the first `git status` after a remount would read the whole repository.
  *
  * A number is stable for as long as the node serving the mount keeps its node ids (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)":
  * stable for a path for the life of the node process) and the workspace keeps its mount
- * paths. fuse-native carries `st_ino` as 32 bits, laid out as:
+ * paths. They fit in 32 bits (what git keeps), laid out as:
  * - bits 24-31: the mount path's slot (1-255), from a hash of the mount path; two mount paths
  *   with one hash take the next free slots in path order, so a slot depends only on the set of
  *   mount paths;

@@ -1,38 +1,54 @@
 /**
- * The fuse-native operations table of the FUSE layer: each operation over the
- * router, the caches, the open-file table, read-ahead and write-behind, answered through the
- * poller. Mutations keep the caches coherent with what this mount did.
+ * The libfuse 3 low-level operations of the FUSE layer: the kernel names files by inode
+ * ({@link InodeTable}: kernel inode -> workspace path, lookup counts), and each operation runs
+ * over the router, the caches, the open-file table, read-ahead and write-behind, answered
+ * through the poller (EINTR on interrupt, ETIMEDOUT from the watchdog). Mutations keep the
+ * caches coherent with what this mount did; the kernel's own caches are kept coherent with
+ * what others did by {@link FuseFs} (pushes become kernel invalidations).
  */
-import { Attr, Errno, FsError, NodeKind, OpenFlags, StatFs } from '@svc/protocol/wire';
+import type {
+  AttrReply,
+  CreateReply,
+  DirEntry,
+  DirEntryPlus,
+  Entry,
+  Forget,
+  OpenReply,
+  Operations,
+  RequestContext,
+  SetattrValues,
+  Statfs,
+  WriteInfo,
+} from '@svc/fuse3';
+import { FuseError, SETATTR } from '@svc/fuse3';
+import { Attr, Errno, FileType, FsError, NodeKind, OpenFlags, SetAttr } from '@svc/protocol/wire';
+import { joinPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
-import { FuseCaches, openProof } from './fuse-caches';
+import { FuseCaches, Listing, openProof } from './fuse-caches';
 import { FuseHandles, OpenState } from './fuse-handles';
 import type { FuseInodes } from './fuse-inodes';
-import { Cb, FusePoller } from './fuse-poller';
-import { FuseStat, fuseErrno, fuseTimeUnitNs, toFuseStat } from './fuse-stat';
+import { FusePoller } from './fuse-poller';
+import { toKernelAttr } from './fuse-stat';
+import { InodeEntry, InodeTable, ROOT_INO } from './inode-table';
 import type { ListAhead } from './list-ahead';
 import { PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
 import { WriteBehind } from './write-behind';
 
-/** fuse-native's utimens argument for UTIME_OMIT (scripts/fuse-native-build.cjs: high word 0xFFFFFFFE). */
-export const FUSE_UTIME_OMIT = 0xfffffffe * 2 ** 32;
-/** fuse-native's utimens argument for UTIME_NOW (high word 0xFFFFFFFF). */
-export const FUSE_UTIME_NOW = 0xffffffff * 2 ** 32;
-
-/**
- * A time as fuse-native's utimens hands it (since the epoch, in {@link fuseTimeUnitNs} units) in ns
- * since the epoch; undefined for {@link FUSE_UTIME_OMIT} (leave that time as it is), the mount's
- * clock for {@link FUSE_UTIME_NOW}.
- */
-export function fuseTimeNs(t: number): number | undefined {
-  if (t === FUSE_UTIME_OMIT) return undefined;
-  if (t === FUSE_UTIME_NOW) return Date.now() * 1e6;
-  return Math.round(t * fuseTimeUnitNs());
-}
-
 /** The open(2) flags a FUSE create passes to the node's create (the access mode and what acts on the node). */
 const CREATE_FLAGS = OpenFlags.O_ACCMODE | OpenFlags.O_EXCL | OpenFlags.O_TRUNC | OpenFlags.O_APPEND | OpenFlags.O_DSYNC | OpenFlags.O_SYNC;
+
+/** renameat2 flags. */
+const RENAME_NOREPLACE = 1;
+
+/** Bytes of a readdir entry before its name (`FUSE_NAME_OFFSET`), and of a readdirplus entry (`FUSE_NAME_OFFSET_DIRENTPLUS`). */
+const DIRENT_HEAD = 24;
+const DIRENTPLUS_HEAD = 152;
+
+/** Bytes a directory entry named `name` takes in the kernel's buffer (8-byte aligned). */
+function direntBytes(head: number, name: string): number {
+  return (head + Buffer.byteLength(name) + 7) & ~7;
+}
 
 /** The parts {@link FuseOperations} works with. */
 export interface FuseOperationsParts {
@@ -42,45 +58,86 @@ export interface FuseOperationsParts {
   reads: ReadAhead;
   writes: WriteBehind;
   poller: FusePoller;
+  /** Kernel inodes and their lookup counts. */
+  inodes: InodeTable;
   /** Starts prefetch batches as readers go through a directory. */
   prefetch: PrefetchPolicy;
   /** Lists directories ahead of a recursive walk (default: none). */
   listAhead?: Pick<ListAhead, 'onList'>;
-  /** Inode numbers reported by getattr (default: the node ids). */
-  inodes?: Pick<FuseInodes, 'of'>;
+  /** The `st_ino` numbers stat reports (default: the node ids). */
+  stIno?: Pick<FuseInodes, 'of'>;
+  /** How long the kernel may keep entries and attributes, seconds. */
+  kernelTtlS: number;
   /** Refuse every mutation with EROFS. */
   readOnly: boolean;
 }
 
-/** The FUSE operations of one mount; {@link table} is what fuse-native is given. */
-export class FuseOperations {
+/** The FUSE operations of one mount (an {@link Operations} object for `mount` of @svc/fuse3). */
+export class FuseOperations implements Operations {
   private readonly router: WorkspaceRouter;
   private readonly caches: FuseCaches;
   private readonly handles: FuseHandles;
   private readonly reads: ReadAhead;
   private readonly writes: WriteBehind;
   private readonly poller: FusePoller;
+  private readonly inodes: InodeTable;
   private readonly prefetch: PrefetchPolicy;
   private readonly listAhead: Pick<ListAhead, 'onList'>;
+  private readonly stIno: Pick<FuseInodes, 'of'>;
+  private readonly ttl: number;
   private readonly readOnly: boolean;
-  private readonly inodes: Pick<FuseInodes, 'of'>;
+  /** The listing each directory inode is being read from (readdir continues from an offset in it). */
+  private readonly dirListings = new Map<number, Listing>();
 
   constructor(parts: FuseOperationsParts) {
-    this.prefetch = parts.prefetch;
-    this.listAhead = parts.listAhead ?? { onList: () => undefined };
-    this.inodes = parts.inodes ?? { of: (_path, id) => id };
     this.router = parts.router;
     this.caches = parts.caches;
     this.handles = parts.handles;
     this.reads = parts.reads;
     this.writes = parts.writes;
     this.poller = parts.poller;
+    this.inodes = parts.inodes;
+    this.prefetch = parts.prefetch;
+    this.listAhead = parts.listAhead ?? { onList: () => undefined };
+    this.stIno = parts.stIno ?? { of: (_path, id) => id };
+    this.ttl = parts.kernelTtlS;
     this.readOnly = parts.readOnly;
   }
 
-  /** The fuse-native stat of `path` with attributes `attr`, with the mount's inode number. */
-  private stat(path: string, attr: Attr): FuseStat {
-    return toFuseStat(attr, this.inodes.of(path, attr.id));
+  // ---- helpers ----
+
+  /**
+   * The workspace path of inode `ino`.
+   * @throws FsError ENOENT when the kernel names an inode that was removed (or it forgot)
+   */
+  private pathOf(ino: number): string {
+    const p = this.inodes.pathOf(ino);
+    if (p === null) throw new FsError(Errno.ENOENT);
+    return p;
+  }
+
+  /** The workspace path of `name` in directory inode `parent`. */
+  private childPath(parent: number, name: string): string {
+    return joinPath(this.pathOf(parent), name);
+  }
+
+  /** The kernel's attributes of `path` with router attributes `attr`. */
+  private kernelAttr(path: string, attr: Attr): AttrReply {
+    return { attr: toKernelAttr(attr, this.stIno.of(path, attr.id)), attrTimeout: this.ttl };
+  }
+
+  /**
+   * The entry the kernel is answered for `name` in `parent` (one lookup count taken): the
+   * inode the kernel knows for the name, or a new one when there is none or the file's type
+   * changed (the kernel cannot change an inode's type).
+   */
+  private entry(parent: number, name: string, path: string, attr: Attr): Entry {
+    const type = attr.m & FileType.S_IFMT;
+    const known = this.inodes.child(parent, name);
+    if (known && known.type !== 0 && known.type !== type) this.inodes.remove(parent, name);
+    const e: InodeEntry = this.inodes.lookup(parent, name);
+    e.type = type;
+    return { ino: e.ino, ...this.kernelAttr(path, attr), entryTimeout: this.ttl };
   }
 
   /** @throws FsError EROFS on a read-only mount */
@@ -89,30 +146,205 @@ export class FuseOperations {
   }
 
   /**
+   * Sends the pending writes of every handle of `path` and waits for them (before the file's
+   * content, size, times or name is used): the one order per file that makes a read, getattr,
+   * setattr, fsync, rename or unlink through any handle or path see every earlier write made
+   * through this mount. A write's error stays with its handle, for that handle's next write,
+   * flush, fsync or release to report (the writer learns of it, not whoever came next).
+   */
+  private async flushPath(path: string): Promise<void> {
+    let dirty: OpenState[] | null = null;
+    for (const s of this.handles.ofPath(path)) if (s.writes.dirty) (dirty ??= []).push(s);
+    if (dirty) await Promise.all(dirty.map((s) => this.writes.settle(s.writes)));
+  }
+
+  /** The open state of FUSE handle `fh`. @throws FsError EBADF */
+  private state(fh: number): OpenState {
+    const s = this.handles.get(fh);
+    if (!s) throw new FsError(Errno.EBADF);
+    return s;
+  }
+
+  /** Closes a handle whose open was answered EINTR or ETIMEDOUT before it completed. */
+  private readonly dropLateOpen = (fh: number): void => {
+    const s = this.handles.get(fh);
+    if (!s) return;
+    this.handles.delete(fh);
+    void this.handles.closeNode(s).catch(() => undefined);
+  };
+
+  // ---- the operations ----
+
+  /** The kernel interrupted a request: it is answered EINTR. */
+  interrupt(ctx: RequestContext): void {
+    this.poller.interrupt(ctx.id);
+  }
+
+  lookup(parent: number, name: string, ctx: RequestContext): Promise<Entry> {
+    return this.poller.run('lookup', ctx.id, async () => {
+      const path = this.childPath(parent, name);
+      return this.entry(parent, name, path, await this.caches.attrOf(path));
+    });
+  }
+
+  forget(forgets: Forget[]): void {
+    for (const f of forgets) {
+      this.inodes.forget(f.ino, f.nlookup);
+      if (!this.inodes.get(f.ino)) this.dirListings.delete(f.ino);
+    }
+  }
+
+  // Written data still in the write-behind buffer must count in the size a reader sees.
+  getattr(ino: number, _fh: number | undefined, ctx: RequestContext): Promise<AttrReply> {
+    return this.poller.run('getattr', ctx.id, async () => {
+      const path = this.pathOf(ino);
+      await this.flushPath(path);
+      const attr = await this.caches.attrOf(path);
+      const e = this.inodes.get(ino);
+      if (e && e.type !== 0 && e.type !== (attr.m & FileType.S_IFMT) && e.parent) {
+        // Another file of another type took the name: the kernel looks the name up again.
+        this.inodes.remove(e.parent.ino, e.name);
+        throw new FsError(Errno.ESTALE);
+      }
+      return this.kernelAttr(path, attr);
+    });
+  }
+
+  setattr(ino: number, toSet: number, v: SetattrValues, _fh: number | undefined, ctx: RequestContext): Promise<AttrReply> {
+    return this.poller.run('setattr', ctx.id, async () => {
+      const path = this.pathOf(ino);
+      this.refuseWrite();
+      await this.flushPath(path);
+      let attr: Attr | undefined;
+      if (toSet & SETATTR.SIZE) {
+        attr = await this.router.truncate(path, v.size);
+        // Handles of the file must not answer reads from what they hold of the old content.
+        for (const s of this.handles.ofPath(path)) s.reads.reset(true);
+      }
+      const change: SetAttr = {};
+      if (toSet & SETATTR.MODE) change.mode = v.mode & 0o7777;
+      if (toSet & SETATTR.UID) change.uid = v.uid;
+      if (toSet & SETATTR.GID) change.gid = v.gid;
+      if (toSet & SETATTR.ATIME) change.at = toSet & SETATTR.ATIME_NOW ? Date.now() * 1e6 : Number(v.atimeNs);
+      if (toSet & SETATTR.MTIME) change.mt = toSet & SETATTR.MTIME_NOW ? Date.now() * 1e6 : Number(v.mtimeNs);
+      if (change.mode !== undefined || change.uid !== undefined || change.gid !== undefined) this.caches.dropProof(path);
+      if (Object.keys(change).length > 0) attr = await this.router.setattr(path, change);
+      if (attr) this.caches.remember(path, attr);
+      return this.kernelAttr(path, attr ?? (await this.caches.attrOf(path)));
+    });
+  }
+
+  readlink(ino: number, ctx: RequestContext): Promise<string> {
+    return this.poller.run('readlink', ctx.id, () => this.router.readlink(this.pathOf(ino)));
+  }
+
+  mkdir(parent: number, name: string, mode: number, ctx: RequestContext): Promise<Entry> {
+    return this.poller.run('mkdir', ctx.id, async () => {
+      const path = this.childPath(parent, name);
+      this.refuseWrite();
+      const attr = await this.router.mkdir(path, mode & 0o7777);
+      this.caches.entryChanged(path);
+      this.caches.remember(path, attr);
+      return this.entry(parent, name, path, attr);
+    });
+  }
+
+  symlink(parent: number, name: string, target: string, ctx: RequestContext): Promise<Entry> {
+    return this.poller.run('symlink', ctx.id, async () => {
+      const path = this.childPath(parent, name);
+      this.refuseWrite();
+      const attr = await this.router.symlink(path, target);
+      this.caches.entryChanged(path);
+      this.caches.remember(path, attr);
+      return this.entry(parent, name, path, attr);
+    });
+  }
+
+  unlink(parent: number, name: string, ctx: RequestContext): Promise<void> {
+    return this.poller.run('unlink', ctx.id, async () => {
+      const path = this.childPath(parent, name);
+      this.refuseWrite();
+      await this.flushPath(path);
+      await this.handles.pinOpenHandles(path);
+      await this.router.unlink(path);
+      this.caches.entryChanged(path);
+      this.caches.markMissing(path);
+      this.inodes.remove(parent, name);
+    });
+  }
+
+  rmdir(parent: number, name: string, ctx: RequestContext): Promise<void> {
+    return this.poller.run('rmdir', ctx.id, async () => {
+      const path = this.childPath(parent, name);
+      this.refuseWrite();
+      await this.router.rmdir(path);
+      this.caches.forgetTree(path);
+      this.caches.entryChanged(path);
+      this.inodes.remove(parent, name);
+    });
+  }
+
+  rename(parent: number, name: string, newParent: number, newName: string, flags: number, ctx: RequestContext): Promise<void> {
+    return this.poller.run('rename', ctx.id, async () => {
+      const src = this.childPath(parent, name);
+      const dest = this.childPath(newParent, newName);
+      this.refuseWrite();
+      if (flags & ~RENAME_NOREPLACE) throw new FsError(Errno.EINVAL, 'only RENAME_NOREPLACE is supported');
+      if (flags & RENAME_NOREPLACE) {
+        const exists = await this.caches.attrOf(dest).then(
+          () => true,
+          (e: unknown) => (e instanceof FsError && e.errno === Errno.ENOENT ? false : Promise.reject(e)),
+        );
+        if (exists) throw new FsError(Errno.EEXIST);
+      }
+      await Promise.all([this.flushPath(src), this.flushPath(dest)]);
+      await this.handles.pinOpenHandles(dest);
+      await this.router.rename(src, dest);
+      this.caches.forgetTree(src);
+      this.caches.forgetTree(dest);
+      this.caches.entryChanged(src);
+      this.caches.entryChanged(dest);
+      this.handles.renamed(src, dest);
+      this.inodes.rename(parent, name, newParent, newName);
+    });
+  }
+
+  /**
    * FUSE open. Writers (and O_TRUNC) are opened on the node at once, so EROFS/EACCES/ENOENT
    * come back here. A reader is served from prefetched content (no round trip, never opened on
    * the node) when the content was read with the identity of the file's cached attributes,
    * waiting for a batch in flight that brings it; else opened lazily (no round trip) when this
    * mount opened the same file for reading before and its cached attributes still match that
-   * open's {@link openProof}; otherwise at once, which records the proof.
-   * @returns the FUSE file handle
-   * @throws FsError EROFS (read-only mount), the router's open error
+   * open's {@link openProof}; otherwise at once, which records the proof. The kernel keeps the
+   * file's pages across opens (the node's pushes drop them when the file changes); a reader's
+   * close needs no flush.
    */
-  private async open(path: string, flags: number): Promise<number> {
-    const writable = (flags & OpenFlags.O_ACCMODE) !== OpenFlags.O_RDONLY || (flags & OpenFlags.O_TRUNC) !== 0;
-    if (writable) this.refuseWrite();
-    // One order per file: what this mount wrote through other handles reaches the node before
-    // the open reads anything (open_read, prefetched content) or truncates.
-    await this.flushPath(path);
-    const state = this.handles.state(path, writable, flags & ~OpenFlags.O_CREAT);
-    const attr = writable ? undefined : this.caches.cachedAttr(path);
-    if (attr) state.reads.sizeHint = attr.sz;
-    if (!writable) void this.prefetch.opened(path);
-    if (attr?.k === NodeKind.FILE) state.content = await this.prefetched(path, attr);
-    if (!state.content && (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr))) await this.handles.nodeHandle(state);
-    const fh = this.handles.add(state);
-    if (writable) this.caches.forget(path);
-    return fh;
+  open(ino: number, flags: number, ctx: RequestContext): Promise<OpenReply> {
+    return this.poller.run(
+      'open',
+      ctx.id,
+      async () => {
+        const path = this.pathOf(ino);
+        const writable = (flags & OpenFlags.O_ACCMODE) !== OpenFlags.O_RDONLY || (flags & OpenFlags.O_TRUNC) !== 0;
+        if (writable) this.refuseWrite();
+        // One order per file: what this mount wrote through other handles reaches the node before
+        // the open reads anything (open_read, prefetched content) or truncates.
+        await this.flushPath(path);
+        const state = this.handles.state(path, writable, flags & ~OpenFlags.O_CREAT);
+        const attr = writable ? undefined : this.caches.cachedAttr(path);
+        if (attr) state.reads.sizeHint = attr.sz;
+        if (!writable) void this.prefetch.opened(path);
+        if (attr?.k === NodeKind.FILE) state.content = await this.prefetched(path, attr);
+        if (!state.content && (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr))) await this.handles.nodeHandle(state);
+        const fh = this.handles.add(state);
+        if (writable) {
+          this.caches.forget(path);
+          if (flags & OpenFlags.O_TRUNC) for (const s of this.handles.ofPath(path)) s.reads.reset(true);
+        }
+        return { fh, keepCache: true, noflush: !writable };
+      },
+      (reply) => this.dropLateOpen(reply.fh),
+    );
   }
 
   /**
@@ -135,232 +367,197 @@ export class FuseOperations {
     return data;
   }
 
-  /**
-   * FUSE read: `len` bytes at byte offset `pos` into `buf`, after sending this handle's
-   * pending writes: from the prefetched content of the handle, else through read-ahead
-   * (opening the file on the node if that was deferred). The first read of a read-only handle
-   * tells the prefetch policy.
-   * @returns bytes copied (fewer than `len` only at the end of the file)
-   * @throws FsError EBADF (unknown handle), a pending write's error, the router's error
-   */
-  private async read(fd: number, buf: Buffer, len: number, pos: number): Promise<number> {
-    const state = this.handles.get(fd);
-    if (!state) throw new FsError(Errno.EBADF);
-    if (!state.readStarted) {
-      state.readStarted = true;
-      // The policy plans after this read is answered.
-      if (!state.writable) void this.prefetch.onRead(state.path);
-    }
-    if (state.content) return pos >= state.content.length ? 0 : state.content.copy(buf, 0, pos, Math.min(state.content.length, pos + len));
-    // One order per file: the writes of every handle of this file reach the node first.
-    await this.flushPath(state.path);
-    if (state.writes.error) await this.writes.flush(state.writes);
-    const fh = state.fh ?? (await this.handles.nodeHandle(state));
-    return this.reads.read(state.reads, fh, buf, len, pos);
+  create(parent: number, name: string, mode: number, flags: number, ctx: RequestContext): Promise<CreateReply> {
+    return this.poller.run(
+      'create',
+      ctx.id,
+      async () => {
+        const path = this.childPath(parent, name);
+        this.refuseWrite();
+        const open = flags & CREATE_FLAGS;
+        if (open & OpenFlags.O_TRUNC) await this.flushPath(path);
+        const { fh: routerFh, attr } = await this.router.create(path, mode & 0o7777, open | OpenFlags.O_CREAT);
+        const state = this.handles.state(path, true, open);
+        state.fh = routerFh;
+        const fh = this.handles.add(state);
+        this.caches.entryChanged(path);
+        this.caches.remember(path, attr);
+        return { entry: this.entry(parent, name, path, attr), open: { fh, keepCache: true } };
+      },
+      (reply) => {
+        this.inodes.forget(reply.entry.ino, 1);
+        this.dropLateOpen(reply.open.fh);
+      },
+    );
   }
 
   /**
-   * FUSE write: `data` at byte offset `pos`, through write-behind. Errors of the background
+   * FUSE read: `size` bytes at byte offset `offset`, after sending the file's pending writes:
+   * from the prefetched content of the handle, else through read-ahead (opening the file on the
+   * node if that was deferred). The first read of a read-only handle tells the prefetch policy.
+   * @returns the bytes (fewer than `size` only at the end of the file)
+   */
+  read(_ino: number, fh: number, offset: number, size: number, ctx: RequestContext): Promise<Buffer> {
+    return this.poller.run('read', ctx.id, async () => {
+      const state = this.state(fh);
+      if (!state.readStarted) {
+        state.readStarted = true;
+        // The policy plans after this read is answered.
+        if (!state.writable) void this.prefetch.onRead(state.path);
+      }
+      if (state.content) return state.content.subarray(Math.min(offset, state.content.length), Math.min(state.content.length, offset + size));
+      // One order per file: the writes of every handle of this file reach the node first.
+      await this.flushPath(state.path);
+      if (state.writes.error) await this.writes.flush(state.writes);
+      const routerFh = state.fh ?? (await this.handles.nodeHandle(state));
+      const buf = Buffer.allocUnsafe(size);
+      const n = await this.reads.read(state.reads, routerFh, buf, size, offset);
+      return buf.subarray(0, n);
+    });
+  }
+
+  /**
+   * FUSE write: `data` at byte offset `offset`, through write-behind. Errors of the background
    * writes are reported by the next write, flush, fsync or release.
    * @returns bytes taken (all of `data`)
-   * @throws FsError EROFS, EBADF, a background write's error
    */
-  private async write(fd: number, data: Buffer, pos: number): Promise<number> {
-    this.refuseWrite();
-    const state = this.handles.get(fd);
-    if (!state) throw new FsError(Errno.EBADF);
-    const e = state.writes.takeError();
-    // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows what a background write threw, as it was
-    if (e) throw e;
-    state.reads.reset(true);
-    // Other handles of the file must not answer reads from what they hold of its old content.
-    this.handles.contentChanged(state);
-    await this.writes.write(state.writes, data, pos);
-    this.caches.forget(state.path);
-    return data.length;
+  write(_ino: number, fh: number, offset: number, data: Buffer, _info: WriteInfo, ctx: RequestContext): Promise<number> {
+    return this.poller.run('write', ctx.id, async () => {
+      this.refuseWrite();
+      const state = this.state(fh);
+      const e = state.writes.takeError();
+      // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows what a background write threw, as it was
+      if (e) throw e;
+      state.reads.reset(true);
+      // Other handles of the file must not answer reads from what they hold of its old content.
+      this.handles.contentChanged(state);
+      await this.writes.write(state.writes, data, offset);
+      this.caches.forget(state.path);
+      return data.length;
+    });
+  }
+
+  flush(_ino: number, fh: number, _lockOwner: bigint, ctx: RequestContext): Promise<void> {
+    return this.poller.run('flush', ctx.id, async () => {
+      const s = this.handles.get(fh);
+      if (s?.writes.dirty || s?.writes.error) await this.writes.flush(s.writes);
+    });
+  }
+
+  fsync(_ino: number, fh: number, _datasync: boolean, ctx: RequestContext): Promise<void> {
+    return this.poller.run('fsync', ctx.id, async () => {
+      const s = this.state(fh);
+      // fsync(2) is of the file, whatever handle wrote: every handle's pending writes first.
+      await this.flushPath(s.path);
+      // Served from prefetched content: read-only, nothing to sync.
+      if (s.content) return;
+      await this.writes.flush(s.writes);
+      await this.router.fsync(s.fh ?? (await this.handles.nodeHandle(s)));
+    });
+  }
+
+  release(_ino: number, fh: number, _info: unknown, ctx: RequestContext): Promise<void> {
+    return this.poller.run('release', ctx.id, async () => {
+      const s = this.handles.get(fh);
+      if (!s) return;
+      try {
+        await this.writes.flush(s.writes);
+      } finally {
+        this.handles.delete(fh);
+        await this.handles.closeNode(s);
+        if (s.writable) this.caches.forget(s.path);
+      }
+    });
   }
 
   /**
-   * Sends the pending writes of every handle of `path` and waits for them (before the file's
-   * content, size, times or name is used): the one order per file that makes a read, getattr,
-   * setattr, fsync, rename or unlink through any handle or path see every earlier write made
-   * through this mount. A write's error stays with its handle, for that handle's next write,
-   * flush, fsync or release to report (the writer learns of it, not whoever came next).
+   * Directories are not opened: the kernel then stops asking (`no_opendir`), keeps each
+   * directory's entries in its cache across opens, and drops them when the directory changes
+   * (this mount's own changes, or a push naming it).
    */
-  private async flushPath(path: string): Promise<void> {
-    let dirty: OpenState[] | null = null;
-    for (const s of this.handles.ofPath(path)) if (s.writes.dirty) (dirty ??= []).push(s);
-    if (dirty) await Promise.all(dirty.map((s) => this.writes.settle(s.writes)));
+  opendir(): Promise<OpenReply> {
+    return Promise.reject(new FuseError(Errno.ENOSYS));
   }
 
-  /** A file created through this mount: registered writable with its router handle and open flags. */
-  private created(path: string, routerFh: number, flags: number): number {
-    const state: OpenState = this.handles.state(path, true, flags);
-    state.fh = routerFh;
-    return this.handles.add(state);
+  /**
+   * The listing of directory `ino` from entry `offset` on: offset 0 reads the listing (from the
+   * cache while fresh) and keeps it for the calls that continue from a later offset.
+   */
+  private async listingAt(ino: number, offset: number): Promise<{ path: string; listing: Listing }> {
+    const path = this.pathOf(ino);
+    let listing = offset === 0 ? undefined : this.dirListings.get(ino);
+    if (!listing) {
+      listing = await this.caches.listing(path);
+      this.dirListings.set(ino, listing);
+      // After this listing was asked for (the walker's own one goes out first) and answered when cached.
+      if (offset === 0) setImmediate(() => this.listAhead.onList(path));
+    }
+    return { path, listing };
   }
 
-  /** The operations object for fuse-native (`new Fuse(mountpoint, ops, options)`). */
-  table(): Record<string, (...args: never[]) => void> {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias -- a short name, like R, C, H and P, for the operations below
-    const f = this;
-    const R = this.router;
-    const C = this.caches;
-    const H = this.handles;
-    const P = this.poller;
-    return {
-      init: (cb: Cb) => cb(0),
-      statfs: (path: string, cb: Cb<StatFs>) =>
-        P.run(cb, async () => {
-          const s = await R.statfs(path);
-          return { ...s, favail: s.ffree, fsid: 0, flag: 0, namemax: s.namemax } as StatFs;
-        }),
-      // Written data still in the write-behind buffer must count in the size a reader sees.
-      getattr: (path: string, cb: Cb<FuseStat>) =>
-        P.run(cb, async () => {
-          await f.flushPath(path);
-          return f.stat(path, await C.attrOf(path));
-        }),
-      fgetattr: (path: string, _fd: number, cb: Cb<FuseStat>) =>
-        P.run(cb, async () => {
-          await f.flushPath(path);
-          return f.stat(path, await C.attrOf(path));
-        }),
-      access: (path: string, _mode: number, cb: Cb) => P.run(cb, async () => void (await C.attrOf(path))),
-      readdir: (path: string, done: (err: number, names?: string[], stats?: FuseStat[]) => void) => {
-        const cb = P.guard(done, [-Errno.ETIMEDOUT]);
-        C.listing(path).then(
-          (l) => cb(0, l.names, l.stats),
-          (e) => cb(fuseErrno(e)),
-        );
-        // After this listing was asked for (the walker's own one goes out first) and answered when cached.
-        setImmediate(() => f.listAhead.onList(path));
-      },
-      open: (path: string, flags: number, cb: Cb<number>) => P.run(cb, () => f.open(path, flags)),
-      // `flags`: the open(2) flags, from the patched fuse-native (scripts/fuse-native-build.cjs);
-      // undefined with a prebuilt one, which hands create no flags (then O_RDWR, and O_EXCL and
-      // O_APPEND are not honoured across clients).
-      create: (path: string, mode: number, flags: number | undefined, cb: Cb<number>) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          const open = flags === undefined ? OpenFlags.O_RDWR : flags & CREATE_FLAGS;
-          if (open & OpenFlags.O_TRUNC) await f.flushPath(path);
-          const { fh: routerFh, attr } = await R.create(path, mode & 0o7777, open | OpenFlags.O_CREAT);
-          const fh = f.created(path, routerFh, open);
-          C.entryChanged(path);
-          C.remember(path, attr);
-          return fh;
-        }),
-      read: (_path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) => P.runCount(cb, () => f.read(fd, buf, len, pos)),
-      write: (_path: string, fd: number, buf: Buffer, len: number, pos: number, cb: (n: number) => void) =>
-        P.runCount(cb, () => f.write(fd, buf.subarray(0, len), pos)),
-      flush: (_path: string, fd: number, cb: Cb) =>
-        P.run(cb, async () => {
-          const s = H.get(fd);
-          if (s?.writes.dirty || s?.writes.error) await f.writes.flush(s.writes);
-        }),
-      fsync: (_path: string, _datasync: boolean, fd: number, cb: Cb) =>
-        P.run(cb, async () => {
-          const s = H.get(fd);
-          if (!s) throw new FsError(Errno.EBADF);
-          // fsync(2) is of the file, whatever handle wrote: every handle's pending writes first.
-          await f.flushPath(s.path);
-          // Served from prefetched content: read-only, nothing to sync.
-          if (s.content) return;
-          await f.writes.flush(s.writes);
-          await R.fsync(s.fh ?? (await H.nodeHandle(s)));
-        }),
-      release: (path: string, fd: number, cb: Cb) =>
-        P.run(cb, async () => {
-          const s = H.get(fd);
-          if (!s) return;
-          try {
-            await f.writes.flush(s.writes);
-          } finally {
-            H.delete(fd);
-            await H.closeNode(s);
-            if (s.writable) C.forget(path);
-          }
-        }),
-      truncate: (path: string, size: number, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          await f.flushPath(path);
-          C.remember(path, await R.truncate(path, size));
-        }),
-      ftruncate: (path: string, _fd: number, size: number, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          await f.flushPath(path);
-          C.remember(path, await R.truncate(path, size));
-        }),
-      chmod: (path: string, mode: number, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          await f.flushPath(path);
-          C.dropProof(path);
-          C.remember(path, await R.setattr(path, { mode: mode & 0o7777 }));
-        }),
-      chown: (path: string, uid: number, gid: number, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          await f.flushPath(path);
-          C.dropProof(path);
-          C.remember(path, await R.setattr(path, { uid, gid }));
-        }),
-      // Times since the epoch in fuse-native's unit, or the UTIME_OMIT / UTIME_NOW marks (fuseTimeNs).
-      utimens: (path: string, atime: number, mtime: number, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          await f.flushPath(path);
-          const at = fuseTimeNs(atime);
-          const mt = fuseTimeNs(mtime);
-          if (at === undefined && mt === undefined) return;
-          C.remember(path, await R.setattr(path, { ...(at !== undefined && { at }), ...(mt !== undefined && { mt }) }));
-        }),
-      readlink: (path: string, cb: Cb<string>) => P.run(cb, () => R.readlink(path)),
-      unlink: (path: string, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          await f.flushPath(path);
-          await H.pinOpenHandles(path);
-          await R.unlink(path);
-          C.entryChanged(path);
-          C.markMissing(path);
-        }),
-      mkdir: (path: string, mode: number, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          const attr = await R.mkdir(path, mode & 0o7777);
-          C.entryChanged(path);
-          C.remember(path, attr);
-        }),
-      rmdir: (path: string, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          await R.rmdir(path);
-          C.forgetTree(path);
-          C.entryChanged(path);
-        }),
-      rename: (src: string, dest: string, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          await Promise.all([f.flushPath(src), f.flushPath(dest)]);
-          await H.pinOpenHandles(dest);
-          await R.rename(src, dest);
-          C.forgetTree(src);
-          C.forgetTree(dest);
-          C.entryChanged(src);
-          C.entryChanged(dest);
-          H.renamed(src, dest);
-        }),
-      symlink: (target: string, path: string, cb: Cb) =>
-        P.run(cb, async () => {
-          f.refuseWrite();
-          const attr = await R.symlink(path, target);
-          C.entryChanged(path);
-          C.remember(path, attr);
-        }),
-    };
+  /** The inode number and type bits of `.` and `..` of directory `ino`. */
+  private dots(ino: number): Array<{ name: string; ino: number }> {
+    const parent = this.inodes.get(ino)?.parent?.ino ?? ROOT_INO;
+    return [
+      { name: '.', ino },
+      { name: '..', ino: parent },
+    ];
+  }
+
+  readdir(ino: number, _fh: number, offset: number, size: number, ctx: RequestContext): Promise<DirEntry[]> {
+    return this.poller.run('readdir', ctx.id, async () => {
+      const { path, listing } = await this.listingAt(ino, offset);
+      const out: DirEntry[] = [];
+      let bytes = 0;
+      const dots = this.dots(ino);
+      for (let i = offset; i < listing.names.length + 2; i++) {
+        const name = i < 2 ? dots[i].name : listing.names[i - 2];
+        bytes += direntBytes(DIRENT_HEAD, name);
+        if (bytes > size && out.length > 0) break;
+        if (i < 2) out.push({ name, ino: dots[i].ino, mode: FileType.S_IFDIR, nextOffset: i + 1 });
+        else {
+          const a = listing.attrs[i - 2];
+          out.push({ name, ino: this.stIno.of(joinPath(path, name), a.id), mode: a.m, nextOffset: i + 1 });
+        }
+      }
+      return out;
+    });
+  }
+
+  /**
+   * As readdir, with each entry's attributes and inode (one lookup count each): `ls -l`, `find`
+   * and `git status` then need no lookup per name. Only the entries that fit in `size` bytes
+   * are made (the kernel asks again from the last one's offset).
+   */
+  readdirplus(ino: number, _fh: number, offset: number, size: number, ctx: RequestContext): Promise<DirEntryPlus[]> {
+    return this.poller.run('readdirplus', ctx.id, async () => {
+      const { path, listing } = await this.listingAt(ino, offset);
+      const out: DirEntryPlus[] = [];
+      let bytes = 0;
+      const dots = this.dots(ino);
+      for (let i = offset; i < listing.names.length + 2; i++) {
+        const name = i < 2 ? dots[i].name : listing.names[i - 2];
+        bytes += direntBytes(DIRENTPLUS_HEAD, name);
+        if (bytes > size && out.length > 0) break;
+        if (i < 2) out.push({ name, nextOffset: i + 1, ino: dots[i].ino, mode: FileType.S_IFDIR });
+        else {
+          const child = joinPath(path, name);
+          out.push({ name, nextOffset: i + 1, entry: this.entry(ino, name, child, listing.attrs[i - 2]) });
+        }
+      }
+      return out;
+    });
+  }
+
+  statfs(ino: number, ctx: RequestContext): Promise<Statfs> {
+    return this.poller.run('statfs', ctx.id, async () => {
+      const s = await this.router.statfs(this.inodes.pathOf(ino) ?? '/');
+      return { ...s, favail: s.ffree };
+    });
+  }
+
+  /** access(2): the file must exist; permissions are the node's to check on use. */
+  access(ino: number, _mask: number, ctx: RequestContext): Promise<void> {
+    return this.poller.run('access', ctx.id, async () => void (await this.caches.attrOf(this.pathOf(ino))));
   }
 }

@@ -1,81 +1,103 @@
 /**
- * Answering fuse-native operations: each callback answers once; one watchdog
- * answers ETIMEDOUT to operations left unanswered for `opTimeoutMs`; after each answer the
- * event loop keeps polling for `pollMs` so the next operation of a busy caller is picked up
- * without the wake-up of an idle CPU.
+ * Answering the kernel's FUSE requests: each operation's promise settles once, with its result,
+ * with EINTR as soon as the kernel interrupts the request (its caller got a signal), or with
+ * ETIMEDOUT from one watchdog once it has waited `opTimeoutMs`; a result that comes after that
+ * is handed to the operation's `late` hook (an open's node handle is closed there). After each
+ * answer the event loop keeps polling for `pollMs` so the next request of a busy caller is
+ * picked up without the wake-up of an idle CPU.
  */
 import { performance } from 'node:perf_hooks';
 import { Errno } from '@svc/protocol/wire';
-import { fuseErrno } from './fuse-stat';
+import { FuseError } from '@svc/fuse3';
+import { toFuseError } from './fuse-stat';
 
-/** A fuse-native callback: 0 and a value, or a negative errno. */
-export type Cb<T = void> = (err: number, value?: T, extra?: unknown) => void;
+/** One request being answered. */
+interface Pending {
+  /** ms since the epoch */
+  at: number;
+  fail: (e: FuseError) => void;
+}
 
-/** The guard, watchdog and poll of one FUSE mount's operations. */
+/** The answering, interruption, watchdog and poll of one FUSE mount's operations. */
 export class FusePoller {
   private pollUntil = 0;
   private polling = false;
-  /** Operations not answered yet, by sequence number: start time (ms since the epoch) and the ETIMEDOUT answer. */
-  private readonly unanswered = new Map<number, { at: number; timeout: () => void }>();
-  private nextOp = 1;
+  /** Requests not answered yet, by request id, oldest first. */
+  private readonly unanswered = new Map<number, Pending>();
   private watchdog: NodeJS.Timeout | null = null;
 
   /**
    * @param pollMs how long to keep polling after an answer, ms (0: never)
-   * @param opTimeoutMs an operation unanswered this long is answered ETIMEDOUT, ms
+   * @param opTimeoutMs a request unanswered this long is answered ETIMEDOUT, ms
    */
   constructor(
     private readonly pollMs: number,
     private readonly opTimeoutMs: number,
   ) {}
 
-  /**
-   * Wraps the callback of one operation: it answers once; the watchdog answers `onTimeout`
-   * after `opTimeoutMs` (a late answer is then dropped); each answer starts a short poll.
-   * (One watchdog for all operations instead of fuse-native's timer per operation.)
-   */
-  guard<A extends unknown[]>(cb: (...args: A) => void, onTimeout: A): (...args: A) => void {
-    const id = this.nextOp++;
-    this.unanswered.set(id, { at: Date.now(), timeout: () => cb(...onTimeout) });
-    if (!this.watchdog) {
-      this.watchdog = setInterval(() => this.expire(), Math.min(1000, this.opTimeoutMs));
-      this.watchdog.unref();
-    }
-    return (...args: A) => {
-      if (!this.unanswered.delete(id)) return;
-      cb(...args);
-      this.poll();
-    };
-  }
-
-  /** Runs an async operation and answers fuse-native's callback (0/value, or -errno; -ETIMEDOUT from the watchdog). */
-  run<T>(cb: Cb<T>, fn: () => Promise<T>, fallback?: T): void {
-    const answer = this.guard(cb, [-Errno.ETIMEDOUT]);
-    fn().then(
-      (v) => answer(0, v),
-      (e) => answer(fuseErrno(e), fallback),
-    );
-  }
+  /** Requests answered, by operation name (`lookup`, `open`, ...). */
+  readonly answered = new Map<string, number>();
 
   /**
-   * Like {@link run} for read and write, whose fuse-native callback takes the byte count as its
-   * first argument (a negative errno on failure).
+   * Runs operation `op` (`fn`) for request `id`: resolves with its result, rejects with its failure as
+   * a {@link FuseError}, with EINTR on {@link interrupt}, or ETIMEDOUT after `opTimeoutMs`. A
+   * result that arrives after an EINTR or ETIMEDOUT answer is given to `late`.
    */
-  runCount(cb: (result: number) => void, fn: () => Promise<number>): void {
-    const answer = this.guard(cb, [-Errno.ETIMEDOUT]);
-    fn().then(
-      (n) => answer(n),
-      (e) => answer(fuseErrno(e)),
-    );
+  run<T>(op: string, id: number, fn: () => Promise<T>, late?: (value: T) => void): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      let done = false;
+      const finish = () => {
+        done = true;
+        this.answered.set(op, (this.answered.get(op) ?? 0) + 1);
+        this.unanswered.delete(id);
+        this.poll();
+      };
+      this.unanswered.set(id, {
+        at: Date.now(),
+        fail: (e) => {
+          if (done) return;
+          finish();
+          reject(e);
+        },
+      });
+      this.startWatchdog();
+      fn().then(
+        (v) => {
+          if (done) return late?.(v);
+          finish();
+          resolve(v);
+        },
+        (e: unknown) => {
+          if (done) return;
+          finish();
+          reject(toFuseError(e));
+        },
+      );
+    });
   }
 
-  /** Answers ETIMEDOUT to the operations older than `opTimeoutMs`; stops when none is left. */
+  /** The kernel interrupted request `id`: it is answered EINTR now (if still unanswered). */
+  interrupt(id: number): void {
+    this.unanswered.get(id)?.fail(new FuseError('EINTR'));
+  }
+
+  /** Requests not answered yet. */
+  get pending(): number {
+    return this.unanswered.size;
+  }
+
+  private startWatchdog(): void {
+    if (this.watchdog) return;
+    this.watchdog = setInterval(() => this.expire(), Math.min(1000, this.opTimeoutMs));
+    this.watchdog.unref();
+  }
+
+  /** Answers ETIMEDOUT to the requests older than `opTimeoutMs`; stops when none is left. */
   private expire(): void {
     const limit = Date.now() - this.opTimeoutMs;
-    for (const [id, op] of this.unanswered) {
+    for (const op of [...this.unanswered.values()]) {
       if (op.at > limit) break;
-      this.unanswered.delete(id);
-      op.timeout();
+      op.fail(new FuseError(Errno.ETIMEDOUT));
     }
     if (this.unanswered.size === 0 && this.watchdog) {
       clearInterval(this.watchdog);
@@ -84,10 +106,9 @@ export class FusePoller {
   }
 
   /**
-   * Keeps the event loop polling for `pollMs` from now, while no operation waits for an answer:
-   * an operation in progress waits for a node's reply, which wakes the loop by itself, and a
-   * spin then only takes the CPU a node or the caller on this machine needs (bench:fuse-latency
-   * measured reading 10,000 small files 1.6x slower with the spin on 2 busy cores).
+   * Keeps the event loop polling for `pollMs` from now, while no request waits for an answer:
+   * a request in progress waits for a node's reply, which wakes the loop by itself, and a
+   * spin then only takes the CPU a node or the caller on this machine needs.
    */
   private poll(): void {
     if (this.pollMs <= 0) return;

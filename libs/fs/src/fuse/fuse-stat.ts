@@ -1,71 +1,54 @@
 /**
- * What the FUSE layer hands to fuse-native: router attributes as fuse-native stats, and
- * failures as negative Linux errno numbers (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" errno; the numbers are the `Errno`
- * table of libs/protocol).
+ * What the FUSE layer hands to the kernel: router attributes as libfuse attributes (times in ns),
+ * and failures as {@link FuseError}s carrying the errno (the numbers are the `Errno` table of
+ * libs/protocol, which are Linux's).
  */
+import { FuseError, type Attr as KernelAttr } from '@svc/fuse3';
 import { Attr, Errno, FsError } from '@svc/protocol/wire';
 
 /**
- * ns in one unit of the times fuse-native takes and hands over: ms (1e6) as published, µs (1e3)
- * when built by `scripts/fuse-native-build.cjs` (its binding exports `svc_time_unit_us`).
- */
-let timeUnitNs = 1e6;
-
-/** Sets the unit of fuse-native's times, ns (1e6: ms, 1e3: µs); the mount calls it once fuse-native is loaded. */
-export function setFuseTimeUnitNs(ns: 1e6 | 1e3): void {
-  timeUnitNs = ns;
-}
-
-/** The unit of fuse-native's times, ns (see {@link setFuseTimeUnitNs}). */
-export function fuseTimeUnitNs(): number {
-  return timeUnitNs;
-}
-
-/** The stat object fuse-native expects (times since the epoch in {@link fuseTimeUnitNs} units, sizes in bytes). */
-export interface FuseStat {
-  mode: number;
-  uid: number;
-  gid: number;
-  size: number;
-  nlink: number;
-  ino: number;
-  blksize: number;
-  blocks: number;
-  atime: number;
-  mtime: number;
-  ctime: number;
-}
-
-/**
- * Converts a router attribute (ns times) to a fuse-native stat ({@link fuseTimeUnitNs} times). `blksize`, the
+ * Converts a router attribute (ns times) to the attributes the kernel caches (times to the µs,
+ * {@link usTimeNs}). `blksize`, the
  * preferred I/O size, is the 1 MiB of a read-ahead chunk: `cat`, `cp` and friends size their
  * buffers by it, so they make 8x fewer system calls than with 128 KiB.
- * @param ino the inode number to report (default the node id; the mount reports FuseInodes numbers, fuse-inodes.ts)
+ * @param ino the inode number `stat` reports (`st_ino`; the mount's stable numbers, fuse-inodes.ts)
  */
-export function toFuseStat(a: Attr, ino: number = a.id): FuseStat {
+export function toKernelAttr(a: Attr, ino: number): KernelAttr {
   return {
+    ino,
     mode: a.m,
+    nlink: a.n || 1,
     uid: a.u,
     gid: a.g,
     size: a.sz,
-    nlink: a.n || 1,
-    ino,
     blksize: 1024 * 1024,
     blocks: Math.ceil(a.sz / 512),
-    atime: Math.floor(a.at / timeUnitNs),
-    mtime: Math.floor(a.mt / timeUnitNs),
-    ctime: Math.floor(a.ct / timeUnitNs),
+    atimeNs: usTimeNs(a.at),
+    mtimeNs: usTimeNs(a.mt),
+    ctimeNs: usTimeNs(a.ct),
   };
 }
 
 /**
- * The negative errno fuse-native wants for a failure: `-errno` of an {@link FsError} or of any
- * object with a numeric `errno`, else -EIO.
+ * A wire time (ns since the epoch as a double, exact to about 256 ns) as whole µs in ns: the
+ * granularity the mount declares to the kernel, and what a time set through a node keeps.
  */
-export function fuseErrno(e: unknown): number {
-  if (e instanceof FsError || (typeof e === 'object' && e !== null && typeof (e as { errno?: unknown }).errno === 'number')) {
-    const n = (e as { errno: number }).errno;
-    return -Math.abs(n);
-  }
-  return -Errno.EIO;
+export function usTimeNs(ns: number): bigint {
+  return BigInt(Math.round(ns / 1000)) * 1000n;
+}
+
+/**
+ * The errno of a failure: that of an {@link FsError} or of any object with a numeric `errno`
+ * (positive or negative), else EIO.
+ */
+export function errnoOfFailure(e: unknown): number {
+  if (e instanceof FsError) return Math.abs(e.errno ?? Errno.EIO) || Errno.EIO;
+  const n = (e as { errno?: unknown } | null)?.errno;
+  return typeof n === 'number' && n !== 0 ? Math.abs(n) : Errno.EIO;
+}
+
+/** A failure as the {@link FuseError} the kernel is answered with (its message kept). */
+export function toFuseError(e: unknown): FuseError {
+  if (e instanceof FuseError) return e;
+  return new FuseError(errnoOfFailure(e), e instanceof Error ? e.message : undefined);
 }

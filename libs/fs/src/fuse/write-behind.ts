@@ -62,8 +62,8 @@ export class WriteBehind {
   ) {}
 
   /**
-   * Takes `data` for byte offset `pos`: copied into the pending chunk (fuse-native reuses
-   * `data`'s memory after the callback), each full chunk sent in the background; a write that
+   * Takes `data` for byte offset `pos`: copied into the pending chunk (the caller may reuse
+   * `data`'s memory once this resolves), each full chunk sent in the background; a write that
    * does not continue the pending chunk sends it (and waits for every background write)
    * first. Waits while 4 writes are in flight.
    * @returns when `data` is taken; errors of the background writes come from {@link flush}

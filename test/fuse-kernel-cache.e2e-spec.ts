@@ -1,0 +1,260 @@
+/**
+ * e2e: the kernel's caches of a FUSE mount, kept long (the default 60 s entry and attribute
+ * timeouts) and coherent through the node's pushes, with two real `svc-fs-mount mount`
+ * processes on one `svc-fs-node` export:
+ * - a file changed, truncated, replaced by rename or deleted on the node's disk, a file created
+ *   there and a directory's new entry are seen through both mounts within 1 s; a change made
+ *   through one mount is seen through the other within 1 s;
+ * - a `stat` the kernel has cached never reaches the mount process;
+ * - lookup counts: after `find` over 100,000 files and a drop of the kernel's caches the mount's
+ *   inode table shrinks back (the kernel's forgets are honoured), its RSS bounded;
+ * - an open interrupted by a signal while the node hangs is answered EINTR at once, and the
+ *   node's file is not left open once the node answers.
+ * Skipped, with the reason printed, where FUSE is unavailable.
+ */
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { appendFileSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BIN, cleanupTmp, killAll, Running, tmpDir, waitFor } from './support/processes';
+import { fuseUnavailable, killMount, startFsNode } from './helpers/fs-mount';
+
+const reason = fuseUnavailable();
+if (reason) process.stdout.write(`FUSE kernel cache e2e tests skipped: ${reason}\n`);
+const describeFuse = reason ? describe.skip : describe;
+
+interface Mount {
+  proc: ChildProcess;
+  /** Where the export is seen through this mount. */
+  dir: string;
+  mnt: string;
+  metricsUrl: string;
+}
+const mounts: Mount[] = [];
+
+/** `svc-fs-mount --endpoint w=URL#work@/w mount MNT --metrics-port 0` (default kernel timeouts: 60 s). */
+async function startMount(url: string): Promise<Mount> {
+  const mnt = join(tmpDir('svc-kcache-mnt-'), 'm');
+  mkdirSync(mnt);
+  const proc = spawn(process.execPath, [BIN.fsMount, '--endpoint', `w=${url}#work@/w`, 'mount', mnt, '--metrics-port', '0'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, SVC_LOG_LEVEL: 'warn' },
+  });
+  let out = '';
+  let err = '';
+  proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => (err += d));
+  await waitFor(() => out.includes(`mounted on ${mnt}`), 20_000).catch((e) => {
+    throw new Error(`${(e as Error).message}\nstdout: ${out}\nstderr: ${err}`);
+  });
+  const metricsUrl = /metrics on (http:\/\/\S+)/.exec(out)?.[1];
+  if (!metricsUrl) throw new Error(`no metrics address in: ${out}`);
+  const m = { proc, dir: join(mnt, 'w'), mnt, metricsUrl };
+  mounts.push(m);
+  return m;
+}
+
+/** The value of metric `name` (summed over its labels) of a mount. */
+async function metric(m: Mount, name: string): Promise<number> {
+  const text = await (await fetch(m.metricsUrl)).text();
+  let sum = 0;
+  for (const line of text.split('\n')) if (line.startsWith(`${name} `) || line.startsWith(`${name}{`)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
+  return sum;
+}
+
+/** Polls `check` (which throws or returns false until it holds) for up to `ms`; returns how long it took, ms. */
+async function within(ms: number, what: string, check: () => boolean | void): Promise<number> {
+  const t0 = Date.now();
+  let last: unknown = null;
+  for (;;) {
+    try {
+      if (check() !== false) return Date.now() - t0;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() - t0 > ms) throw new Error(`${what}: not seen within ${ms} ms${last ? ` (${(last as Error).message})` : ''}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const read = (p: string) => readFileSync(p, 'utf8');
+const exists = (p: string) => {
+  try {
+    statSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+afterAll(async () => {
+  for (const m of mounts) killMount(m.proc, m.mnt);
+  await killAll();
+  cleanupTmp();
+});
+
+describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
+  let work: string;
+  let node: Running;
+  let m1: Mount;
+  let m2: Mount;
+
+  beforeAll(async () => {
+    work = tmpDir('svc-kcache-work-');
+    writeFileSync(join(work, 'f.txt'), 'one\n');
+    mkdirSync(join(work, 'dir'));
+    writeFileSync(join(work, 'dir', 'a'), 'a\n');
+    node = await startFsNode([`work=${work}`]);
+    [m1, m2] = await Promise.all([startMount(node.url), startMount(node.url)]);
+  }, 60_000);
+
+  /** Reads through both mounts, so the kernel of each holds the file, its attributes and pages. */
+  function warm(name: string): void {
+    for (const m of [m1, m2]) {
+      statSync(join(m.dir, name));
+      read(join(m.dir, name));
+    }
+  }
+
+  it('sees a change of content and size made on the node disk within 1 s, through both mounts', async () => {
+    warm('f.txt');
+    writeFileSync(join(work, 'f.txt'), 'two, longer\n');
+    for (const m of [m1, m2]) {
+      await within(1000, 'new content', () => read(join(m.dir, 'f.txt')) === 'two, longer\n');
+      expect(statSync(join(m.dir, 'f.txt')).size).toBe(12);
+    }
+    appendFileSync(join(work, 'f.txt'), 'more\n');
+    for (const m of [m1, m2]) await within(1000, 'appended size', () => statSync(join(m.dir, 'f.txt')).size === 17);
+    expect(read(join(m1.dir, 'f.txt'))).toBe('two, longer\nmore\n');
+  });
+
+  it('sees a truncation on the node disk within 1 s', async () => {
+    warm('f.txt');
+    truncateSync(join(work, 'f.txt'), 3);
+    for (const m of [m1, m2]) await within(1000, 'truncated', () => statSync(join(m.dir, 'f.txt')).size === 3 && read(join(m.dir, 'f.txt')) === 'two');
+  });
+
+  it('sees a file replaced by rename on the node disk within 1 s (an editor save)', async () => {
+    warm('f.txt');
+    writeFileSync(join(work, '.f.txt.tmp'), 'saved by an editor\n');
+    renameSync(join(work, '.f.txt.tmp'), join(work, 'f.txt'));
+    for (const m of [m1, m2]) await within(1000, 'replaced', () => read(join(m.dir, 'f.txt')) === 'saved by an editor\n');
+  });
+
+  it('sees a file deleted and one created on the node disk within 1 s (stat, cat, ls)', async () => {
+    writeFileSync(join(work, 'gone.txt'), 'soon gone\n');
+    await within(1000, 'created', () => exists(join(m1.dir, 'gone.txt')) && exists(join(m2.dir, 'gone.txt')));
+    warm('gone.txt');
+    for (const m of [m1, m2]) readdirSync(m.dir);
+    rmSync(join(work, 'gone.txt'));
+    writeFileSync(join(work, 'new.txt'), 'new\n');
+    for (const m of [m1, m2]) {
+      await within(1000, 'deleted', () => !exists(join(m.dir, 'gone.txt')) && !readdirSync(m.dir).includes('gone.txt'));
+      await within(1000, 'created', () => readdirSync(m.dir).includes('new.txt') && read(join(m.dir, 'new.txt')) === 'new\n');
+    }
+  });
+
+  it("sees a directory's new entry in ls within 1 s", async () => {
+    for (const m of [m1, m2]) expect(readdirSync(join(m.dir, 'dir'))).toEqual(['a']);
+    mkdirSync(join(work, 'dir', 'sub'));
+    writeFileSync(join(work, 'dir', 'b'), 'b\n');
+    for (const m of [m1, m2]) await within(1000, 'new entries', () => readdirSync(join(m.dir, 'dir')).sort().join() === 'a,b,sub');
+  });
+
+  it('sees a change made through the other mount within 1 s', async () => {
+    warm('f.txt');
+    writeFileSync(join(m2.dir, 'f.txt'), 'written through mount 2\n');
+    await within(1000, 'other mount', () => read(join(m1.dir, 'f.txt')) === 'written through mount 2\n');
+    writeFileSync(join(m1.dir, 'made-by-1.txt'), 'x');
+    await within(1000, 'other mount create', () => readdirSync(m2.dir).includes('made-by-1.txt'));
+  });
+
+  it('answers a stat the kernel has cached without reaching the mount process', async () => {
+    warm('f.txt');
+    // Reading pages from the mount makes the kernel ask for the access time once more.
+    statSync(join(m1.dir, 'f.txt'));
+    const before = await metric(m1, 'svc_fuse_requests_total');
+    execFileSync('python3', ['-c', 'import os,sys\nfor _ in range(2000): os.stat(sys.argv[1])', join(m1.dir, 'f.txt')]);
+    expect((await metric(m1, 'svc_fuse_requests_total')) - before).toBe(0);
+  });
+});
+
+describeFuse('lookup counts', () => {
+  it('shrinks the inode table back after find over 100,000 files and a drop of the kernel caches', async () => {
+    let canDrop = true;
+    try {
+      writeFileSync('/proc/sys/vm/drop_caches', '2');
+    } catch {
+      canDrop = false;
+    }
+    if (!canDrop) {
+      process.stdout.write('lookup counts: /proc/sys/vm/drop_caches is not writable here (not root); case skipped\n');
+      return;
+    }
+    const work = tmpDir('svc-kcache-100k-');
+    execFileSync('python3', [
+      '-c',
+      'import os,sys\nfor d in range(100):\n  p=os.path.join(sys.argv[1],"d%d"%d); os.mkdir(p)\n  for f in range(1000): open(os.path.join(p,"f%d"%f),"w").close()',
+      work,
+    ]);
+    const node = await startFsNode([`work=${work}`]);
+    const m = await startMount(node.url);
+    const found = execFileSync('find', [m.dir], { maxBuffer: 64 << 20, encoding: 'utf8' })
+      .trim()
+      .split('\n').length;
+    expect(found).toBe(1 + 100 + 100_000);
+    const held = await metric(m, 'svc_fuse_inodes');
+    expect(held).toBeGreaterThanOrEqual(100_000);
+    writeFileSync('/proc/sys/vm/drop_caches', '2');
+    const t0 = Date.now();
+    await waitFor(async () => (await metric(m, 'svc_fuse_inodes')) < 1000, 20_000, 200);
+    process.stdout.write(
+      `lookup counts: ${held} inodes after find, < 1000 ${Date.now() - t0} ms after drop_caches; RSS ${Math.round((await metric(m, 'process_resident_memory_bytes')) / 2 ** 20)} MiB\n`,
+    );
+    expect(await metric(m, 'process_resident_memory_bytes')).toBeLessThan(512 * 2 ** 20);
+  }, 240_000);
+});
+
+describeFuse('interrupts', () => {
+  it('answers EINTR at once to an open interrupted while the node hangs, and leaves no handle open on the node', async () => {
+    const work = tmpDir('svc-kcache-intr-');
+    writeFileSync(join(work, 'slow.txt'), 'content\n');
+    const node = await startFsNode([`work=${work}`]);
+    const m = await startMount(node.url);
+    const file = join(m.dir, 'slow.txt');
+    statSync(file); // looked up: the open is what waits for the node
+    const nodeFds = () =>
+      readdirSync(`/proc/${node.proc.pid}/fd`).filter((fd) => {
+        try {
+          return readlinkSync(`/proc/${node.proc.pid}/fd/${fd}`) === join(work, 'slow.txt');
+        } catch {
+          return false;
+        }
+      }).length;
+    node.proc.kill('SIGSTOP');
+    try {
+      // The open waits for the stopped node; SIGUSR1 (handled) interrupts it: the kernel sends
+      // FUSE_INTERRUPT, the mount answers EINTR, and the handler's exception ends the open.
+      const script = `
+import os, signal, sys, threading, time
+class Interrupted(Exception): pass
+def on_usr1(*_): raise Interrupted()
+signal.signal(signal.SIGUSR1, on_usr1)
+threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGUSR1)).start()
+t0 = time.monotonic()
+try:
+    os.open(sys.argv[1], os.O_RDONLY)
+    print('opened')
+except Interrupted:
+    print('interrupted after %.3f s' % (time.monotonic() - t0))
+`;
+      const out = execFileSync('python3', ['-c', script, file], { encoding: 'utf8', timeout: 10_000 });
+      expect(out).toMatch(/^interrupted after 0\.[5-9]\d* s/);
+      expect(Number(/after ([\d.]+) s/.exec(out)?.[1])).toBeLessThan(1.5);
+    } finally {
+      node.proc.kill('SIGCONT');
+    }
+    // The node answers the open it was sent; the mount closes that handle, nobody holds it.
+    await waitFor(async () => nodeFds() === 0 && (await metric(m, 'svc_fuse_open_files')) === 0, 10_000, 100);
+    expect(read(file)).toBe('content\n');
+  }, 60_000);
+});
