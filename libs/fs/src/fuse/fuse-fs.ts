@@ -117,6 +117,8 @@ export class FuseFs {
   private readonly readOnly: boolean;
   private readonly handles: FuseHandles;
   private readonly invalidations = { inode: 0, entry: 0 };
+  /** Kernel invalidations in progress, by inode. */
+  private readonly invalPending = new Map<number, Promise<void>>();
 
   constructor(
     private readonly router: WorkspaceRouter,
@@ -144,6 +146,7 @@ export class FuseFs {
       inodes: this.inodes,
       stIno: new FuseInodes(router),
       kernelTtlS: kernelTtl / 1000,
+      kernelSettled: (ino) => this.kernelSettled(ino),
       readOnly: this.readOnly,
     });
     router.on('inval', (e: PathInval) => {
@@ -260,12 +263,36 @@ export class FuseFs {
   private invalInode(e: InodeEntry): void {
     if (!this.session) return;
     this.invalidations.inode++;
-    void this.session.notifyInvalInode(e.ino, 0, 0).catch(() => undefined);
+    this.track(e.ino, this.session.notifyInvalInode(e.ino, 0, 0));
   }
 
   private invalEntry(e: InodeEntry): void {
     if (!this.session || !e.parent) return;
     this.invalidations.entry++;
-    void this.session.notifyInvalEntry(e.parent.ino, e.name).catch(() => undefined);
+    this.track(e.ino, this.session.notifyInvalEntry(e.parent.ino, e.name));
   }
+
+  /**
+   * Remembers a kernel invalidation of inode `ino` in progress (it runs on the binding's notify
+   * thread) until it is done, for {@link kernelSettled}.
+   */
+  private track(ino: number, done: Promise<boolean>): void {
+    const p = done.then(
+      () => undefined,
+      () => undefined,
+    );
+    const before = this.invalPending.get(ino);
+    const all = before ? Promise.all([before, p]).then(() => undefined) : p;
+    this.invalPending.set(ino, all);
+    void all.then(() => {
+      if (this.invalPending.get(ino) === all) this.invalPending.delete(ino);
+    });
+  }
+
+  /**
+   * Resolves once the kernel invalidations of inode `ino` sent so far are done; undefined when
+   * none is in progress. An open or getattr answered before would let the kernel go on using
+   * the size and pages it held (a file replaced on the node read cut to its old size).
+   */
+  readonly kernelSettled = (ino: number): Promise<void> | undefined => this.invalPending.get(ino);
 }

@@ -68,6 +68,8 @@ export interface FuseOperationsParts {
   stIno?: Pick<FuseInodes, 'of'>;
   /** How long the kernel may keep entries and attributes, seconds. */
   kernelTtlS: number;
+  /** Resolves once the kernel invalidations of an inode in progress are done (undefined: none). */
+  kernelSettled?: (ino: number) => Promise<void> | undefined;
   /** Refuse every mutation with EROFS. */
   readOnly: boolean;
 }
@@ -86,6 +88,9 @@ export class FuseOperations implements Operations {
   private readonly stIno: Pick<FuseInodes, 'of'>;
   private readonly ttl: number;
   private readonly readOnly: boolean;
+  private readonly kernelSettled: (ino: number) => Promise<void> | undefined;
+  /** The attributes the kernel was last given for each inode it holds (fstat of a file whose name moved on). */
+  private readonly lastAttr = new Map<number, Attr>();
   /** The listing each directory inode is being read from (readdir continues from an offset in it). */
   private readonly dirListings = new Map<number, Listing>();
 
@@ -101,6 +106,7 @@ export class FuseOperations implements Operations {
     this.listAhead = parts.listAhead ?? { onList: () => undefined };
     this.stIno = parts.stIno ?? { of: (_path, id) => id };
     this.ttl = parts.kernelTtlS;
+    this.kernelSettled = parts.kernelSettled ?? (() => undefined);
     this.readOnly = parts.readOnly;
   }
 
@@ -128,16 +134,30 @@ export class FuseOperations implements Operations {
 
   /**
    * The entry the kernel is answered for `name` in `parent` (one lookup count taken): the
-   * inode the kernel knows for the name, or a new one when there is none or the file's type
-   * changed (the kernel cannot change an inode's type).
+   * inode the kernel knows for the name, or a new one when there is none, or the name is now
+   * another file (another node id: replaced by a rename) or of another type.
    */
   private entry(parent: number, name: string, path: string, attr: Attr): Entry {
     const type = attr.m & FileType.S_IFMT;
     const known = this.inodes.child(parent, name);
-    if (known && known.type !== 0 && known.type !== type) this.inodes.remove(parent, name);
+    if (known && ((known.type !== 0 && known.type !== type) || (known.fileId !== 0 && known.fileId !== attr.id))) this.inodes.remove(parent, name);
     const e: InodeEntry = this.inodes.lookup(parent, name);
     e.type = type;
+    e.fileId = attr.id;
+    this.lastAttr.set(e.ino, attr);
     return { ino: e.ino, ...this.kernelAttr(path, attr), entryTimeout: this.ttl };
+  }
+
+  /**
+   * True when the name of inode entry `e` is now another file (another node id: replaced by a
+   * rename, or of another type) than the one the kernel's inode stands for; the entry is then
+   * detached, so the kernel's next lookup of the name gets a new inode, and ESTALE makes the
+   * kernel look it up again (path-based calls retry on ESTALE).
+   */
+  private replaced(e: InodeEntry, attr: Attr): boolean {
+    const other = (e.type !== 0 && e.type !== (attr.m & FileType.S_IFMT)) || (e.fileId !== 0 && e.fileId !== attr.id);
+    if (other && e.parent) this.inodes.remove(e.parent.ino, e.name);
+    return other;
   }
 
   /** @throws FsError EROFS on a read-only mount */
@@ -190,22 +210,28 @@ export class FuseOperations implements Operations {
   forget(forgets: Forget[]): void {
     for (const f of forgets) {
       this.inodes.forget(f.ino, f.nlookup);
-      if (!this.inodes.get(f.ino)) this.dirListings.delete(f.ino);
+      if (!this.inodes.get(f.ino)) {
+        this.dirListings.delete(f.ino);
+        this.lastAttr.delete(f.ino);
+      }
     }
   }
 
   // Written data still in the write-behind buffer must count in the size a reader sees.
-  getattr(ino: number, _fh: number | undefined, ctx: RequestContext): Promise<AttrReply> {
+  getattr(ino: number, fh: number | undefined, ctx: RequestContext): Promise<AttrReply> {
     return this.poller.run('getattr', ctx.id, async () => {
       const path = this.pathOf(ino);
+      await this.kernelSettled(ino);
       await this.flushPath(path);
       const attr = await this.caches.attrOf(path);
       const e = this.inodes.get(ino);
-      if (e && e.type !== 0 && e.type !== (attr.m & FileType.S_IFMT) && e.parent) {
-        // Another file of another type took the name: the kernel looks the name up again.
-        this.inodes.remove(e.parent.ino, e.name);
+      if (e && this.replaced(e, attr)) {
+        // Through an open file (fstat): the attributes of the file it has open, as last known.
+        const last = this.lastAttr.get(ino);
+        if (fh !== undefined && last) return this.kernelAttr(path, last);
         throw new FsError(Errno.ESTALE);
       }
+      this.lastAttr.set(ino, attr);
       return this.kernelAttr(path, attr);
     });
   }
@@ -325,11 +351,15 @@ export class FuseOperations implements Operations {
       ctx.id,
       async () => {
         const path = this.pathOf(ino);
+        // What the kernel holds of the file (size, pages) must be dropped before it uses it again.
+        await this.kernelSettled(ino);
         const writable = (flags & OpenFlags.O_ACCMODE) !== OpenFlags.O_RDONLY || (flags & OpenFlags.O_TRUNC) !== 0;
         if (writable) this.refuseWrite();
         // One order per file: what this mount wrote through other handles reaches the node before
         // the open reads anything (open_read, prefetched content) or truncates.
         await this.flushPath(path);
+        const entry = this.inodes.get(ino);
+        if (entry && entry.fileId !== 0 && this.replaced(entry, await this.caches.attrOf(path))) throw new FsError(Errno.ESTALE);
         const state = this.handles.state(path, writable, flags & ~OpenFlags.O_CREAT);
         const attr = writable ? undefined : this.caches.cachedAttr(path);
         if (attr) state.reads.sizeHint = attr.sz;

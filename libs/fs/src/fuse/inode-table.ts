@@ -35,6 +35,12 @@ export interface InodeEntry {
   attached: boolean;
   /** File type bits (`S_IFMT` of the mode) the kernel was told; 0 until set. The kernel cannot change an inode's type. */
   type: number;
+  /**
+   * The node's id of the file the kernel was told of (0 until set): another id under the same
+   * name is another file (replaced by a rename), which needs an inode of its own, or the size and
+   * pages of one would be used for the other through files open on the first.
+   */
+  fileId: number;
 }
 
 /** See the module documentation. */
@@ -45,7 +51,7 @@ export class InodeTable {
   readonly root: InodeEntry;
 
   constructor() {
-    this.root = { ino: ROOT_INO, nlookup: 1, parent: null, name: '', children: null, attached: true, type: 0o040000 };
+    this.root = { ino: ROOT_INO, nlookup: 1, parent: null, name: '', children: null, attached: true, type: 0o040000, fileId: 0 };
     this.byIno.set(ROOT_INO, this.root);
   }
 
@@ -111,7 +117,7 @@ export class InodeTable {
     if (!dir) throw new Error(`inode ${parent} is not known`);
     let e = dir.children?.get(name);
     if (!e) {
-      e = { ino: this.nextIno++, nlookup: 0, parent: dir, name, children: null, attached: true, type: 0 };
+      e = { ino: this.nextIno++, nlookup: 0, parent: dir, name, children: null, attached: true, type: 0, fileId: 0 };
       (dir.children ??= new Map()).set(name, e);
       this.byIno.set(e.ino, e);
     }
