@@ -25,6 +25,8 @@ export class OpenState {
   readStarted = false;
   readonly reads = new ReadAheadState();
   readonly writes: WriteBehindState;
+  /** The node id of the file opened on the node (0: not opened there). */
+  openedId = 0;
 
   /**
    * @param path workspace path; follows renames
@@ -160,9 +162,10 @@ export class FuseHandles {
       // A file known to be small comes whole (one byte more than its size, so the node sees the end).
       const readBytes = state.writable ? 0 : before ? Math.min(this.openReadBytes, before.sz + 1) : this.openReadBytes;
       state.opening = this.router.open(path, state.flags, { readBytes }).then(
-        ({ fh }) => {
+        ({ fh, id }) => {
           state.fh = fh;
           state.opening = null;
+          state.openedId = id;
           const now = this.caches.cachedAttr(path);
           if (before && now && openProof(before) === openProof(now)) this.caches.recordProof(path, openProof(now));
           return fh;

@@ -366,6 +366,14 @@ export class FuseOperations implements Operations {
         if (!writable) void this.prefetch.opened(path);
         if (attr?.k === NodeKind.FILE) state.content = await this.prefetched(path, attr);
         if (!state.content && (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr))) await this.handles.nodeHandle(state);
+        if (entry && entry.fileId !== 0 && state.openedId !== 0 && state.openedId !== entry.fileId) {
+          // The node opened another file than the one this inode stands for (the name was
+          // replaced and this mount had not heard yet): the kernel looks the name up again, on the node.
+          void this.handles.closeNode(state).catch(() => undefined);
+          if (entry.parent) this.inodes.remove(entry.parent.ino, entry.name);
+          this.caches.forget(path);
+          throw new FsError(Errno.ESTALE);
+        }
         const fh = this.handles.add(state);
         if (writable) {
           this.caches.forget(path);

@@ -111,13 +111,13 @@ export class OpenFiles {
    * (clamped by the node to max_read) and lets the node close a file that came back whole.
    * @param flags Linux O_* bits ({@link OpenFlags})
    * @param readBytes bytes to bring along (default the constructor's `openReadBytes`; 0: none)
-   * @returns the router handle, and the file's attr when the node sent it (open_read)
+   * @returns the router handle, the node id of the file opened, and its attr when the node sent it (open_read)
    * @throws FsError ENOENT, EACCES, EROFS, EIO, MountUnavailableError
    */
-  async open(t: FileTarget, flags: number, readBytes = this.openReadBytes): Promise<{ fh: number; attr?: Attr }> {
+  async open(t: FileTarget, flags: number, readBytes = this.openReadBytes): Promise<{ fh: number; id: number; attr?: Attr }> {
     const readOnly = (flags & OpenFlags.O_ACCMODE) === OpenFlags.O_RDONLY && (flags & (OpenFlags.O_TRUNC | OpenFlags.O_CREAT)) === 0;
     const o = await this.routes.withMount(t.mountPath, (a, ctx) => this.openOn(a, ctx, t.rel, flags, readOnly, readOnly ? readBytes : 0));
-    return { fh: this.add(t, flags, readOnly, o), attr: o.attr };
+    return { fh: this.add(t, flags, readOnly, o), id: o.node, attr: o.attr };
   }
 
   /**

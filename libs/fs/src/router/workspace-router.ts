@@ -272,11 +272,12 @@ export class WorkspaceRouter extends EventEmitter {
    * on the node (see {@link OpenFiles.open}).
    * @param flags Linux O_* bits ({@link OpenFlags})
    * @param options.readBytes bytes to bring along with a read-only open (default `openReadBytes`; 0: none)
-   * @returns a router file handle (`fh`) for read/write/fsync/close, and the file's attr when
+   * @returns a router file handle (`fh`) for read/write/fsync/close, the node id of the file
+   *   opened (`id`), and the file's attr when
    *   the node sent it (open_read)
    * @throws FsError ENOENT, EISDIR (synthetic directory), EACCES, EROFS, MountUnavailableError
    */
-  async open(path: string, flags: number = OpenFlags.O_RDONLY, options: { readBytes?: number } = {}): Promise<{ fh: number; attr?: Attr }> {
+  async open(path: string, flags: number = OpenFlags.O_RDONLY, options: { readBytes?: number } = {}): Promise<{ fh: number; id: number; attr?: Attr }> {
     const r = this.existing(path);
     if (r.kind === 'synthetic') throw new FsError(Errno.EISDIR, `${r.path}: is a directory`);
     return this.files.open(r, flags, options.readBytes);
