@@ -216,6 +216,8 @@ export class FsClient extends EventEmitter {
   private readonly keepaliveTimeoutMs: number;
   /** performance.now() of the last frame or pong received. */
   private lastHeard = 0;
+  /** Highest invalidation push `seq` taken in and not yet acknowledged (the `inval_ack` extension); 0: none. */
+  private ackDue = 0;
   /** performance.now() when the pending set last became non-empty. */
   private busySince = 0;
   /** performance.now() of the last ping sent. */
@@ -572,6 +574,23 @@ export class FsClient extends EventEmitter {
     });
   }
 
+  /**
+   * Acknowledges invalidation pushes up to `seq` (the `inval_ack` extension) once the pushes
+   * read off the socket with it have been emitted, and so applied by the listeners, which act
+   * on them synchronously: one `ack` for all the pushes of one socket read.
+   */
+  private ackLater(seq: number): void {
+    if (seq <= this.ackDue) return;
+    const scheduled = this.ackDue !== 0;
+    this.ackDue = seq;
+    if (scheduled) return;
+    queueMicrotask(() => {
+      const upTo = this.ackDue;
+      this.ackDue = 0;
+      if (!this.closed) this.request('ack', {}, { seq: upTo }).catch(() => undefined);
+    });
+  }
+
   private onMessage(raw: Buffer, isBinary: boolean): void {
     this.lastHeard = performance.now();
     let msg: Record<string, unknown>;
@@ -596,6 +615,9 @@ export class FsClient extends EventEmitter {
       this.emit('event', type, msg.payload);
       if (type === 'acheron.e_fs_inval') this.emit('inval', msg.payload);
       else if (type === 'acheron.e_fs_inval_dir') this.emit('inval_dir', msg.payload);
+      else return;
+      const seq = (msg.payload as { seq?: unknown } | undefined)?.seq;
+      if (typeof seq === 'number') this.ackLater(seq);
       return;
     }
     const p = this.pending.get(msg.tag);

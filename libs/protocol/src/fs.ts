@@ -61,9 +61,22 @@ export type FsOp = (typeof FS_OPS)[number];
  *   there and the entry is not; a directory that is gone (an id the node no longer knows, a
  *   path no longer there) is ESTALE (116). A client can then trust a negative lookup under a
  *   cached directory id without asking whether that id is still valid.
+ * - `inval_ack`: every `e_fs_inval`/`e_fs_inval_dir` push carries `seq`, counting this
+ *   session's pushes from 1, and the client answers `t_fs_ack {seq}` once it has applied every
+ *   push up to `seq` to its caches. The node then replies to another session's mutation (close,
+ *   fsync, rename, create, ...) only after each session it pushed to has acknowledged those
+ *   pushes, or after {@link INVAL_ACK_WAIT_MS}: what one client made durable is never read
+ *   stale from another client's cache at its next open, however the two sockets are scheduled.
  */
-export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale'] as const;
+export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack'] as const;
 export type FsFeature = (typeof FS_FEATURES)[number];
+
+/**
+ * The longest a node holds a mutation's reply waiting for another session's `t_fs_ack` of its
+ * pushes (the `inval_ack` extension), ms; a session that misses it is not waited for again
+ * until it has acknowledged every push sent to it.
+ */
+export const INVAL_ACK_WAIT_MS = 1000;
 
 /** Most names a hello's `features` may list, and the longest name, characters. */
 export const HELLO_MAX_FEATURES = 64;
@@ -324,12 +337,16 @@ export interface InvalEvent {
   node: number;
   what: 'attr' | 'data' | 'all';
   gen: number;
+  /** The push's number in this session (the `inval_ack` extension), to acknowledge with `ack`. */
+  seq?: number;
 }
 
 /** `acheron.e_fs_inval_dir` payload: the entries of directory `dir` changed; `dir_gen` is its new entry generation. */
 export interface InvalDirEvent {
   dir: number;
   dir_gen: number;
+  /** As {@link InvalEvent.seq}. */
+  seq?: number;
 }
 
 /** Root field of a request on a node: `node`, its node id. */
@@ -351,7 +368,7 @@ export interface NoTarget {
 /** A payload with no members: the request is all in its type and root fields. */
 export type EmptyPayload = Record<string, never>;
 
-/** A reply with no members (`fsync`, `close`, `unlink`, `rmdir`, `rename`). */
+/** A reply with no members (`fsync`, `close`, `unlink`, `rmdir`, `rename`, `ack`). */
 export type EmptyReply = Record<string, never>;
 
 /** A reply that is the node's attributes after the operation. */
@@ -411,10 +428,11 @@ export interface FsRequests {
   readlink: { target: NodeTarget; payload: EmptyPayload; reply: { target: string } };
   statfs: { target: NodeTarget; payload: EmptyPayload; reply: StatFs };
   prefetch: { target: NodeTarget; payload: { names: readonly string[]; max_file?: number; max_total?: number }; reply: PrefetchReply };
+  ack: { target: NoTarget; payload: { seq: number }; reply: EmptyReply };
 }
 
 /** The operations of the FS extensions (docs/protocol.md "FS extensions") that are requests of their own. */
-export type FsExtensionOp = 'prefetch';
+export type FsExtensionOp = 'prefetch' | 'ack';
 
 /** Every request a session may send: the base operations ({@link FS_OPS}) and the extensions'. Each has its entry in {@link FsRequests}. */
 export type FsRequestOp = FsOp | FsExtensionOp;

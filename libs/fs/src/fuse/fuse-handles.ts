@@ -7,7 +7,7 @@
  * the attributes say is small, else one chunk. A file served from prefetched content
  * ({@link OpenState.content}) is never opened on the node.
  */
-import { OpenFlags } from '@svc/protocol/wire';
+import { Errno, FsError, OpenFlags } from '@svc/protocol/wire';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches, openProof } from './fuse-caches';
 import { ReadAheadState } from './read-ahead';
@@ -25,8 +25,14 @@ export class OpenState {
   readStarted = false;
   readonly reads = new ReadAheadState();
   readonly writes: WriteBehindState;
-  /** The node id of the file opened on the node (0: not opened there). */
-  openedId = 0;
+  /**
+   * The node id of the file this handle stands for (the kernel inode's file; 0: any). A node
+   * open that finds another file at the path (the name was replaced meanwhile) fails ESTALE
+   * instead of reading that other file under this handle.
+   */
+  expectId = 0;
+  /** The kernel inode the handle was opened on (0: not known). */
+  ino = 0;
 
   /**
    * @param path workspace path; follows renames
@@ -149,10 +155,17 @@ export class FuseHandles {
     }
   }
 
+  /** True when a FUSE handle is open on kernel inode `ino`. */
+  openOn(ino: number): boolean {
+    for (const s of this.files.values()) if (s.ino === ino) return true;
+    return false;
+  }
+
   /**
    * The router handle of an open file, opening it on the node first when that was deferred.
    * A successful read-only open records the {@link openProof} of the file's cached attributes.
-   * @throws the router's open error (ENOENT, EACCES, ...), which also drops the proof
+   * @throws the router's open error (ENOENT, EACCES, ...), which also drops the proof; FsError
+   *   ESTALE when the node opened another file than {@link OpenState.expectId} (closed again)
    */
   nodeHandle(state: OpenState): Promise<number> {
     if (state.fh !== null) return Promise.resolve(state.fh);
@@ -163,9 +176,13 @@ export class FuseHandles {
       const readBytes = state.writable ? 0 : before ? Math.min(this.openReadBytes, before.sz + 1) : this.openReadBytes;
       state.opening = this.router.open(path, state.flags, { readBytes }).then(
         ({ fh, id }) => {
-          state.fh = fh;
           state.opening = null;
-          state.openedId = id;
+          if (state.expectId !== 0 && id !== state.expectId) {
+            this.caches.dropProof(path);
+            void this.router.release(fh).catch(() => undefined);
+            throw new FsError(Errno.ESTALE, `${path}: replaced by another file`);
+          }
+          state.fh = fh;
           const now = this.caches.cachedAttr(path);
           if (before && now && openProof(before) === openProof(now)) this.caches.recordProof(path, openProof(now));
           return fh;

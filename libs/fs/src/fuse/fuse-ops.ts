@@ -226,9 +226,10 @@ export class FuseOperations implements Operations {
       const attr = await this.caches.attrOf(path);
       const e = this.inodes.get(ino);
       if (e && this.replaced(e, attr)) {
-        // Through an open file (fstat): the attributes of the file it has open, as last known.
+        // A file still open here whose name is now another file (fstat after a rename over it,
+        // as on a local disk): its attributes as last known, with no link left.
         const last = this.lastAttr.get(ino);
-        if (fh !== undefined && last) return this.kernelAttr(path, last);
+        if (last && (fh !== undefined || this.handles.openOn(ino))) return this.kernelAttr(path, { ...last, n: 0 });
         throw new FsError(Errno.ESTALE);
       }
       this.lastAttr.set(ino, attr);
@@ -361,18 +362,25 @@ export class FuseOperations implements Operations {
         const entry = this.inodes.get(ino);
         if (entry && entry.fileId !== 0 && this.replaced(entry, await this.caches.attrOf(path))) throw new FsError(Errno.ESTALE);
         const state = this.handles.state(path, writable, flags & ~OpenFlags.O_CREAT);
+        state.ino = ino;
+        // The node opens the file this inode stands for, or the open (or a lazy open's first
+        // read) fails ESTALE: never another file's content under this inode's size and pages.
+        state.expectId = entry?.fileId ?? 0;
         const attr = writable ? undefined : this.caches.cachedAttr(path);
         if (attr) state.reads.sizeHint = attr.sz;
         if (!writable) void this.prefetch.opened(path);
         if (attr?.k === NodeKind.FILE) state.content = await this.prefetched(path, attr);
-        if (!state.content && (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr))) await this.handles.nodeHandle(state);
-        if (entry && entry.fileId !== 0 && state.openedId !== 0 && state.openedId !== entry.fileId) {
-          // The node opened another file than the one this inode stands for (the name was
-          // replaced and this mount had not heard yet): the kernel looks the name up again, on the node.
-          void this.handles.closeNode(state).catch(() => undefined);
-          if (entry.parent) this.inodes.remove(entry.parent.ino, entry.name);
-          this.caches.forget(path);
-          throw new FsError(Errno.ESTALE);
+        if (!state.content && (!attr || attr.k !== NodeKind.FILE || this.caches.proofOf(path) !== openProof(attr))) {
+          try {
+            await this.handles.nodeHandle(state);
+          } catch (e) {
+            if (e instanceof FsError && e.errno === Errno.ESTALE) {
+              // The name was replaced and this mount had not heard yet: the kernel looks it up again.
+              if (entry?.parent) this.inodes.remove(entry.parent.ino, entry.name);
+              this.caches.forget(path);
+            }
+            throw e;
+          }
         }
         const fh = this.handles.add(state);
         if (writable) {
@@ -420,7 +428,10 @@ export class FuseOperations implements Operations {
         const fh = this.handles.add(state);
         this.caches.entryChanged(path);
         this.caches.remember(path, attr);
-        return { entry: this.entry(parent, name, path, attr), open: { fh, keepCache: true } };
+        const entry = this.entry(parent, name, path, attr);
+        state.ino = entry.ino;
+        state.expectId = attr.id;
+        return { entry, open: { fh, keepCache: true } };
       },
       (reply) => {
         this.inodes.forget(reply.entry.ino, 1);

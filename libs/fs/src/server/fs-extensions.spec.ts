@@ -14,7 +14,7 @@ import { FsMetrics } from './fs-metrics';
 import { FsNodeOptions } from './fs-options';
 import { FsSession, FsSessionService } from './fs-session';
 import { FsService } from './fs.service';
-import { PrefetchDto } from './fs.dto';
+import { AckDto, PrefetchDto } from './fs.dto';
 import { InvalidationService } from './invalidation.service';
 import { LocalDirBackend } from './local/local-dir.backend';
 import { NodeTable } from './node-table';
@@ -285,5 +285,83 @@ describe('prefetch', () => {
     );
     expect(failure({ names: [], max_file: -1 })).toBe('max_file must not be negative');
     expect(failure({})).toMatch(/names/);
+  });
+});
+
+describe('inval_ack', () => {
+  /** A second session on node `n` that records its pushes; granted `features`. */
+  function watcher(n: Node, features: string[]): { session: FsSession; pushes: Array<{ type: string; payload: { seq?: number } }> } {
+    const pushes: Array<{ type: string; payload: { seq?: number } }> = [];
+    const granted = n.service.hello({ ...HELLO, features }).caps.features;
+    const session = n.sessions.open('w', false, (type, payload) => pushes.push({ type, payload: payload as { seq?: number } }), granted);
+    return { session, pushes };
+  }
+
+  /** Settles `p` within `ms` or says it is still pending. */
+  async function settledWithin(p: Promise<unknown>, ms: number): Promise<boolean> {
+    let done = false;
+    void p.then(() => (done = true));
+    await new Promise((r) => setTimeout(r, ms));
+    return done;
+  }
+
+  it('holds a mutation until every other session that was pushed to acknowledged, and not for the mutator itself', async () => {
+    const n = await startNode();
+    const mutator = n.sessions.open('m', false, () => undefined, n.service.hello({ ...HELLO, features: ['inval_ack'] }).caps.features);
+    expect(mutator.acks).toBe(true);
+    const w = watcher(n, ['inval_ack']);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    const file = (await n.service.lookup(w.session, dir, 'f03.txt')).attr.id;
+    await n.service.lookup(mutator, dir, 'f03.txt');
+    const truncate = n.service.setattr(mutator, file, { mt: 1_000_000_000 });
+    expect(await settledWithin(truncate, 100)).toBe(false);
+    const seqs = w.pushes.map((p) => p.payload.seq);
+    expect(seqs.length).toBeGreaterThan(0);
+    expect(seqs).toEqual(seqs.map((_, i) => i + 1));
+    w.session.acked(seqs[seqs.length - 1]!);
+    expect(await settledWithin(truncate, 50)).toBe(true);
+    // Only the mutator saw the node: nothing to wait for.
+    const own = (await n.service.lookup(mutator, dir, 'f04.txt')).attr.id;
+    expect(await settledWithin(n.service.setattr(mutator, own, { mt: 2_000_000_000 }), 50)).toBe(true);
+  });
+
+  it('stops waiting for a session that misses the deadline until it has caught up; no seq without the extension', async () => {
+    const n = await startNode();
+    const mutator = n.sessions.open('m', false, () => undefined, n.service.hello({ ...HELLO, features: ['inval_ack'] }).caps.features);
+    const silent = watcher(n, ['inval_ack']);
+    const plain = watcher(n, []);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    const file = (await n.service.lookup(silent.session, dir, 'f05.txt')).attr.id;
+    await n.service.lookup(plain.session, dir, 'f05.txt');
+    const t0 = Date.now();
+    await n.service.setattr(mutator, file, { mt: 3_000_000_000 });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(900);
+    expect(silent.session.lagging).toBe(true);
+    expect(plain.pushes.length).toBeGreaterThan(0);
+    expect(plain.pushes.every((p) => p.payload.seq === undefined)).toBe(true);
+    // Lagging: the next mutation does not wait for it.
+    expect(await settledWithin(n.service.setattr(mutator, file, { mt: 4_000_000_000 }), 100)).toBe(true);
+    // Caught up: waited for again.
+    silent.session.acked(silent.session.pushSeq);
+    expect(silent.session.lagging).toBe(false);
+    const again = n.service.setattr(mutator, file, { mt: 5_000_000_000 });
+    expect(await settledWithin(again, 100)).toBe(false);
+    silent.session.acked(silent.session.pushSeq);
+    expect(await settledWithin(again, 50)).toBe(true);
+  });
+
+  it('wakes the waiting mutations when the session ends, and refuses an ack payload that is not a count', async () => {
+    const n = await startNode();
+    const mutator = n.sessions.open('m', false, () => undefined, ['inval_ack']);
+    const w = watcher(n, ['inval_ack']);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    const file = (await n.service.lookup(w.session, dir, 'f06.txt')).attr.id;
+    const p = n.service.setattr(mutator, file, { mt: 6_000_000_000 });
+    expect(await settledWithin(p, 50)).toBe(false);
+    await n.sessions.close(w.session);
+    expect(await settledWithin(p, 50)).toBe(true);
+    expect(() => validatePayload(AckDto, { seq: -1 })).toThrow(ProtocolError);
+    expect(() => validatePayload(AckDto, { seq: 'x' })).toThrow(ProtocolError);
+    expect(() => validatePayload(AckDto, {})).toThrow(ProtocolError);
   });
 });

@@ -4,7 +4,7 @@
  * and which extensions it was granted, and its directory listings in progress (readdirp paging).
  */
 import { Injectable, Logger } from '@nestjs/common';
-import { Errno, FsError } from '@svc/protocol';
+import { Errno, FsError, INVAL_ACK_WAIT_MS } from '@svc/protocol';
 import type { FsOpenFile } from './fs-backend';
 import type { FsNode } from './node-table';
 
@@ -69,6 +69,75 @@ export class FsSession {
     return handle;
   }
 
+  // ---- acknowledged pushes (the `inval_ack` extension) ----
+
+  /** True when the session acknowledges its invalidation pushes (`inval_ack` granted). */
+  get acks(): boolean {
+    return this.features.has('inval_ack');
+  }
+
+  /** Number of the last push sent (`seq`), and the highest the peer acknowledged. */
+  pushSeq = 0;
+  ackedSeq = 0;
+  /** The peer missed an ack deadline and has not caught up since: mutations do not wait for it. */
+  lagging = false;
+  private readonly ackWaiters: Array<{ seq: number; done: () => void }> = [];
+
+  /** The `seq` for the next invalidation push. */
+  nextPushSeq(): number {
+    return ++this.pushSeq;
+  }
+
+  /**
+   * The peer acknowledged every push up to `seq` (`t_fs_ack`); a `seq` above the last push sent
+   * is taken as the last push sent. Wakes the mutations waiting for it.
+   */
+  acked(seq: number): void {
+    const upTo = Math.min(seq, this.pushSeq);
+    if (upTo <= this.ackedSeq) return;
+    this.ackedSeq = upTo;
+    if (this.ackedSeq === this.pushSeq) this.lagging = false;
+    for (let i = this.ackWaiters.length - 1; i >= 0; i--) {
+      const w = this.ackWaiters[i];
+      if (w.seq <= upTo) {
+        this.ackWaiters.splice(i, 1);
+        w.done();
+      }
+    }
+  }
+
+  /**
+   * Resolves once the peer has acknowledged every push sent to it so far, at once when there is
+   * nothing to wait for (no `inval_ack`, nothing unacknowledged, lagging or closed), or after
+   * `timeoutMs`, which marks the session lagging. Never rejects.
+   */
+  pushesAcked(timeoutMs = INVAL_ACK_WAIT_MS): Promise<void> {
+    const seq = this.pushSeq;
+    if (!this.acks || this.closed || this.lagging || this.ackedSeq >= seq) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        const i = this.ackWaiters.indexOf(waiter);
+        if (i >= 0) this.ackWaiters.splice(i, 1);
+        if (this.ackedSeq < seq) this.lagging = true;
+        resolve();
+      }, timeoutMs);
+      timer.unref();
+      const waiter = {
+        seq,
+        done: () => {
+          clearTimeout(timer);
+          resolve();
+        },
+      };
+      this.ackWaiters.push(waiter);
+    });
+  }
+
+  /** Wakes every mutation waiting for this session's acks (it ended). */
+  endAckWaits(): void {
+    for (const w of this.ackWaiters.splice(0)) w.done();
+  }
+
   /** Remembers a directory listing for paging (bounded). */
   keepListing(dirId: number, names: string[]): void {
     this.listings.delete(dirId);
@@ -97,6 +166,7 @@ export class FsSessionService {
   async close(session: FsSession): Promise<void> {
     if (session.closed) return;
     session.closed = true;
+    session.endAckWaits();
     this.sessions.delete(session);
     const handles = [...session.handles.values()];
     session.handles.clear();

@@ -31,6 +31,12 @@ function Str(field: string): PropertyDecorator {
   return IsString({ message: `${field} must be a string` });
 }
 
+/** `ack` `{seq}`: the last invalidation push applied (the `inval_ack` extension). */
+export class AckDto implements FsPayload<'ack'> {
+  @UInt('seq', Number.MAX_SAFE_INTEGER)
+  seq: number;
+}
+
 /** `lookup`, `unlink`, `rmdir` `{name}`. */
 export class NameDto implements FsPayload<'lookup'>, FsPayload<'unlink'>, FsPayload<'rmdir'> {
   @Str('name')

@@ -34,7 +34,21 @@ import { Ctx, EnvelopeExceptionFilter, Frame, Payload, RequestContext, Session, 
 import { attachFsSession, fsSessionOf } from './fs-endpoint.profile';
 import { FsSession, FsSessionService } from './fs-session';
 import { FsService } from './fs.service';
-import { CreateDto, MkdirDto, NameDto, OpenDto, PrefetchDto, ReaddirpDto, ReadDto, RenameDto, SetattrDto, SymlinkDto, TruncateDto, WriteDto } from './fs.dto';
+import {
+  AckDto,
+  CreateDto,
+  MkdirDto,
+  NameDto,
+  OpenDto,
+  PrefetchDto,
+  ReaddirpDto,
+  ReadDto,
+  RenameDto,
+  SetattrDto,
+  SymlinkDto,
+  TruncateDto,
+  WriteDto,
+} from './fs.dto';
 
 /**
  * A root field `node` or `h` (docs/protocol.md "Envelope and errors"), falling back to the payload.
@@ -228,6 +242,24 @@ export class FsGateway {
     return undefined;
   }
 
+  /**
+   * `acheron.t_fs_ack` (the `inval_ack` extension): the client applied every invalidation push
+   * up to `seq`; mutations of other sessions waiting for that go on.
+   * @throws ProtocolError `unknown_type` when the session was not granted `inval_ack`
+   */
+  @FsHandler('ack')
+  ack(@Session() session: WsSession, @Payload() body: AckDto): FsReply<'ack'> {
+    const fs = fsOf(session);
+    if (!fs.acks) {
+      throw new ProtocolError(
+        'unknown_type',
+        'unknown message type "acheron.t_fs_ack" (the inval_ack extension was not granted: ask for it in acheron.t_fs_hello features)',
+      );
+    }
+    fs.acked(body.seq);
+    return {};
+  }
+
   /** `acheron.t_fs_create` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.create}. */
   @FsHandler('create')
   create(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: CreateDto) {
@@ -312,8 +344,8 @@ export class FsGateway {
 
   /** `acheron.t_fs_unlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.unlink}. */
   @FsHandler('unlink')
-  unlink(@Frame() frame: FrameT, @Payload() body: NameDto) {
-    return this.fs.unlink(rootId(frame, 'node'), body.name);
+  unlink(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: NameDto) {
+    return this.fs.unlink(fsOf(session), rootId(frame, 'node'), body.name);
   }
 
   /** `acheron.t_fs_mkdir` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.mkdir}. */
@@ -324,14 +356,14 @@ export class FsGateway {
 
   /** `acheron.t_fs_rmdir` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.rmdir}. */
   @FsHandler('rmdir')
-  rmdir(@Frame() frame: FrameT, @Payload() body: NameDto) {
-    return this.fs.rmdir(rootId(frame, 'node'), body.name);
+  rmdir(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: NameDto) {
+    return this.fs.rmdir(fsOf(session), rootId(frame, 'node'), body.name);
   }
 
   /** `acheron.t_fs_rename` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.rename}. */
   @FsHandler('rename')
-  rename(@Payload() body: RenameDto) {
-    return this.fs.rename(body.old_parent, body.old_name, body.new_parent, body.new_name);
+  rename(@Session() session: WsSession, @Payload() body: RenameDto) {
+    return this.fs.rename(fsOf(session), body.old_parent, body.old_name, body.new_parent, body.new_name);
   }
 
   /** `acheron.t_fs_symlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.symlink}. */

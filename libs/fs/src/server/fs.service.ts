@@ -245,7 +245,7 @@ export class FsService implements OnModuleDestroy {
     const c: FsAttrChanges = { mode: changes.mode, uid: changes.uid, gid: changes.gid, size: changes.sz, atimeNs: changes.at, mtimeNs: changes.mt };
     const st = await exp.backend.setattr(node.path(), c);
     this.inval.nodeChanged(node, c.size !== undefined ? 'data' : 'attr');
-    this.inval.flushNow();
+    await this.inval.flushNow(session);
     return { attr: this.attr(session, node, st) };
   }
 
@@ -493,7 +493,7 @@ export class FsService implements OnModuleDestroy {
     if (created) this.entriesChanged(dir);
     else if (f & OpenFlags.O_TRUNC) this.inval.nodeChanged(child, 'data');
     await this.inval.watchDir(dir);
-    this.inval.flushNow();
+    await this.inval.flushNow(session);
     return { attr, h };
   }
 
@@ -532,7 +532,7 @@ export class FsService implements OnModuleDestroy {
   /** `fsync` `h` -> `{}`. @throws FsError EBADF */
   async fsync(session: FsSession, h: number): Promise<FsReply<'fsync'>> {
     await session.handle(h).file.sync();
-    this.inval.flushNow();
+    await this.inval.flushNow(session);
     return {};
   }
 
@@ -541,31 +541,31 @@ export class FsService implements OnModuleDestroy {
     const handle = session.handle(h);
     session.handles.delete(h);
     await handle.file.close();
-    this.inval.flushNow();
+    await this.inval.flushNow(session);
     return {};
   }
 
   /** `unlink` `node`=dir `{name}` -> `{}` (a directory: EISDIR). @throws FsError EROFS on a read-only export */
-  async unlink(dirId: number, name: string): Promise<FsReply<'unlink'>> {
+  async unlink(session: FsSession, dirId: number, name: string): Promise<FsReply<'unlink'>> {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     await exp.backend.unlink(dir.path(), name);
     this.removed(this.table.peek(dir, name));
     this.entriesChanged(dir);
-    this.inval.flushNow();
+    await this.inval.flushNow(session);
     return {};
   }
 
   /** `rmdir` `node`=dir `{name}` -> `{}` (ENOTDIR, ENOTEMPTY). @throws FsError EROFS on a read-only export */
-  async rmdir(dirId: number, name: string): Promise<FsReply<'rmdir'>> {
+  async rmdir(session: FsSession, dirId: number, name: string): Promise<FsReply<'rmdir'>> {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     await exp.backend.rmdir(dir.path(), name);
     this.removed(this.table.peek(dir, name));
     this.entriesChanged(dir);
-    this.inval.flushNow();
+    await this.inval.flushNow(session);
     return {};
   }
 
@@ -577,7 +577,7 @@ export class FsService implements OnModuleDestroy {
     const st = await exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE);
     const attr = this.attr(session, this.table.child(dir, name), st);
     this.entriesChanged(dir);
-    this.inval.flushNow();
+    await this.inval.flushNow(session);
     return { attr };
   }
 
@@ -595,7 +595,7 @@ export class FsService implements OnModuleDestroy {
     const st = await exp.backend.symlink(dir.path(), name, target);
     const attr = this.attr(session, this.table.child(dir, name), st);
     this.entriesChanged(dir);
-    this.inval.flushNow();
+    await this.inval.flushNow(session);
     return { attr };
   }
 
@@ -611,7 +611,7 @@ export class FsService implements OnModuleDestroy {
    * and so does everything below a moved directory; a replaced destination is forgotten.
    * @throws FsError EXDEV (the two directories are in different exports), EROFS, EINVAL
    */
-  async rename(oldParentId: number, oldName: string, newParentId: number, newName: string): Promise<FsReply<'rename'>> {
+  async rename(session: FsSession, oldParentId: number, oldName: string, newParentId: number, newName: string): Promise<FsReply<'rename'>> {
     validateName(oldName, 'old_name');
     validateName(newName, 'new_name');
     const { dir: from, exp } = this.dir(oldParentId);
@@ -630,7 +630,7 @@ export class FsService implements OnModuleDestroy {
     }
     this.entriesChanged(from);
     if (to !== from) this.entriesChanged(to);
-    this.inval.flushNow();
+    await this.inval.flushNow(session);
     return {};
   }
 

@@ -19,7 +19,7 @@ import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { FS_INVAL_DIR_EVENT, FS_INVAL_EVENT, InvalDirEvent, InvalEvent } from '@svc/protocol';
 import type { FsWatchEvent } from './fs-backend';
 import { ExportRegistry } from './export-registry';
-import { FsSessionService } from './fs-session';
+import { FsSession, FsSessionService } from './fs-session';
 import { FsNode, NodeTable } from './node-table';
 
 /** How long raw watch events are gathered before the changed entries are stat'ed, ms. */
@@ -133,16 +133,26 @@ export class InvalidationService implements OnModuleDestroy {
   // ---- pushes ---------------------------------------------------------------------------
 
   /**
-   * Sends every queued push now instead of at the end of the coalescing window. Called before
-   * the reply to a mutation that is a commit point for other clients (close, fsync, rename,
-   * create, ...): the pushes leave on the other sessions' sockets before the mutating client
-   * hears that its operation returned, so an open on another mount that follows the close is
-   * not answered from what that mount cached before.
+   * Sends every queued push now instead of at the end of the coalescing window, and resolves
+   * once every other session has acknowledged every push sent to it so far (sessions granted
+   * `inval_ack`; see {@link FsSession.pushesAcked} for the deadline). Awaited before the reply
+   * to a mutation that is a commit point for other clients (close, fsync, rename, create, ...):
+   * the mutating client hears that its operation returned only after the other clients have
+   * dropped what they cached of what it changed, so an open on another mount that follows the
+   * close is never answered from that mount's old caches. Never rejects.
+   * @param mutator the session whose mutation this is (not waited for: it knows its own changes)
    */
-  flushNow(): void {
-    if (!this.flushTimer) return;
-    clearTimeout(this.flushTimer);
-    this.flush();
+  flushNow(mutator?: FsSession): Promise<void> {
+    if (this.flushTimer) {
+      clearTimeout(this.flushTimer);
+      this.flush();
+    }
+    let waits: Promise<void>[] | null = null;
+    for (const session of this.sessions.all()) {
+      if (session === mutator || !session.acks || session.ackedSeq >= session.pushSeq) continue;
+      (waits ??= []).push(session.pushesAcked());
+    }
+    return waits ? Promise.all(waits).then(() => undefined) : Promise.resolve();
   }
 
   private scheduleFlush(): void {
@@ -160,11 +170,18 @@ export class InvalidationService implements OnModuleDestroy {
     this.pendingDirs = new Map();
     this.pendingForgotten = [];
     for (const session of this.sessions.all()) {
+      const acks = session.acks;
       for (const [id, { what, gen }] of nodes) {
-        if (session.seen.has(id)) session.push(FS_INVAL_EVENT, { node: id, what, gen } satisfies InvalEvent);
+        if (!session.seen.has(id)) continue;
+        const ev: InvalEvent = { node: id, what, gen };
+        if (acks) ev.seq = session.nextPushSeq();
+        session.push(FS_INVAL_EVENT, ev);
       }
       for (const [id, dirGen] of dirs) {
-        if (session.seen.has(id)) session.push(FS_INVAL_DIR_EVENT, { dir: id, dir_gen: dirGen } satisfies InvalDirEvent);
+        if (!session.seen.has(id)) continue;
+        const ev: InvalDirEvent = { dir: id, dir_gen: dirGen };
+        if (acks) ev.seq = session.nextPushSeq();
+        session.push(FS_INVAL_DIR_EVENT, ev);
       }
       for (const id of forgotten) session.seen.delete(id);
     }
