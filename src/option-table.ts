@@ -155,7 +155,8 @@ export const SERVER_OPTIONS = {
   fsClientFeatures: {
     env: 'SVC_FS_CLIENT_FEATURES',
     default: 'all',
-    description: 'FS extensions the runtime namespace asks nodes for: comma-separated names (`open_read`, `prefetch`, `dir_estale`, `inval_ack`), `all` or `none`',
+    description:
+      'FS extensions the runtime namespace asks nodes for: comma-separated names (`open_read`, `prefetch`, `dir_estale`, `inval_ack`), `all` or `none`',
   },
   auditRetentionDays: {
     env: 'SVC_AUDIT_RETENTION_DAYS',
