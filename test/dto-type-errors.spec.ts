@@ -47,6 +47,7 @@ const VALID: Record<string, unknown> = {
   mounts: [{ mount_path: '/work', node_name: 'node one', export_name: 'work' }],
   prune: true,
   activate: true,
+  seq: 1,
   dry_run: false,
   since_ms: 0,
   until_ms: 1_700_000_000_000,

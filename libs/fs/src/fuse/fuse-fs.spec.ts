@@ -52,13 +52,14 @@ class FakeRouter extends EventEmitter {
     this.calls.readdirAll++;
     return [...this.files.entries()].filter(([p]) => p.startsWith(`${dir}/`)).map(([p, f]) => ({ name: p.slice(dir.length + 1), attr: f.attr }));
   }
-  async open(path: string): Promise<{ fh: number }> {
+  async open(path: string): Promise<{ fh: number; id: number }> {
     this.calls.open++;
-    if (!this.files.has(path)) throw new FsError(Errno.ENOENT);
+    const f = this.files.get(path);
+    if (!f) throw new FsError(Errno.ENOENT);
     const fh = this.nextFh++;
-    this.handles.set(fh, this.files.get(path)!);
+    this.handles.set(fh, f);
     this.paths.set(fh, path);
-    return { fh };
+    return { fh, id: f.attr.id };
   }
   async create(path: string, _mode: number, flags: number): Promise<{ fh: number; attr: Attr }> {
     this.creates.push(flags);
@@ -293,6 +294,45 @@ describe('FuseFs caches', () => {
     router.emit('inval_dir', { paths: ['/w'] });
     expect(await ls()).toEqual(['a', 'b', 'c']);
     expect(router.calls.readdirAll).toBe(2);
+  });
+});
+
+describe('FuseFs inode identity', () => {
+  const c = () => new RequestContext(1000, 0, 0, 0, 0);
+
+  it('gives a name that now stands for another file a new inode; the old one answers fstat while open (no link left), else ESTALE', async () => {
+    const { router, fs, ops } = setup();
+    router.add('/w/f', Buffer.from('one'));
+    const w = (await ops.lookup(ROOT_INO, 'w', c())).ino;
+    const old = await ops.lookup(w, 'f', c());
+    const { fh } = await ops.open(old.ino, OpenFlags.O_RDONLY, c());
+    // Replaced by a rename on the node: another node id under the same name.
+    router.files.set('/w/f', { data: Buffer.from('two!'), attr: attr(99, 4) });
+    router.emit('inval', { paths: ['/w/f'], what: 'all' });
+    const fresh = await ops.lookup(w, 'f', c());
+    expect(fresh.ino).not.toBe(old.ino);
+    expect(fresh.attr.size).toBe(4);
+    const fstat = await ops.getattr(old.ino, undefined, c());
+    expect(fstat.attr.size).toBe(3);
+    expect(fstat.attr.nlink).toBe(0);
+    await ops.release(old.ino, fh, {}, c());
+    await expect(ops.getattr(old.ino, undefined, c())).rejects.toMatchObject({ errno: Errno.ESTALE });
+    expect(fs.inodes.pathOf(fresh.ino)).toBe('/w/f');
+  });
+
+  it('keeps the inode of a mount path answered as a synthetic directory (id 0) while its node is away', async () => {
+    const { router, ops } = setup();
+    router.add('/w/f', Buffer.from('one'));
+    const w = await ops.lookup(ROOT_INO, 'w', c());
+    const f = await ops.lookup(w.ino, 'f', c());
+    const real = router.getattr.bind(router);
+    router.getattr = async (path: string) => (path === '/w' ? attr(0, 0, 1, 2) : real(path));
+    router.emit('inval', { paths: ['/w'], what: 'all' });
+    expect((await ops.lookup(ROOT_INO, 'w', c())).ino).toBe(w.ino);
+    router.getattr = real;
+    router.emit('inval', { paths: ['/w'], what: 'all' });
+    expect((await ops.lookup(ROOT_INO, 'w', c())).ino).toBe(w.ino);
+    expect((await ops.getattr(f.ino, undefined, c())).attr.size).toBe(3);
   });
 });
 

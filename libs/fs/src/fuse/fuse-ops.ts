@@ -89,8 +89,8 @@ export class FuseOperations implements Operations {
   private readonly ttl: number;
   private readonly readOnly: boolean;
   private readonly kernelSettled: (ino: number) => Promise<void> | undefined;
-  /** The attributes the kernel was last given for each inode it holds (fstat of a file whose name moved on). */
-  private readonly lastAttr = new Map<number, Attr>();
+  /** The attributes the kernel was last given for each inode it holds, with its path then (fstat of a file whose name moved on). */
+  private readonly lastAttr = new Map<number, { attr: Attr; path: string }>();
   /** The listing each directory inode is being read from (readdir continues from an offset in it). */
   private readonly dirListings = new Map<number, Listing>();
 
@@ -114,12 +114,36 @@ export class FuseOperations implements Operations {
 
   /**
    * The workspace path of inode `ino`.
-   * @throws FsError ENOENT when the kernel names an inode that was removed (or it forgot)
+   * @throws FsError ESTALE when the kernel names an inode that no longer has a name here (its
+   *   name was removed or now stands for another file): a path-based call then looks the path
+   *   up again
    */
   private pathOf(ino: number): string {
     const p = this.inodes.pathOf(ino);
-    if (p === null) throw new FsError(Errno.ENOENT);
+    if (p === null) throw new FsError(Errno.ESTALE);
     return p;
+  }
+
+  /**
+   * True when `attr` may be another file than the one inode entry `e` stands for: another kind,
+   * or another node id (id 0, a mount path answered as a synthetic directory while its node is
+   * away, says nothing of identity).
+   */
+  private otherFile(e: InodeEntry, attr: Attr): boolean {
+    if (e.type !== 0 && e.type !== (attr.m & FileType.S_IFMT)) return true;
+    return e.fileId !== 0 && attr.id !== 0 && e.fileId !== attr.id;
+  }
+
+  /**
+   * The attributes of inode `ino` whose name is gone or now another file: while a file handle is
+   * open on it (fstat of an open file after an unlink or a rename over it, as on a local disk),
+   * those it last had, with no link left.
+   * @throws FsError ESTALE otherwise
+   */
+  private detachedAttr(ino: number, fh: number | undefined): AttrReply {
+    const last = this.lastAttr.get(ino);
+    if (last && (fh !== undefined || this.handles.openOn(ino))) return this.kernelAttr(last.path, { ...last.attr, n: 0 });
+    throw new FsError(Errno.ESTALE);
   }
 
   /** The workspace path of `name` in directory inode `parent`. */
@@ -138,13 +162,12 @@ export class FuseOperations implements Operations {
    * another file (another node id: replaced by a rename) or of another type.
    */
   private entry(parent: number, name: string, path: string, attr: Attr): Entry {
-    const type = attr.m & FileType.S_IFMT;
     const known = this.inodes.child(parent, name);
-    if (known && ((known.type !== 0 && known.type !== type) || (known.fileId !== 0 && known.fileId !== attr.id))) this.inodes.remove(parent, name);
+    if (known && this.otherFile(known, attr)) this.inodes.remove(parent, name);
     const e: InodeEntry = this.inodes.lookup(parent, name);
-    e.type = type;
-    e.fileId = attr.id;
-    this.lastAttr.set(e.ino, attr);
+    e.type = attr.m & FileType.S_IFMT;
+    if (attr.id !== 0) e.fileId = attr.id;
+    this.lastAttr.set(e.ino, { attr, path });
     return { ino: e.ino, ...this.kernelAttr(path, attr), entryTimeout: this.ttl };
   }
 
@@ -155,7 +178,7 @@ export class FuseOperations implements Operations {
    * kernel look it up again (path-based calls retry on ESTALE).
    */
   private replaced(e: InodeEntry, attr: Attr): boolean {
-    const other = (e.type !== 0 && e.type !== (attr.m & FileType.S_IFMT)) || (e.fileId !== 0 && e.fileId !== attr.id);
+    const other = this.otherFile(e, attr);
     if (other && e.parent) this.inodes.remove(e.parent.ino, e.name);
     return other;
   }
@@ -220,19 +243,14 @@ export class FuseOperations implements Operations {
   // Written data still in the write-behind buffer must count in the size a reader sees.
   getattr(ino: number, fh: number | undefined, ctx: RequestContext): Promise<AttrReply> {
     return this.poller.run('getattr', ctx.id, async () => {
-      const path = this.pathOf(ino);
+      const path = this.inodes.pathOf(ino);
+      if (path === null) return this.detachedAttr(ino, fh);
       await this.kernelSettled(ino);
       await this.flushPath(path);
       const attr = await this.caches.attrOf(path);
       const e = this.inodes.get(ino);
-      if (e && this.replaced(e, attr)) {
-        // A file still open here whose name is now another file (fstat after a rename over it,
-        // as on a local disk): its attributes as last known, with no link left.
-        const last = this.lastAttr.get(ino);
-        if (last && (fh !== undefined || this.handles.openOn(ino))) return this.kernelAttr(path, { ...last, n: 0 });
-        throw new FsError(Errno.ESTALE);
-      }
-      this.lastAttr.set(ino, attr);
+      if (e && this.replaced(e, attr)) return this.detachedAttr(ino, fh);
+      this.lastAttr.set(ino, { attr, path });
       return this.kernelAttr(path, attr);
     });
   }

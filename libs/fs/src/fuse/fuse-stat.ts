@@ -17,7 +17,7 @@ export function toKernelAttr(a: Attr, ino: number): KernelAttr {
   return {
     ino,
     mode: a.m,
-    nlink: a.n || 1,
+    nlink: Number.isInteger(a.n) && a.n >= 0 ? a.n : 1,
     uid: a.u,
     gid: a.g,
     size: a.sz,
