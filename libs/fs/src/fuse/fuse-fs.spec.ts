@@ -311,7 +311,7 @@ describe('FuseFs inode identity', () => {
     router.emit('inval', { paths: ['/w/f'], what: 'all' });
     const fresh = await ops.lookup(w, 'f', c());
     expect(fresh.ino).not.toBe(old.ino);
-    expect(fresh.attr.size).toBe(4);
+    expect(fresh.attr?.size).toBe(4);
     const fstat = await ops.getattr(old.ino, undefined, c());
     expect(fstat.attr.size).toBe(3);
     expect(fstat.attr.nlink).toBe(0);
