@@ -5,7 +5,8 @@
  * - a file changed, truncated, replaced by rename or deleted on the node's disk, a file created
  *   there and a directory's new entry are seen through both mounts within 1 s; a change made
  *   through one mount is seen through the other within 1 s;
- * - a `stat` the kernel has cached never reaches the mount process;
+ * - a `stat` the kernel has cached never reaches the mount process, nor does a read-only open of
+ *   a file whose content the mount knows to be current (the binding answers it) until it changes;
  * - lookup counts: after `find` over 100,000 files and a drop of the kernel's caches the mount's
  *   inode table shrinks back (the kernel's forgets are honoured), its RSS bounded;
  * - an open interrupted by a signal while the node hangs is answered EINTR at once, and the
@@ -107,6 +108,21 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     [m1, m2] = await Promise.all([startMount(node.url), startMount(node.url)]);
   }, 60_000);
 
+  /**
+   * Runs `touch` until the mount answers no request in the 300 ms after it: the node's pushes of
+   * the earlier changes have all arrived and been acted on (they drop what the kernel held).
+   */
+  async function quiet(m: Mount, touch: () => void): Promise<void> {
+    let last = -1;
+    for (let tries = 0; tries < 20; tries++) {
+      touch();
+      const count = await metric(m, 'svc_fuse_requests_total');
+      if (count === last) return;
+      last = count;
+      await sleep(300);
+    }
+  }
+
   /** Reads through both mounts, so the kernel of each holds the file, its attributes and pages. */
   function warm(name: string): void {
     for (const m of [m1, m2]) {
@@ -172,18 +188,31 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     // The pushes of the earlier cases' changes (which drop what the kernel holds of the root
     // directory) have all arrived once the mount has had no request for 300 ms after a stat.
     warm('f.txt');
-    let last = -1;
-    for (let tries = 0; tries < 20; tries++) {
-      // Reading pages from the mount makes the kernel ask for the access time once more.
-      statSync(join(m1.dir, 'f.txt'));
-      const count = await metric(m1, 'svc_fuse_requests_total');
-      if (count === last) break;
-      last = count;
-      await sleep(300);
-    }
+    // Reading pages from the mount makes the kernel ask for the access time once more.
+    await quiet(m1, () => statSync(join(m1.dir, 'f.txt')));
     const before = await metric(m1, 'svc_fuse_requests_total');
     execFileSync('python3', ['-c', 'import os,sys\nfor _ in range(2000): os.stat(sys.argv[1])', join(m1.dir, 'f.txt')]);
     expect((await metric(m1, 'svc_fuse_requests_total')) - before).toBe(0);
+  });
+
+  it('answers a warm read-only open in the binding, never reaching the mount process, until the file changes', async () => {
+    const opens = async (m: Mount) => Number(/svc_fuse_requests_total\{op="open"\} (\d+)/.exec(await (await fetch(m.metricsUrl)).text())?.[1] ?? 0);
+    writeFileSync(join(work, 'g.txt'), 'first\n');
+    await within(1000, 'g.txt', () => read(join(m1.dir, 'g.txt')) === 'first\n');
+    // Read once more through an open of this process: its release lets the binding answer the next
+    // ones; the node's later pushes for the write (its watch reports it in several events) come first.
+    await quiet(m1, () => expect(read(join(m1.dir, 'g.txt'))).toBe('first\n'));
+    const [open0, fast0] = [await opens(m1), await metric(m1, 'svc_fuse_fast_opens_total')];
+    for (let i = 0; i < 200; i++) expect(read(join(m1.dir, 'g.txt'))).toBe('first\n');
+    expect((await opens(m1)) - open0).toBe(0);
+    expect((await metric(m1, 'svc_fuse_fast_opens_total')) - fast0).toBeGreaterThanOrEqual(200);
+    // Changed on the node's disk: the push turns it off, and the next opens read the new content.
+    writeFileSync(join(work, 'g.txt'), 'second, longer\n');
+    await within(1000, 'changed on the node', () => read(join(m1.dir, 'g.txt')) === 'second, longer\n');
+    expect(read(join(m1.dir, 'g.txt'))).toBe('second, longer\n');
+    // Written through the other mount: its close returns once this mount applied the push.
+    writeFileSync(join(m2.dir, 'g.txt'), 'third\n');
+    expect(read(join(m1.dir, 'g.txt'))).toBe('third\n');
   });
 });
 

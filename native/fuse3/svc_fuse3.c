@@ -18,6 +18,11 @@
  *    can wait inside the kernel for locks held by requests in progress, or for write-back,
  *    which need the loop thread and JS to go on answering: on the JS thread it could deadlock.
  *
+ * Read-only opens of the inodes JS lists (fastOpen) are answered on the loop thread, with the
+ * file handle FAST_FH, the kernel's cache kept and no flush; their release and flush too. JS
+ * decides which inodes (those whose content it knows to be current) and takes each off before
+ * it acts on a change of it; reads through FAST_FH go to JS like any other.
+ *
  * A request is a slot (index and generation, one number for JS): replying takes the slot under
  * the session lock, so a request is answered once; a second reply, or one after the session
  * ended, returns false and sends nothing.
@@ -151,7 +156,16 @@ typedef struct sess {
   uint32_t nslots, free_head, live;
   job_t *jobs, *jobs_tail;
   uint32_t next_job;
+  /* Inodes whose read-only opens are answered here: a bit per inode number (under lock). */
+  uint8_t *fast_bits;
+  size_t fast_bytes;
+  uint64_t fast_opens, fast_releases; /* under lock */
 } sess_t;
+
+/* The file handle of the opens answered here (above every handle JS gives out, below 2^53). */
+#define FAST_FH ((uint64_t) 1 << 32)
+/* The largest inode number fastOpen takes (a bit per inode: 16 MiB of bits at most). */
+#define FAST_MAX_INO ((uint64_t) 1 << 27)
 
 typedef struct msg {
   int kind, op;
@@ -174,6 +188,32 @@ typedef struct msg {
   const char *text;
   char extra[];
 } msg_t;
+
+/* ---- inodes opened here (under s->lock) ------------------------------------------------- */
+
+static int fast_has(sess_t *s, uint64_t ino) {
+  size_t byte = (size_t) (ino >> 3);
+  return byte < s->fast_bytes && (s->fast_bits[byte] >> (ino & 7)) & 1;
+}
+
+/* Sets or clears the bit of `ino`; 0 when it could not be set (no memory, too large). */
+static int fast_set(sess_t *s, uint64_t ino, int on) {
+  size_t byte = (size_t) (ino >> 3);
+  if (byte >= s->fast_bytes) {
+    if (!on) return 1;
+    if (ino > FAST_MAX_INO) return 0;
+    size_t n = s->fast_bytes ? s->fast_bytes : 4096;
+    while (n <= byte) n *= 2;
+    uint8_t *bits = realloc(s->fast_bits, n);
+    if (!bits) return 0;
+    memset(bits + s->fast_bytes, 0, n - s->fast_bytes);
+    s->fast_bits = bits;
+    s->fast_bytes = n;
+  }
+  if (on) s->fast_bits[byte] |= (uint8_t) (1u << (ino & 7));
+  else s->fast_bits[byte] &= (uint8_t) ~(1u << (ino & 7));
+  return 1;
+}
 
 /* ---- slots (under s->lock) --------------------------------------------------------------- */
 
@@ -543,7 +583,25 @@ static void ll_open_common(fuse_req_t req, int op, fuse_ino_t ino, struct fuse_f
   req_post(req, m);
 }
 
+/* A read-only open of an inode JS listed is answered here (see the top of this file). */
+static int open_here(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if ((fi->flags & (O_ACCMODE | O_TRUNC | O_APPEND | O_CREAT | O_DIRECT)) != O_RDONLY) return 0;
+  sess_t *s = fuse_req_userdata(req);
+  pthread_mutex_lock(&s->lock);
+  int here = s->state == ST_RUNNING && fast_has(s, ino);
+  if (here) s->fast_opens++;
+  pthread_mutex_unlock(&s->lock);
+  if (!here) return 0;
+  fi->fh = FAST_FH;
+  fi->keep_cache = 1;
+  fi->noflush = 1;
+  fi->direct_io = 0;
+  fuse_reply_open(req, fi);
+  return 1;
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if (open_here(req, ino, fi)) return;
   ll_open_common(req, OP_OPEN, ino, fi);
 }
 
@@ -585,6 +643,10 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 }
 
 static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if (fi->fh == FAST_FH) {
+    fuse_reply_err(req, 0);
+    return;
+  }
   msg_t *m = req_begin(req, OP_FLUSH, 0, 0);
   if (!m) return;
   m->ino = ino;
@@ -594,6 +656,14 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
 }
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if (fi->fh == FAST_FH) {
+    sess_t *s = fuse_req_userdata(req);
+    pthread_mutex_lock(&s->lock);
+    s->fast_releases++;
+    pthread_mutex_unlock(&s->lock);
+    fuse_reply_err(req, 0);
+    return;
+  }
   msg_t *m = req_begin(req, OP_RELEASE, 0, 0);
   if (!m) return;
   m->ino = ino;
@@ -1105,6 +1175,7 @@ static void sess_free(sess_t *s) {
     j = next;
   }
   free(s->slots);
+  free(s->fast_bits);
   free(s->mountpoint);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
@@ -2072,6 +2143,42 @@ static napi_value js_notify(napi_env env, napi_callback_info info) {
   return num(env, id);
 }
 
+/* fastOpen(handle, ino, on): read-only opens of `ino` are answered here (on) or go to JS (off);
+   ino 0 with off: every inode goes to JS. Returns false when `ino` could not be listed. */
+static napi_value js_fast_open(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  if (!get_args(env, info, 3, argv)) return NULL;
+  sess_t *s = get_sess(env, argv[0]);
+  if (!s) return NULL;
+  uint64_t ino;
+  if (get_u64v(env, argv[1], &ino) != 1) return throw_type(env, "ino must be a non-negative integer");
+  bool on = false;
+  if (napi_get_value_bool(env, argv[2], &on) != napi_ok) return throw_type(env, "on must be a boolean");
+  pthread_mutex_lock(&s->lock);
+  int ok = 1;
+  if (ino == 0 && !on) {
+    if (s->fast_bits) memset(s->fast_bits, 0, s->fast_bytes);
+  } else if (ino != 0) ok = fast_set(s, ino, on);
+  pthread_mutex_unlock(&s->lock);
+  return boolean(env, ok);
+}
+
+/* fastOpenStats(handle): {opens, releases} answered here so far. */
+static napi_value js_fast_open_stats(napi_env env, napi_callback_info info) {
+  napi_value argv[1];
+  if (!get_args(env, info, 1, argv)) return NULL;
+  sess_t *s = get_sess(env, argv[0]);
+  if (!s) return NULL;
+  pthread_mutex_lock(&s->lock);
+  uint64_t opens = s->fast_opens, releases = s->fast_releases;
+  pthread_mutex_unlock(&s->lock);
+  napi_value o;
+  napi_create_object(env, &o);
+  set(env, o, "opens", num(env, (double) opens));
+  set(env, o, "releases", num(env, (double) releases));
+  return o;
+}
+
 /* unmount(handle, polite): polite: a regular unmount from the notify thread first (the kernel
    writes back dirty pages through the session), then the end; else the end at once (lazy
    unmount). The session ends with a MSG_END message either way. */
@@ -2268,6 +2375,8 @@ static napi_value init_module(napi_env env, napi_value exports) {
   export_fn(env, exports, "unmount", js_unmount);
   export_fn(env, exports, "closeSync", js_close_sync);
   export_fn(env, exports, "notify", js_notify);
+  export_fn(env, exports, "fastOpen", js_fast_open);
+  export_fn(env, exports, "fastOpenStats", js_fast_open_stats);
   export_reply(env, exports, "replyErr", js_reply_err);
   export_reply(env, exports, "replyEntry", js_reply_entry);
   export_reply(env, exports, "replyCreate", js_reply_create);
@@ -2296,6 +2405,7 @@ static napi_value init_module(napi_env env, napi_value exports) {
 #undef CAP
   napi_set_named_property(env, exports, "caps", caps);
   set(env, exports, "libfuseVersion", num(env, fuse_version()));
+  set(env, exports, "fastFh", num(env, (double) FAST_FH));
   set(env, exports, "parallelDirectWrites", boolean(env, FUSE_VERSION >= FUSE_MAKE_VERSION(3, 15)));
   return exports;
 }

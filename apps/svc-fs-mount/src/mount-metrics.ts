@@ -47,6 +47,15 @@ export function mountRegistry(fs: Pick<FuseFs, 'stats'>): Registry {
     },
   });
   new Counter({
+    name: 'svc_fuse_fast_opens_total',
+    help: 'Read-only opens answered by the libfuse binding without a request reaching the mount process (files whose content the mount knows to be current)',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(fs.stats().fastOpens);
+    },
+  });
+  new Counter({
     name: 'svc_fuse_invalidations_total',
     help: 'Kernel cache invalidations sent: inode (attributes and pages) or entry (a name)',
     labelNames: ['kind'],

@@ -154,6 +154,14 @@ export interface Fuse3Binding {
   closeSync(handle: NativeHandle): void;
   /** Queues a notification; its job id (a NotifyDone message follows), or 0 when the session is not running. */
   notify(handle: NativeHandle, kind: NotifyKind, ino: number, offsetOrChild: number, length: number, name?: string): number;
+  /**
+   * Read-only opens of inode `ino` are answered by the binding (`on`), with file handle
+   * {@link fastFh}, or go to JS again (off); ino 0 with off: every inode. False when `ino`
+   * could not be listed (out of memory, or above 2^27).
+   */
+  fastOpen(handle: NativeHandle, ino: number, on: boolean): boolean;
+  /** The opens and releases the binding answered itself so far. */
+  fastOpenStats(handle: NativeHandle): { opens: number; releases: number };
   /** errno 0 answers success to the operations that return nothing. */
   replyErr(handle: NativeHandle, id: number, errno: number): boolean;
   replyEntry(handle: NativeHandle, id: number, entry: Entry): boolean;
@@ -180,7 +188,12 @@ export interface Fuse3Binding {
   readonly libfuseVersion: number;
   /** Whether {@link OpenReply.parallelDirectWrites} reaches the kernel (libfuse 3.15 or later). */
   readonly parallelDirectWrites: boolean;
+  /** The file handle of the opens the binding answers itself ({@link fastOpen}): 2^32. */
+  readonly fastFh: number;
 }
+
+/** The file handle of the read-only opens the binding answers itself ({@link Fuse3Binding.fastOpen}). */
+export const FAST_FH = 2 ** 32;
 
 let loaded: Fuse3Binding | null = null;
 let loadError: Error | null = null;
@@ -211,7 +224,7 @@ export function loadFuse3Binding(): Fuse3Binding {
       throw new Error(`the libfuse 3 binding ${file} cannot be loaded (${(e as Error).message}): ${advice}`);
     }
     const b = mod.exports as Fuse3Binding;
-    if (b.ops.length !== OP_NAMES.length || b.ops.some((n, i) => n !== OP_NAMES[i])) {
+    if (b.ops.length !== OP_NAMES.length || b.ops.some((n, i) => n !== OP_NAMES[i]) || typeof b.fastOpen !== 'function' || b.fastFh !== FAST_FH) {
       throw new Error(`the libfuse 3 binding ${file} is out of date (its operations differ): ${advice}`);
     }
     loaded = b;

@@ -8,5 +8,5 @@
 export * from './types';
 export * from './operations';
 export * from './session';
-export { DEBIAN_PACKAGES, fuse3Unavailable, loadFuse3Binding } from './binding';
+export { DEBIAN_PACKAGES, FAST_FH, fuse3Unavailable, loadFuse3Binding } from './binding';
 export type { Fuse3Binding } from './binding';

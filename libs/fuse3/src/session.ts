@@ -279,6 +279,36 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
   }
 
   /**
+   * Lets the binding answer read-only opens of inode `ino` itself (`on`: no request reaches JS
+   * for them, their release and flush neither), or stops it (`on` false). Such opens carry file
+   * handle {@link FuseSession.fastFh}, keep the kernel's page cache and need no flush; reads
+   * through them come to {@link Operations.read} like any other. The caller turns it off before
+   * it acts on a change of the inode (an invalidation, a write, a removal). Takes effect for the
+   * opens the kernel sends after the call.
+   * @returns false when the inode could not be listed (opens then keep coming to JS)
+   */
+  fastOpen(ino: number, on: boolean): boolean {
+    if (this.state === 'ended') return false;
+    return this.binding.fastOpen(this.handle, ino, on);
+  }
+
+  /** Turns {@link fastOpen} off for every inode. */
+  fastOpenNone(): void {
+    if (this.state !== 'ended') this.binding.fastOpen(this.handle, 0, false);
+  }
+
+  /** The opens and releases the binding answered itself ({@link fastOpen}) so far. */
+  fastOpenStats(): { opens: number; releases: number } {
+    if (this.state === 'ended') return { opens: 0, releases: 0 };
+    return this.binding.fastOpenStats(this.handle);
+  }
+
+  /** The file handle of the opens the binding answers itself ({@link fastOpen}). */
+  get fastFh(): number {
+    return this.binding.fastFh;
+  }
+
+  /**
    * Tells the kernel to drop the cached entry `name` in directory `parent` (and the directory's
    * attributes). Waits in the kernel while a request on that directory is in progress (run off
    * the event loop, so that request can be answered meanwhile).

@@ -35,7 +35,7 @@
  * `./fuse-stat` (attributes and errno for the kernel), `./fuse-inodes` (stable `st_ino`).
  */
 import { availableParallelism } from 'node:os';
-import { FuseSession, MountOptions, mount as fuseMount } from '@svc/fuse3';
+import { FAST_FH, FuseSession, MountOptions, mount as fuseMount } from '@svc/fuse3';
 import { BINARY_HEADER_ROOM } from '@svc/protocol/wire';
 import { BufferPool } from '../buffer-pool';
 import type { DirInval, FailoverEvent, PathInval, TopologyChange, UnavailableEvent, WorkspaceRouter } from '../router/workspace-router';
@@ -83,6 +83,12 @@ export interface FuseFsOptions {
   prefetch?: PrefetchOptions;
   /** Listing-ahead tuning ({@link ListAhead}). */
   listAhead?: ListAheadOptions;
+  /**
+   * Read-only opens of a file whose content this mount knows to be current are answered by the
+   * libfuse binding, without a request reaching this process (default true); see
+   * {@link FuseOperations} `allowFast`.
+   */
+  fastOpen?: boolean;
 }
 
 /** Mount options of {@link FuseFs.mount}. */
@@ -103,6 +109,8 @@ export interface FuseFsStats {
   requests: ReadonlyMap<string, number>;
   /** Kernel invalidations sent: of inodes (attributes, pages) and of entries (names). */
   invalidations: { inode: number; entry: number };
+  /** Read-only opens the binding answered without this process, since the mount. */
+  fastOpens: number;
 }
 
 /** Libfuse operations over a WorkspaceRouter, with kernel caches kept coherent; see the module documentation. */
@@ -119,6 +127,8 @@ export class FuseFs {
   private readonly invalidations = { inode: 0, entry: 0 };
   /** Kernel invalidations in progress, by inode. */
   private readonly invalPending = new Map<number, Promise<void>>();
+  /** Inodes whose read-only opens the binding answers. */
+  private readonly fastAllowed = new Set<number>();
 
   constructor(
     private readonly router: WorkspaceRouter,
@@ -148,6 +158,16 @@ export class FuseFs {
       kernelTtlS: kernelTtl / 1000,
       kernelSettled: (ino) => this.kernelSettled(ino),
       readOnly: this.readOnly,
+      fastOpens: {
+        fh: FAST_FH,
+        allow: (ino) => {
+          if (options.fastOpen === false || !this.session || this.fastAllowed.has(ino)) return;
+          if (this.session.fastOpen(ino, true)) this.fastAllowed.add(ino);
+        },
+        deny: (ino) => {
+          if (this.fastAllowed.delete(ino)) this.session?.fastOpen(ino, false);
+        },
+      },
     });
     router.on('inval', (e: PathInval) => {
       for (const p of e.paths) {
@@ -237,6 +257,7 @@ export class FuseFs {
       pendingRequests: this.poller.pending,
       requests: this.poller.answered,
       invalidations: { ...this.invalidations },
+      fastOpens: this.session?.fastOpenStats().opens ?? 0,
     };
   }
 
@@ -261,6 +282,7 @@ export class FuseFs {
   }
 
   private invalInode(e: InodeEntry): void {
+    this.operations.denyFast(e.ino);
     if (!this.session) return;
     this.invalidations.inode++;
     this.track(e.ino, this.session.notifyInvalInode(e.ino, 0, 0));

@@ -33,6 +33,8 @@ export class OpenState {
   expectId = 0;
   /** The kernel inode the handle was opened on (0: not known). */
   ino = 0;
+  /** Reads in progress. */
+  busy = 0;
 
   /**
    * @param path workspace path; follows renames

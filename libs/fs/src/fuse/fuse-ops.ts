@@ -50,6 +50,20 @@ function direntBytes(head: number, name: string): number {
   return (head + Buffer.byteLength(name) + 7) & ~7;
 }
 
+/**
+ * Read-only opens the binding answers without asking the operations ({@link FuseSession.fastOpen}):
+ * `fh` is the file handle such opens carry; `allow` lets the opens of an inode be answered so,
+ * `deny` stops it (before anything acts on a change of the inode).
+ */
+export interface FastOpens {
+  readonly fh: number;
+  allow(ino: number): void;
+  deny(ino: number): void;
+}
+
+/** Most inodes opened by the binding whose reads this mount serves at once (each may hold a node handle). */
+export const MAX_FAST_STATES = 32;
+
 /** The parts {@link FuseOperations} works with. */
 export interface FuseOperationsParts {
   router: WorkspaceRouter;
@@ -72,6 +86,8 @@ export interface FuseOperationsParts {
   kernelSettled?: (ino: number) => Promise<void> | undefined;
   /** Refuse every mutation with EROFS. */
   readOnly: boolean;
+  /** Read-only opens the binding answers itself (default: none). */
+  fastOpens?: FastOpens;
 }
 
 /** The FUSE operations of one mount (an {@link Operations} object for `mount` of @svc/fuse3). */
@@ -93,6 +109,9 @@ export class FuseOperations implements Operations {
   private readonly lastAttr = new Map<number, { attr: Attr; path: string }>();
   /** The listing each directory inode is being read from (readdir continues from an offset in it). */
   private readonly dirListings = new Map<number, Listing>();
+  private readonly fast: FastOpens;
+  /** The reads of the opens the binding answered, by inode, least recently used first. */
+  private readonly fastStates = new Map<number, OpenState>();
 
   constructor(parts: FuseOperationsParts) {
     this.router = parts.router;
@@ -108,6 +127,7 @@ export class FuseOperations implements Operations {
     this.ttl = parts.kernelTtlS;
     this.kernelSettled = parts.kernelSettled ?? (() => undefined);
     this.readOnly = parts.readOnly;
+    this.fast = parts.fastOpens ?? { fh: -1, allow: () => undefined, deny: () => undefined };
   }
 
   // ---- helpers ----
@@ -163,11 +183,11 @@ export class FuseOperations implements Operations {
    */
   private entry(parent: number, name: string, path: string, attr: Attr): Entry {
     const known = this.inodes.child(parent, name);
-    if (known && this.otherFile(known, attr)) this.inodes.remove(parent, name);
+    if (known && this.otherFile(known, attr)) this.detach(parent, name);
     const e: InodeEntry = this.inodes.lookup(parent, name);
     e.type = attr.m & FileType.S_IFMT;
     if (attr.id !== 0) e.fileId = attr.id;
-    this.lastAttr.set(e.ino, { attr, path });
+    this.sawAttr(e.ino, path, attr);
     return { ino: e.ino, ...this.kernelAttr(path, attr), entryTimeout: this.ttl };
   }
 
@@ -179,8 +199,82 @@ export class FuseOperations implements Operations {
    */
   private replaced(e: InodeEntry, attr: Attr): boolean {
     const other = this.otherFile(e, attr);
-    if (other && e.parent) this.inodes.remove(e.parent.ino, e.name);
+    if (other && e.parent) this.detach(e.parent.ino, e.name);
     return other;
+  }
+
+  /**
+   * Opens of inode `ino` go through the operations again (its content or name is about to
+   * change, or changed elsewhere), and the reads of the binding's opens of it start anew.
+   */
+  denyFast(ino: number): void {
+    this.fast.deny(ino);
+    const s = this.fastStates.get(ino);
+    if (s) {
+      this.fastStates.delete(ino);
+      void this.handles.closeNode(s).catch(() => undefined);
+    }
+  }
+
+  /** Removes the name `name` of directory `parent` from the inode table (its inode, if any, loses it). */
+  private detach(parent: number, name: string): void {
+    const e = this.inodes.child(parent, name);
+    if (e) this.denyFast(e.ino);
+    this.inodes.remove(parent, name);
+  }
+
+  /**
+   * After the release of read-only handle `s`: lets the binding answer the next read-only opens
+   * of its inode when this mount knows the file's content to be current (it opened the file on
+   * the node, or read it whole, with the attributes it has now, the inode still stands for that
+   * file, and no handle of this mount writes it). The kernel keeps its pages; the node's pushes
+   * and this mount's own changes turn it off again ({@link denyFast}).
+   */
+  private allowFast(s: OpenState): void {
+    if (s.writable || s.ino === 0 || s.expectId === 0) return;
+    const e = this.inodes.get(s.ino);
+    if (!e || e.fileId !== s.expectId || this.inodes.pathOf(s.ino) !== s.path) return;
+    const attr = this.caches.cachedAttr(s.path);
+    if (!attr || attr.k !== NodeKind.FILE || attr.id !== e.fileId || this.caches.proofOf(s.path) !== openProof(attr)) return;
+    for (const other of this.handles.ofPath(s.path)) if (other.writable) return;
+    this.fast.allow(s.ino);
+  }
+
+  /** The open state serving reads of the binding's opens of inode `ino`. @throws FsError ESTALE */
+  private fastState(ino: number): OpenState {
+    let s = this.fastStates.get(ino);
+    if (s) {
+      this.fastStates.delete(ino);
+      this.fastStates.set(ino, s);
+      return s;
+    }
+    const path = this.pathOf(ino);
+    s = this.handles.state(path, false, OpenFlags.O_RDONLY);
+    s.ino = ino;
+    s.expectId = this.inodes.get(ino)?.fileId ?? 0;
+    const attr = this.caches.cachedAttr(path);
+    if (attr) s.reads.sizeHint = attr.sz;
+    this.fastStates.set(ino, s);
+    if (this.fastStates.size > MAX_FAST_STATES) {
+      // The least recently used that no read is using.
+      for (const [other, old] of this.fastStates) {
+        if (old.busy > 0) continue;
+        this.fastStates.delete(other);
+        void this.handles.closeNode(old).catch(() => undefined);
+        break;
+      }
+    }
+    return s;
+  }
+
+  /**
+   * Records the attributes the kernel is given for inode `ino`; when the file's identity, size
+   * or times moved since, the binding's opens of it stop (what this mount read of it may be old).
+   */
+  private sawAttr(ino: number, path: string, attr: Attr): void {
+    const last = this.lastAttr.get(ino)?.attr;
+    if (last && (last.id !== attr.id || last.sz !== attr.sz || last.mt !== attr.mt || last.ct !== attr.ct)) this.denyFast(ino);
+    this.lastAttr.set(ino, { attr, path });
   }
 
   /** @throws FsError EROFS on a read-only mount */
@@ -234,6 +328,7 @@ export class FuseOperations implements Operations {
     for (const f of forgets) {
       this.inodes.forget(f.ino, f.nlookup);
       if (!this.inodes.get(f.ino)) {
+        this.denyFast(f.ino);
         this.dirListings.delete(f.ino);
         this.lastAttr.delete(f.ino);
       }
@@ -250,7 +345,7 @@ export class FuseOperations implements Operations {
       const attr = await this.caches.attrOf(path);
       const e = this.inodes.get(ino);
       if (e && this.replaced(e, attr)) return this.detachedAttr(ino, fh);
-      this.lastAttr.set(ino, { attr, path });
+      this.sawAttr(ino, path, attr);
       return this.kernelAttr(path, attr);
     });
   }
@@ -259,6 +354,7 @@ export class FuseOperations implements Operations {
     return this.poller.run('setattr', ctx.id, async () => {
       const path = this.pathOf(ino);
       this.refuseWrite();
+      this.denyFast(ino);
       await this.flushPath(path);
       let attr: Attr | undefined;
       if (toSet & SETATTR.SIZE) {
@@ -314,7 +410,7 @@ export class FuseOperations implements Operations {
       await this.router.unlink(path);
       this.caches.entryChanged(path);
       this.caches.markMissing(path);
-      this.inodes.remove(parent, name);
+      this.detach(parent, name);
     });
   }
 
@@ -325,7 +421,7 @@ export class FuseOperations implements Operations {
       await this.router.rmdir(path);
       this.caches.forgetTree(path);
       this.caches.entryChanged(path);
-      this.inodes.remove(parent, name);
+      this.detach(parent, name);
     });
   }
 
@@ -341,6 +437,13 @@ export class FuseOperations implements Operations {
           (e: unknown) => (e instanceof FsError && e.errno === Errno.ENOENT ? false : Promise.reject(e)),
         );
         if (exists) throw new FsError(Errno.EEXIST);
+      }
+      for (const [dir, n] of [
+        [parent, name],
+        [newParent, newName],
+      ] as const) {
+        const e = this.inodes.child(dir, n);
+        if (e) this.denyFast(e.ino);
       }
       await Promise.all([this.flushPath(src), this.flushPath(dest)]);
       await this.handles.pinOpenHandles(dest);
@@ -373,7 +476,10 @@ export class FuseOperations implements Operations {
         // What the kernel holds of the file (size, pages) must be dropped before it uses it again.
         await this.kernelSettled(ino);
         const writable = (flags & OpenFlags.O_ACCMODE) !== OpenFlags.O_RDONLY || (flags & OpenFlags.O_TRUNC) !== 0;
-        if (writable) this.refuseWrite();
+        if (writable) {
+          this.refuseWrite();
+          this.denyFast(ino);
+        }
         // One order per file: what this mount wrote through other handles reaches the node before
         // the open reads anything (open_read, prefetched content) or truncates.
         await this.flushPath(path);
@@ -438,6 +544,8 @@ export class FuseOperations implements Operations {
       async () => {
         const path = this.childPath(parent, name);
         this.refuseWrite();
+        const known = this.inodes.child(parent, name);
+        if (known) this.denyFast(known.ino);
         const open = flags & CREATE_FLAGS;
         if (open & OpenFlags.O_TRUNC) await this.flushPath(path);
         const { fh: routerFh, attr } = await this.router.create(path, mode & 0o7777, open | OpenFlags.O_CREAT);
@@ -464,23 +572,40 @@ export class FuseOperations implements Operations {
    * node if that was deferred). The first read of a read-only handle tells the prefetch policy.
    * @returns the bytes (fewer than `size` only at the end of the file)
    */
-  read(_ino: number, fh: number, offset: number, size: number, ctx: RequestContext): Promise<Buffer> {
+  read(ino: number, fh: number, offset: number, size: number, ctx: RequestContext): Promise<Buffer> {
     return this.poller.run('read', ctx.id, async () => {
-      const state = this.state(fh);
-      if (!state.readStarted) {
-        state.readStarted = true;
-        // The policy plans after this read is answered.
-        if (!state.writable) void this.prefetch.onRead(state.path);
+      const state = fh === this.fast.fh ? this.fastState(ino) : this.state(fh);
+      state.busy++;
+      try {
+        return await this.readFrom(state, ino, fh, offset, size);
+      } finally {
+        state.busy--;
       }
-      if (state.content) return state.content.subarray(Math.min(offset, state.content.length), Math.min(state.content.length, offset + size));
-      // One order per file: the writes of every handle of this file reach the node first.
-      await this.flushPath(state.path);
-      if (state.writes.error) await this.writes.flush(state.writes);
-      const routerFh = state.fh ?? (await this.handles.nodeHandle(state));
-      const buf = Buffer.allocUnsafe(size);
-      const n = await this.reads.read(state.reads, routerFh, buf, size, offset);
-      return buf.subarray(0, n);
     });
+  }
+
+  /** {@link read} from open state `state`. */
+  private async readFrom(state: OpenState, ino: number, fh: number, offset: number, size: number): Promise<Buffer> {
+    if (!state.readStarted) {
+      state.readStarted = true;
+      // The policy plans after this read is answered.
+      if (!state.writable) void this.prefetch.onRead(state.path);
+    }
+    if (state.content) return state.content.subarray(Math.min(offset, state.content.length), Math.min(state.content.length, offset + size));
+    // One order per file: the writes of every handle of this file reach the node first.
+    await this.flushPath(state.path);
+    if (state.writes.error) await this.writes.flush(state.writes);
+    let routerFh: number;
+    try {
+      routerFh = state.fh ?? (await this.handles.nodeHandle(state));
+    } catch (e) {
+      // The binding's opens of a file that is gone or replaced: they go through open again.
+      if (fh === this.fast.fh) this.denyFast(ino);
+      throw e;
+    }
+    const buf = Buffer.allocUnsafe(size);
+    const n = await this.reads.read(state.reads, routerFh, buf, size, offset);
+    return buf.subarray(0, n);
   }
 
   /**
@@ -492,6 +617,7 @@ export class FuseOperations implements Operations {
     return this.poller.run('write', ctx.id, async () => {
       this.refuseWrite();
       const state = this.state(fh);
+      if (state.ino !== 0) this.denyFast(state.ino);
       const e = state.writes.takeError();
       // eslint-disable-next-line @typescript-eslint/only-throw-error -- rethrows what a background write threw, as it was
       if (e) throw e;
@@ -506,6 +632,7 @@ export class FuseOperations implements Operations {
 
   flush(_ino: number, fh: number, _lockOwner: bigint, ctx: RequestContext): Promise<void> {
     return this.poller.run('flush', ctx.id, async () => {
+      if (fh === this.fast.fh) return;
       const s = this.handles.get(fh);
       if (s?.writes.dirty || s?.writes.error) await this.writes.flush(s.writes);
     });
@@ -513,6 +640,8 @@ export class FuseOperations implements Operations {
 
   fsync(_ino: number, fh: number, _datasync: boolean, ctx: RequestContext): Promise<void> {
     return this.poller.run('fsync', ctx.id, async () => {
+      // Opened read-only by the binding: nothing of this mount to sync.
+      if (fh === this.fast.fh) return;
       const s = this.state(fh);
       // fsync(2) is of the file, whatever handle wrote: every handle's pending writes first.
       await this.flushPath(s.path);
@@ -533,6 +662,7 @@ export class FuseOperations implements Operations {
         this.handles.delete(fh);
         await this.handles.closeNode(s);
         if (s.writable) this.caches.forget(s.path);
+        else this.allowFast(s);
       }
     });
   }

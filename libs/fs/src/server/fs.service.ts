@@ -305,7 +305,10 @@ export class FsService implements OnModuleDestroy {
       await file.close().catch(() => undefined);
       throw e;
     }
-    if (flags & OpenFlags.O_TRUNC) this.inval.nodeChanged(node, 'data');
+    if (flags & OpenFlags.O_TRUNC) {
+      this.inval.nodeChanged(node, 'data');
+      await this.inval.changedBy(node, session);
+    }
     return { h, caps: { rd: file.readable, wr: file.writable }, gen: node.gen };
   }
 
@@ -333,8 +336,11 @@ export class FsService implements OnModuleDestroy {
     const exp = this.registry.of(node);
     if (wantsWrite(flags)) this.writable(exp);
     const { file, stat } = await exp.backend.open(node.path(), flags & ~(OpenFlags.O_CREAT | OpenFlags.O_EXCL));
-    const done = (reply: OpenReadReply, data: Buffer) => {
-      if (flags & OpenFlags.O_TRUNC) this.inval.nodeChanged(node, 'data');
+    const done = async (reply: OpenReadReply, data: Buffer) => {
+      if (flags & OpenFlags.O_TRUNC) {
+        this.inval.nodeChanged(node, 'data');
+        await this.inval.changedBy(node, session);
+      }
       return { reply, data };
     };
     try {
@@ -525,7 +531,10 @@ export class FsService implements OnModuleDestroy {
     if (!handle.file.writable) throw new FsError(Errno.EBADF, `handle ${h} is not open for writing`);
     const n = await handle.file.write(data, off);
     this.metrics.bytesWritten.inc(n);
-    if (handle.node.live) this.inval.nodeChanged(handle.node, 'data');
+    if (handle.node.live) {
+      this.inval.nodeChanged(handle.node, 'data');
+      await this.inval.changedBy(handle.node, session);
+    }
     return { n };
   }
 

@@ -155,6 +155,21 @@ export class InvalidationService implements OnModuleDestroy {
     return waits ? Promise.all(waits).then(() => undefined) : Promise.resolve();
   }
 
+  /**
+   * After a change of `node` made through `mutator` that is not itself a commit point (a write,
+   * an open with O_TRUNC): when another session that acknowledges pushes was given the node, the
+   * queued pushes go now and this resolves once they are acknowledged ({@link flushNow}), so the
+   * writer's close(2), whose flush waits for its writes, returns only after those sessions
+   * dropped what they cached of the file. Otherwise the pushes keep their coalescing window and
+   * this resolves at once. Never rejects.
+   */
+  changedBy(node: FsNode, mutator: FsSession): Promise<void> {
+    for (const session of this.sessions.all()) {
+      if (session !== mutator && session.acks && !session.lagging && session.seen.has(node.id)) return this.flushNow(mutator);
+    }
+    return Promise.resolve();
+  }
+
   private scheduleFlush(): void {
     if (this.flushTimer || this.stopped) return;
     this.flushTimer = setTimeout(() => this.flush(), FLUSH_WINDOW_MS);
