@@ -91,10 +91,21 @@ export interface FuseFsOptions {
   fastOpen?: boolean;
 }
 
+/**
+ * How long the binding's loop thread goes on reading /dev/fuse after a request before it
+ * sleeps, µs ({@link MountOptions.spinUs}): a caller that waits for each answer (an open in
+ * `grep -R`, answered by the binding itself) sends its next request within that time, and the
+ * wake-up of a sleeping thread costs tens of µs. Measured on 2 cores, warm `grep -R` over
+ * 10,000 files: 0.53 s without, 0.22 s with 20 µs, 0.22 s with 100 µs.
+ */
+export const DEFAULT_LOOP_SPIN_US = 20;
+
 /** Mount options of {@link FuseFs.mount}. */
 export interface FuseMountOptions {
   /** Let other users use the mount (needs user_allow_other in /etc/fuse.conf when not root). */
   allowOther?: boolean;
+  /** µs the binding's loop thread reads on before it sleeps (default {@link DEFAULT_LOOP_SPIN_US}; 0: never). */
+  loopSpinUs?: number;
 }
 
 /** What {@link FuseFs.stats} reports. */
@@ -232,6 +243,7 @@ export class FuseFs {
         // the times it is given (utimensat, futimens) to that, as a local filesystem does to its own.
         timeGran: 1000,
       },
+      spinUs: options.loopSpinUs ?? DEFAULT_LOOP_SPIN_US,
     };
     this.session = await fuseMount(mountpoint, this.operations, opts);
     return this.session;
