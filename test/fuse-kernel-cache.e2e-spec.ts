@@ -195,6 +195,24 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     expect((await metric(m1, 'svc_fuse_requests_total')) - before).toBe(0);
   });
 
+  it('lets the kernel keep a missing name, and drops it when the name appears on the node or through the other mount', async () => {
+    const lookups = async (m: Mount) => Number(/svc_fuse_requests_total\{op="lookup"\} (\d+)/.exec(await (await fetch(m.metricsUrl)).text())?.[1] ?? 0);
+    const missing = join(m1.dir, 'dir', 'later.txt');
+    expect(exists(missing)).toBe(false);
+    await quiet(m1, () => void exists(missing));
+    const before = await lookups(m1);
+    for (let i = 0; i < 500; i++) expect(exists(missing)).toBe(false);
+    expect((await lookups(m1)) - before).toBe(0);
+    // Made on the node's disk: the directory's push drops the kernel's negative entry.
+    writeFileSync(join(work, 'dir', 'later.txt'), 'now\n');
+    await within(1000, 'created on the node', () => exists(missing));
+    // Made through the other mount: its create returns once this mount applied the push.
+    const other = join(m1.dir, 'dir', 'from-2.txt');
+    expect(exists(other)).toBe(false);
+    writeFileSync(join(m2.dir, 'dir', 'from-2.txt'), 'two\n');
+    await within(50, 'created through mount 2', () => exists(other));
+  });
+
   it('answers a warm read-only open in the binding, never reaching the mount process, until the file changes', async () => {
     const opens = async (m: Mount) => Number(/svc_fuse_requests_total\{op="open"\} (\d+)/.exec(await (await fetch(m.metricsUrl)).text())?.[1] ?? 0);
     writeFileSync(join(work, 'g.txt'), 'first\n');

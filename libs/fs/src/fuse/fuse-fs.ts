@@ -295,9 +295,15 @@ export class FuseFs {
 
   private invalInode(e: InodeEntry): void {
     this.operations.denyFast(e.ino);
+    const negatives = this.operations.negatives.take(e.ino);
     if (!this.session) return;
     this.invalidations.inode++;
     this.track(e.ino, this.session.notifyInvalInode(e.ino, 0, 0));
+    // Names the kernel holds as missing in this directory: one of them may exist now.
+    for (const name of negatives) {
+      this.invalidations.entry++;
+      this.track(e.ino, this.session.notifyInvalEntry(e.ino, name));
+    }
   }
 
   private invalEntry(e: InodeEntry): void {

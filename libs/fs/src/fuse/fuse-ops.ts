@@ -30,6 +30,7 @@ import type { FuseInodes } from './fuse-inodes';
 import { FusePoller } from './fuse-poller';
 import { toKernelAttr } from './fuse-stat';
 import { InodeEntry, InodeTable, ROOT_INO } from './inode-table';
+import { NegativeEntries } from './negative-entries';
 import type { ListAhead } from './list-ahead';
 import { PrefetchPolicy } from './prefetch-policy';
 import { ReadAhead } from './read-ahead';
@@ -107,6 +108,8 @@ export class FuseOperations implements Operations {
   private readonly kernelSettled: (ino: number) => Promise<void> | undefined;
   /** The attributes the kernel was last given for each inode it holds, with its path then (fstat of a file whose name moved on). */
   private readonly lastAttr = new Map<number, { attr: Attr; path: string }>();
+  /** Names the kernel holds as not existing, by directory inode. */
+  readonly negatives = new NegativeEntries();
   /** The listing each directory inode is being read from (readdir continues from an offset in it). */
   private readonly dirListings = new Map<number, Listing>();
   private readonly fast: FastOpens;
@@ -182,6 +185,7 @@ export class FuseOperations implements Operations {
    * another file (another node id: replaced by a rename) or of another type.
    */
   private entry(parent: number, name: string, path: string, attr: Attr): Entry {
+    this.negatives.delete(parent, name);
     const known = this.inodes.child(parent, name);
     if (known && this.otherFile(known, attr)) this.detach(parent, name);
     const e: InodeEntry = this.inodes.lookup(parent, name);
@@ -317,10 +321,24 @@ export class FuseOperations implements Operations {
     this.poller.interrupt(ctx.id);
   }
 
+  /**
+   * FUSE lookup. A name that does not exist is answered as a negative entry the kernel keeps
+   * for the entry timeout ({@link negatives}; the pushes for the directory drop it), or ENOENT
+   * when that table is full.
+   */
   lookup(parent: number, name: string, ctx: RequestContext): Promise<Entry> {
     return this.poller.run('lookup', ctx.id, async () => {
       const path = this.childPath(parent, name);
-      return this.entry(parent, name, path, await this.caches.attrOf(path));
+      let attr: Attr;
+      try {
+        attr = await this.caches.attrOf(path);
+      } catch (e) {
+        if (e instanceof FsError && e.errno === Errno.ENOENT && this.inodes.get(parent) && this.negatives.add(parent, name)) {
+          return { ino: 0, entryTimeout: this.ttl, attrTimeout: 0 };
+        }
+        throw e;
+      }
+      return this.entry(parent, name, path, attr);
     });
   }
 
@@ -329,6 +347,7 @@ export class FuseOperations implements Operations {
       this.inodes.forget(f.ino, f.nlookup);
       if (!this.inodes.get(f.ino)) {
         this.denyFast(f.ino);
+        this.negatives.take(f.ino);
         this.dirListings.delete(f.ino);
         this.lastAttr.delete(f.ino);
       }
