@@ -61,9 +61,9 @@ export type FsOp = (typeof FS_OPS)[number];
  *   there and the entry is not; a directory that is gone (an id the node no longer knows, a
  *   path no longer there) is ESTALE (116). A client can then trust a negative lookup under a
  *   cached directory id without asking whether that id is still valid.
- * - `inval_ack`: every `e_fs_inval`/`e_fs_inval_dir` push carries `seq`, counting this
- *   session's pushes from 1, and the client answers `t_fs_ack {seq}` once it has applied every
- *   push up to `seq` to its caches. The node then replies to another session's mutation (close,
+ * - `inval_ack`: an `e_fs_inval`/`e_fs_inval_dir` push sent for another session's commit
+ *   carries `seq` (1, 2, ... per session), and the client answers `t_fs_ack {seq}` once it has
+ *   applied every push up to `seq` to its caches (pushes without `seq` need no ack). The node then replies to another session's mutation (close,
  *   fsync, rename, create, ...) only after each session it pushed to has acknowledged those
  *   pushes, or after {@link INVAL_ACK_WAIT_MS}: what one client made durable is never read
  *   stale from another client's cache at its next open, however the two sockets are scheduled.

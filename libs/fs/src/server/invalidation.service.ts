@@ -142,10 +142,10 @@ export class InvalidationService implements OnModuleDestroy {
    * close is never answered from that mount's old caches. Never rejects.
    * @param mutator the session whose mutation this is (not waited for: it knows its own changes)
    */
-  flushNow(mutator?: FsSession): Promise<void> {
+  flushNow(mutator: FsSession): Promise<void> {
     if (this.flushTimer) {
       clearTimeout(this.flushTimer);
-      this.flush();
+      this.flush(mutator);
     }
     let waits: Promise<void>[] | null = null;
     for (const session of this.sessions.all()) {
@@ -172,11 +172,17 @@ export class InvalidationService implements OnModuleDestroy {
 
   private scheduleFlush(): void {
     if (this.flushTimer || this.stopped) return;
-    this.flushTimer = setTimeout(() => this.flush(), FLUSH_WINDOW_MS);
+    this.flushTimer = setTimeout(() => this.flush(null), FLUSH_WINDOW_MS);
     this.flushTimer.unref();
   }
 
-  private flush(): void {
+  /**
+   * Sends the queued pushes. Those sent for the commit of `mutator` to the other sessions that
+   * acknowledge pushes carry `seq` (the commit waits for their acks); the mutator's own, and all
+   * of a flush at the end of the coalescing window (`mutator` null: nobody waits), carry none
+   * and are not acknowledged.
+   */
+  private flush(mutator: FsSession | null): void {
     this.flushTimer = null;
     const nodes = this.pendingNodes;
     const dirs = this.pendingDirs;
@@ -185,7 +191,7 @@ export class InvalidationService implements OnModuleDestroy {
     this.pendingDirs = new Map();
     this.pendingForgotten = [];
     for (const session of this.sessions.all()) {
-      const acks = session.acks;
+      const acks = session.acks && mutator !== null && session !== mutator;
       for (const [id, { what, gen }] of nodes) {
         if (!session.seen.has(id)) continue;
         const ev: InvalEvent = { node: id, what, gen };
