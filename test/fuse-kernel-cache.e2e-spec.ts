@@ -62,6 +62,17 @@ async function metric(m: Mount, name: string): Promise<number> {
   return sum;
 }
 
+/**
+ * Requests of operation `op` the mount answered so far (`svc_fuse_requests_total{op}`).
+ * @throws Error when the mount reports no such line (a count that cannot be read must not pass as 0)
+ */
+async function requests(m: Mount, op: string): Promise<number> {
+  const text = await (await fetch(m.metricsUrl)).text();
+  const found = new RegExp(`^svc_fuse_requests_total\\{op="${op}"\\} (\\d+)$`, 'm').exec(text);
+  if (!found) throw new Error(`no svc_fuse_requests_total for op ${op} in ${m.metricsUrl}`);
+  return Number(found[1]);
+}
+
 /** Polls `check` (which throws or returns false until it holds) for up to `ms`; returns how long it took, ms. */
 async function within(ms: number, what: string, check: () => boolean | void): Promise<number> {
   const t0 = Date.now();
@@ -196,13 +207,12 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
   });
 
   it('lets the kernel keep a missing name, and drops it when the name appears on the node or through the other mount', async () => {
-    const lookups = async (m: Mount) => Number(/svc_fuse_requests_total\{op="lookup"\} (\d+)/.exec(await (await fetch(m.metricsUrl)).text())?.[1] ?? 0);
     const missing = join(m1.dir, 'dir', 'later.txt');
     expect(exists(missing)).toBe(false);
     await quiet(m1, () => void exists(missing));
-    const before = await lookups(m1);
+    const before = await requests(m1, 'lookup');
     for (let i = 0; i < 500; i++) expect(exists(missing)).toBe(false);
-    expect((await lookups(m1)) - before).toBe(0);
+    expect((await requests(m1, 'lookup')) - before).toBe(0);
     // Made on the node's disk: the directory's push drops the kernel's negative entry.
     writeFileSync(join(work, 'dir', 'later.txt'), 'now\n');
     await within(1000, 'created on the node', () => exists(missing));
@@ -214,15 +224,14 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
   });
 
   it('answers a warm read-only open in the binding, never reaching the mount process, until the file changes', async () => {
-    const opens = async (m: Mount) => Number(/svc_fuse_requests_total\{op="open"\} (\d+)/.exec(await (await fetch(m.metricsUrl)).text())?.[1] ?? 0);
     writeFileSync(join(work, 'g.txt'), 'first\n');
     await within(1000, 'g.txt', () => read(join(m1.dir, 'g.txt')) === 'first\n');
     // Read once more through an open of this process: its release lets the binding answer the next
     // ones; the node's later pushes for the write (its watch reports it in several events) come first.
     await quiet(m1, () => expect(read(join(m1.dir, 'g.txt'))).toBe('first\n'));
-    const [open0, fast0] = [await opens(m1), await metric(m1, 'svc_fuse_fast_opens_total')];
+    const [open0, fast0] = [await requests(m1, 'open'), await metric(m1, 'svc_fuse_fast_opens_total')];
     for (let i = 0; i < 200; i++) expect(read(join(m1.dir, 'g.txt'))).toBe('first\n');
-    expect((await opens(m1)) - open0).toBe(0);
+    expect((await requests(m1, 'open')) - open0).toBe(0);
     expect((await metric(m1, 'svc_fuse_fast_opens_total')) - fast0).toBeGreaterThanOrEqual(200);
     // Changed on the node's disk: the push turns it off, and the next opens read the new content.
     writeFileSync(join(work, 'g.txt'), 'second, longer\n');
