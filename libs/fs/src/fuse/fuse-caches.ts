@@ -82,6 +82,8 @@ export class FuseCaches {
   readonly contents: PrefetchCache;
   /** Listings being read, shared by their callers; `stale` once a forget touched the directory. */
   private readonly listingsInFlight = new Map<string, { p: Promise<Listing>; stale: boolean }>();
+  /** Attribute reads in flight per path; each is marked `stale` by a forget of its path (its answer is then not kept). */
+  private readonly attrsInFlight = new Map<string, Set<{ stale: boolean }>>();
   /** Attribute misses per directory: the distinct names that missed since `since` (ms). */
   private readonly dirMisses = new Map<string, { names: Set<string>; since: number }>();
   /** Directory -> when (ms since the epoch) this mount last added or removed one of its entries. */
@@ -108,6 +110,7 @@ export class FuseCaches {
     this.proofs.clear();
     this.contents.forgetAll();
     for (const l of this.listingsInFlight.values()) l.stale = true;
+    for (const reads of this.attrsInFlight.values()) for (const r of reads) r.stale = true;
   }
 
   /** A listing of `dir` being read is not kept (something in it changed meanwhile). */
@@ -126,6 +129,8 @@ export class FuseCaches {
     this.contents.forget(path);
     this.staleListing(path);
     this.staleListing(parentPath(path));
+    const reads = this.attrsInFlight.get(path);
+    if (reads) for (const r of reads) r.stale = true;
   }
 
   /** Drops everything cached at or below `path` (a renamed or removed directory). */
@@ -138,6 +143,7 @@ export class FuseCaches {
     for (const map of [this.attrs, this.missing, this.dirs, this.proofs] as Array<Map<string, unknown>>) {
       for (const p of map.keys()) if (p.startsWith(prefix)) map.delete(p);
     }
+    for (const [p, reads] of this.attrsInFlight) if (p.startsWith(prefix)) for (const r of reads) r.stale = true;
   }
 
   /** Drops the listing and attributes of `dir` and the negative lookups below it. */
@@ -215,13 +221,22 @@ export class FuseCaches {
         throw new FsError(Errno.ENOENT);
       }
     }
+    // A forget of `path` while its attributes are read (this mount wrote it, a push named it)
+    // means the answer may predate the change: it is returned, not kept.
+    const read = { stale: false };
+    let reads = this.attrsInFlight.get(path);
+    if (!reads) this.attrsInFlight.set(path, (reads = new Set()));
+    reads.add(read);
     try {
       const attr = await this.router.getattr(path);
-      this.remember(path, attr);
+      if (!read.stale) this.remember(path, attr);
       return attr;
     } catch (e) {
-      if (e instanceof FsError && e.errno === Errno.ENOENT) cacheSet(this.missing, path, Date.now() + this.ttl);
+      if (!read.stale && e instanceof FsError && e.errno === Errno.ENOENT) cacheSet(this.missing, path, Date.now() + this.ttl);
       throw e;
+    } finally {
+      reads.delete(read);
+      if (reads.size === 0 && this.attrsInFlight.get(path) === reads) this.attrsInFlight.delete(path);
     }
   }
 

@@ -4,7 +4,7 @@ import { Attr, Errno, FsError, OpenFlags } from '@svc/protocol/wire';
 import { FramedData, framedBytes, isFramedData } from '@svc/client';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseFs } from './fuse-fs';
-import { RequestContext, SETATTR, SetattrValues } from '@svc/fuse3';
+import { AttrReply, DirEntryPlus, Entry, RequestContext, SETATTR, SetattrValues } from '@svc/fuse3';
 import { ROOT_INO } from './inode-table';
 
 const MIB = 1024 * 1024;
@@ -131,6 +131,10 @@ function setup(options: ConstructorParameters<typeof FuseFs>[1] = {}) {
         return (await ops.getattr(ino(path), undefined, c)) as T;
       case 'open':
         return (await ops.open(ino(path), args[0] as number, c)).fh as T;
+      case 'lookup': {
+        const { parent, name } = parentOf(path);
+        return (await ops.lookup(parent, name, c)) as T;
+      }
       case 'create': {
         const { parent, name } = parentOf(path);
         return (await ops.create(parent, name, args[0] as number, args[1] as number, c)).open.fh as T;
@@ -148,6 +152,8 @@ function setup(options: ConstructorParameters<typeof FuseFs>[1] = {}) {
         const to = parentOf(args[0] as string);
         return (await ops.rename(from.parent, from.name, to.parent, to.name, 0, c)) as T;
       }
+      case 'readdirplus':
+        return (await ops.readdirplus(ino(path), 0, 0, 1 << 20, c)) as T;
       case 'readdir': {
         // The names readdirplus lists from offset 0 (past `.` and `..`), as the kernel reads a directory.
         const entries = await ops.readdirplus(ino(path), 0, 0, 1 << 20, c);
@@ -380,6 +386,30 @@ describe('FuseFs one order per file', () => {
     const n = await count('read', '/w/pack', reader, buf, buf.length, 0);
     expect(n).toBe(data.length);
     expect(buf.subarray(0, n).equals(data)).toBe(true);
+  });
+
+  it('a lookup of a file with writes pending answers the size they make, as getattr does; readdirplus leaves the file to a lookup', async () => {
+    const { router, call, count } = setup();
+    const fd = await call<number>('create', '/w/grow', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT);
+    const data = randomBytes(MIB + 1000);
+    for (let pos = 0; pos < data.length; pos += 128 * 1024) {
+      const piece = data.subarray(pos, Math.min(data.length, pos + 128 * 1024));
+      await count('write', '/w/grow', fd, Buffer.from(piece), piece.length, pos);
+    }
+    expect(router.files.get('/w/grow')!.data.length).toBeLessThan(data.length);
+    // The kernel dropped the name (a push): the lookup it sends sets the inode's size.
+    const entry = await call<Entry>('lookup', '/w/grow');
+    expect(entry.attr?.size).toBe(data.length);
+    expect(router.files.get('/w/grow')!.data.length).toBe(data.length);
+    // A listing read while writes are pending: no attributes for the file being written (the
+    // kernel keeps its own size of it, or looks it up).
+    await count('write', '/w/grow', fd, Buffer.from('tail'), 4, data.length);
+    const listed = await call<DirEntryPlus[]>('readdirplus', '/w');
+    const grow = listed.find((e) => e.name === 'grow');
+    expect(grow?.entry).toBeUndefined();
+    expect(grow?.ino).toBeGreaterThan(0);
+    const got = await call<AttrReply>('getattr', '/w/grow');
+    expect(got.attr.size).toBe(data.length + 4);
   });
 
   it('a handle follows a rename of its file: a read of the new name sees its pending writes', async () => {

@@ -292,11 +292,21 @@ export class FuseOperations implements Operations {
    * setattr, fsync, rename or unlink through any handle or path see every earlier write made
    * through this mount. A write's error stays with its handle, for that handle's next write,
    * flush, fsync or release to report (the writer learns of it, not whoever came next).
+   * What is cached of the file's attributes when it had pending writes goes once they are
+   * answered: it may have been read from the node before they landed.
    */
   private async flushPath(path: string): Promise<void> {
     let dirty: OpenState[] | null = null;
     for (const s of this.handles.ofPath(path)) if (s.writes.dirty) (dirty ??= []).push(s);
-    if (dirty) await Promise.all(dirty.map((s) => this.writes.settle(s.writes)));
+    if (!dirty) return;
+    await Promise.all(dirty.map((s) => this.writes.settle(s.writes)));
+    this.caches.forget(path);
+  }
+
+  /** True when this mount has `path` open for writing (the kernel's size of it is then the one to keep). */
+  private writing(path: string): boolean {
+    for (const s of this.handles.ofPath(path)) if (s.writable) return true;
+    return false;
   }
 
   /** The open state of FUSE handle `fh`. @throws FsError EBADF */
@@ -329,6 +339,9 @@ export class FuseOperations implements Operations {
   lookup(parent: number, name: string, ctx: RequestContext): Promise<Entry> {
     return this.poller.run('lookup', ctx.id, async () => {
       const path = this.childPath(parent, name);
+      // The size the kernel is given counts what this mount wrote, as getattr's does: a lookup
+      // of a file being written (its name dropped by a push) would otherwise cut it.
+      await this.flushPath(path);
       let attr: Attr;
       try {
         attr = await this.caches.attrOf(path);
@@ -758,7 +771,10 @@ export class FuseOperations implements Operations {
         if (i < 2) out.push({ name, nextOffset: i + 1, ino: dots[i].ino, mode: FileType.S_IFDIR });
         else {
           const child = joinPath(path, name);
-          out.push({ name, nextOffset: i + 1, entry: this.entry(ino, name, child, listing.attrs[i - 2]) });
+          const a = listing.attrs[i - 2];
+          // A file this mount writes: the listing may predate its writes, so the kernel looks it up.
+          if (this.writing(child)) out.push({ name, nextOffset: i + 1, ino: this.stIno.of(child, a.id), mode: a.m });
+          else out.push({ name, nextOffset: i + 1, entry: this.entry(ino, name, child, a) });
         }
       }
       return out;
