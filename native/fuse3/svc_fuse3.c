@@ -19,9 +19,10 @@
  *    which need the loop thread and JS to go on answering: on the JS thread it could deadlock.
  *
  * Read-only opens of the inodes JS lists (fastOpen) are answered on the loop thread, with the
- * file handle FAST_FH, the kernel's cache kept and no flush; their release and flush too. JS
- * decides which inodes (those whose content it knows to be current) and takes each off before
- * it acts on a change of it; reads through FAST_FH go to JS like any other.
+ * file handle FAST_FH and the kernel's cache kept; their flush and release too, except on the
+ * inodes on which JS holds locks taken through such opens (fastLocks). JS decides which inodes
+ * (those whose content it knows to be current) and takes each off before it acts on a change of
+ * it; reads and lock requests through FAST_FH go to JS like any other.
  *
  * A request is a slot (index and generation, one number for JS): replying takes the slot under
  * the session lock, so a request is answered once; a second reply, or one after the session
@@ -134,6 +135,12 @@ typedef struct conn_cfg {
   int has_max_read, has_max_readahead, has_max_background, has_congestion_threshold, has_time_gran;
 } conn_cfg_t;
 
+/* A bit per inode number, grown on demand. */
+typedef struct {
+  uint8_t *b;
+  size_t n; /* bytes */
+} bits_t;
+
 typedef struct sess {
   pthread_mutex_t lock;
   pthread_cond_t cond; /* the notify thread waits on it */
@@ -156,9 +163,9 @@ typedef struct sess {
   uint32_t nslots, free_head, live;
   job_t *jobs, *jobs_tail;
   uint32_t next_job;
-  /* Inodes whose read-only opens are answered here: a bit per inode number (under lock). */
-  uint8_t *fast_bits;
-  size_t fast_bytes;
+  /* Inodes whose read-only opens are answered here, and inodes on which JS holds locks taken
+     through such opens (their flush and release go to JS): a bit per inode number (under lock). */
+  bits_t fast, locked;
   uint64_t fast_opens, fast_releases; /* under lock */
 } sess_t;
 
@@ -191,28 +198,37 @@ typedef struct msg {
 
 /* ---- inodes opened here (under s->lock) ------------------------------------------------- */
 
-static int fast_has(sess_t *s, uint64_t ino) {
+static int bits_has(const bits_t *bits, uint64_t ino) {
   size_t byte = (size_t) (ino >> 3);
-  return byte < s->fast_bytes && (s->fast_bits[byte] >> (ino & 7)) & 1;
+  return byte < bits->n && (bits->b[byte] >> (ino & 7)) & 1;
 }
 
 /* Sets or clears the bit of `ino`; 0 when it could not be set (no memory, too large). */
-static int fast_set(sess_t *s, uint64_t ino, int on) {
+static int bits_set(bits_t *bits, uint64_t ino, int on) {
   size_t byte = (size_t) (ino >> 3);
-  if (byte >= s->fast_bytes) {
+  if (byte >= bits->n) {
     if (!on) return 1;
     if (ino > FAST_MAX_INO) return 0;
-    size_t n = s->fast_bytes ? s->fast_bytes : 4096;
+    size_t n = bits->n ? bits->n : 4096;
     while (n <= byte) n *= 2;
-    uint8_t *bits = realloc(s->fast_bits, n);
-    if (!bits) return 0;
-    memset(bits + s->fast_bytes, 0, n - s->fast_bytes);
-    s->fast_bits = bits;
-    s->fast_bytes = n;
+    uint8_t *b = realloc(bits->b, n);
+    if (!b) return 0;
+    memset(b + bits->n, 0, n - bits->n);
+    bits->b = b;
+    bits->n = n;
   }
-  if (on) s->fast_bits[byte] |= (uint8_t) (1u << (ino & 7));
-  else s->fast_bits[byte] &= (uint8_t) ~(1u << (ino & 7));
+  if (on) bits->b[byte] |= (uint8_t) (1u << (ino & 7));
+  else bits->b[byte] &= (uint8_t) ~(1u << (ino & 7));
   return 1;
+}
+
+/* True when a flush or release of FAST_FH on `ino` is answered here (JS holds no lock taken through it). */
+static int fast_close_here(fuse_req_t req, fuse_ino_t ino) {
+  sess_t *s = fuse_req_userdata(req);
+  pthread_mutex_lock(&s->lock);
+  int here = !bits_has(&s->locked, ino);
+  pthread_mutex_unlock(&s->lock);
+  return here;
 }
 
 /* ---- slots (under s->lock) --------------------------------------------------------------- */
@@ -588,13 +604,14 @@ static int open_here(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
   if ((fi->flags & (O_ACCMODE | O_TRUNC | O_APPEND | O_CREAT | O_DIRECT)) != O_RDONLY) return 0;
   sess_t *s = fuse_req_userdata(req);
   pthread_mutex_lock(&s->lock);
-  int here = s->state == ST_RUNNING && fast_has(s, ino);
+  int here = s->state == ST_RUNNING && bits_has(&s->fast, ino);
   if (here) s->fast_opens++;
   pthread_mutex_unlock(&s->lock);
   if (!here) return 0;
   fi->fh = FAST_FH;
   fi->keep_cache = 1;
-  fi->noflush = 1;
+  /* Each close(2) flushes: a POSIX lock taken through the descriptor goes with its owner's close. */
+  fi->noflush = 0;
   fi->direct_io = 0;
   fuse_reply_open(req, fi);
   return 1;
@@ -643,7 +660,7 @@ static void ll_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t siz
 }
 
 static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  if (fi->fh == FAST_FH) {
+  if (fi->fh == FAST_FH && fast_close_here(req, ino)) {
     fuse_reply_err(req, 0);
     return;
   }
@@ -656,7 +673,7 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) 
 }
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
-  if (fi->fh == FAST_FH) {
+  if (fi->fh == FAST_FH && fast_close_here(req, ino)) {
     sess_t *s = fuse_req_userdata(req);
     pthread_mutex_lock(&s->lock);
     s->fast_releases++;
@@ -1175,7 +1192,8 @@ static void sess_free(sess_t *s) {
     j = next;
   }
   free(s->slots);
-  free(s->fast_bits);
+  free(s->fast.b);
+  free(s->locked.b);
   free(s->mountpoint);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
@@ -2157,8 +2175,26 @@ static napi_value js_fast_open(napi_env env, napi_callback_info info) {
   pthread_mutex_lock(&s->lock);
   int ok = 1;
   if (ino == 0 && !on) {
-    if (s->fast_bits) memset(s->fast_bits, 0, s->fast_bytes);
-  } else if (ino != 0) ok = fast_set(s, ino, on);
+    if (s->fast.b) memset(s->fast.b, 0, s->fast.n);
+  } else if (ino != 0) ok = bits_set(&s->fast, ino, on);
+  pthread_mutex_unlock(&s->lock);
+  return boolean(env, ok);
+}
+
+/* fastLocks(handle, ino, on): the flushes and releases of FAST_FH on `ino` go to JS (on: it holds
+   locks taken through such opens) or are answered here (off). Returns false when `ino` could not
+   be listed. */
+static napi_value js_fast_locks(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  if (!get_args(env, info, 3, argv)) return NULL;
+  sess_t *s = get_sess(env, argv[0]);
+  if (!s) return NULL;
+  uint64_t ino;
+  if (get_u64v(env, argv[1], &ino) != 1 || ino == 0) return throw_type(env, "ino must be a positive integer");
+  bool on = false;
+  if (napi_get_value_bool(env, argv[2], &on) != napi_ok) return throw_type(env, "on must be a boolean");
+  pthread_mutex_lock(&s->lock);
+  int ok = bits_set(&s->locked, ino, on);
   pthread_mutex_unlock(&s->lock);
   return boolean(env, ok);
 }
@@ -2377,6 +2413,7 @@ static napi_value init_module(napi_env env, napi_value exports) {
   export_fn(env, exports, "notify", js_notify);
   export_fn(env, exports, "fastOpen", js_fast_open);
   export_fn(env, exports, "fastOpenStats", js_fast_open_stats);
+  export_fn(env, exports, "fastLocks", js_fast_locks);
   export_reply(env, exports, "replyErr", js_reply_err);
   export_reply(env, exports, "replyEntry", js_reply_entry);
   export_reply(env, exports, "replyCreate", js_reply_create);

@@ -40,6 +40,7 @@ import {
   FsRequestOp,
   FsTargetOf,
   fsRequestType,
+  LockPayload,
   MAX_TAG,
   OpenReadReply,
   parseFsFeatures,
@@ -47,6 +48,9 @@ import {
   writeBase64,
 } from '@svc/protocol/wire';
 import { ConnectionError } from './connection-error';
+
+/** The time limit of a waiting lock request, ms (the largest a timer takes, about 24.8 days): it ends by a grant, a cancel or the session. */
+const LOCK_WAIT_TIMEOUT_MS = 2 ** 31 - 1;
 import { openWebSocket } from './open-websocket';
 import type { ClientTls } from './tls-options';
 
@@ -391,6 +395,27 @@ export class FsClient extends EventEmitter {
       return e;
     });
     return out;
+  }
+
+  /**
+   * Takes, changes or releases a lock on the file of handle `h` (`t_fs_lock`, the `posix`
+   * extension). A request with `wait` has no time limit of its own: it ends when the node grants
+   * it, answers EDEADLK, or answers EINTR once cancelled with {@link lockCancel} and the tag given
+   * to `onTag` (a hung or lost session still fails it, as any request).
+   * @param onTag called with the request's tag before it is sent
+   * @throws FsError EAGAIN, EDEADLK, EINTR, EBADF, EPROTO (the extension was not granted); ConnectionError
+   */
+  async lock(h: number, payload: LockPayload, onTag?: (tag: number) => void): Promise<void> {
+    if (!this.has('posix')) throw new FsError(Errno.EPROTO, 'the node did not grant the posix extension');
+    const tag = this.allocTag();
+    onTag?.(tag);
+    const timeoutMs = payload.wait === true ? LOCK_WAIT_TIMEOUT_MS : this.requestTimeoutMs;
+    await this.track<'lock'>(tag, timeoutMs, () => this.ws.send(JSON.stringify({ channel: 'acheron', type: fsRequestType('lock'), tag, h, payload })));
+  }
+
+  /** Cancels the waiting {@link lock} sent with `tag` (it answers EINTR); nothing when it is not waiting. */
+  async lockCancel(tag: number): Promise<void> {
+    await this.request('lock_cancel', {}, { tag });
   }
 
   /**

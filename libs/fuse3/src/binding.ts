@@ -162,6 +162,11 @@ export interface Fuse3Binding {
   fastOpen(handle: NativeHandle, ino: number, on: boolean): boolean;
   /** The opens and releases the binding answered itself so far. */
   fastOpenStats(handle: NativeHandle): { opens: number; releases: number };
+  /**
+   * The flushes and releases of {@link fastFh} on inode `ino` go to JS (`on`) or are answered by
+   * the binding (off). False when `ino` could not be listed.
+   */
+  fastLocks(handle: NativeHandle, ino: number, on: boolean): boolean;
   /** errno 0 answers success to the operations that return nothing. */
   replyErr(handle: NativeHandle, id: number, errno: number): boolean;
   replyEntry(handle: NativeHandle, id: number, entry: Entry): boolean;

@@ -280,9 +280,9 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
 
   /**
    * Lets the binding answer read-only opens of inode `ino` itself (`on`: no request reaches JS
-   * for them, their release and flush neither), or stops it (`on` false). Such opens carry file
-   * handle {@link FuseSession.fastFh}, keep the kernel's page cache and need no flush; reads
-   * through them come to {@link Operations.read} like any other. The caller turns it off before
+   * for them, their flush and release neither, unless {@link fastLocks} is on), or stops it
+   * (`on` false). Such opens carry file handle {@link FuseSession.fastFh} and keep the kernel's
+   * page cache; reads and lock requests through them come to {@link Operations} like any other. The caller turns it off before
    * it acts on a change of the inode (an invalidation, a write, a removal). Takes effect for the
    * opens the kernel sends after the call.
    * @returns false when the inode could not be listed (opens then keep coming to JS)
@@ -290,6 +290,17 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
   fastOpen(ino: number, on: boolean): boolean {
     if (this.state === 'ended') return false;
     return this.binding.fastOpen(this.handle, ino, on);
+  }
+
+  /**
+   * Sends the flushes and releases of the binding's opens of inode `ino` ({@link fastOpen}) to
+   * {@link Operations.flush} and {@link Operations.release} (`on`: locks were taken through such
+   * an open, and each close of its owner must release them), or lets the binding answer them again.
+   * @returns false when the inode could not be listed
+   */
+  fastLocks(ino: number, on: boolean): boolean {
+    if (this.state === 'ended') return false;
+    return this.binding.fastLocks(this.handle, ino, on);
   }
 
   /** Turns {@link fastOpen} off for every inode. */

@@ -67,8 +67,12 @@ export type FsOp = (typeof FS_OPS)[number];
  *   fsync, rename, create, ...) only after each session it pushed to has acknowledged those
  *   pushes, or after {@link INVAL_ACK_WAIT_MS}: what one client made durable is never read
  *   stale from another client's cache at its next open, however the two sockets are scheduled.
+ * - `posix`: locks held by the node for every session of every client (`t_fs_lock`,
+ *   `t_fs_getlk`, `t_fs_lock_cancel`): POSIX byte-range locks per lock owner and `flock` locks
+ *   per open file description, so two clients exclude each other as two processes on one
+ *   machine do ({@link LockPayload}).
  */
-export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack'] as const;
+export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix'] as const;
 export type FsFeature = (typeof FS_FEATURES)[number];
 
 /**
@@ -396,6 +400,34 @@ export interface RenameRequest {
   new_name: string;
 }
 
+/** The kind of a lock: `posix` (fcntl byte ranges, per lock owner) or `flock` (the whole file, per open file description). */
+export type LockKind = 'posix' | 'flock';
+/** Shared (`rd`), exclusive (`wr`), or a release (`un`). */
+export type LockType = 'rd' | 'wr' | 'un';
+
+/**
+ * `lock` payload (the `posix` extension), on handle `h`: takes, changes or releases lock `type`
+ * of `kind` over `start`..`start + len` (bytes; `len` 0: to the end of the file; both ignored
+ * for `flock`) for lock owner `owner` (the client's name for it, unique within the session: a
+ * FUSE lock owner, or an open file description for `flock`). Without `wait` a conflicting lock
+ * of another owner answers 11 EAGAIN; with `wait` the request waits its turn (first come,
+ * first served) until granted, answers 35 EDEADLK when waiting would close a cycle of owners
+ * waiting on each other, or 4 EINTR when cancelled by `lock_cancel` with its tag. `pid` (the
+ * caller's process id on the client) is kept for `getlk` answers to the same session.
+ */
+export interface LockPayload {
+  kind: LockKind;
+  type: LockType;
+  start?: number;
+  len?: number;
+  owner: string;
+  wait?: boolean;
+  pid?: number;
+}
+
+/** `getlk` reply: no conflicting lock (`un`), or the first conflicting one; `owner_here` and `pid` only when this session holds it. */
+export type GetlkReply = { type: 'un' } | { type: 'rd' | 'wr'; start: number; len: number; owner_here?: string; pid?: number };
+
 /**
  * Every FS request of a session (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)" and
  * "FS extensions"), by operation: `target` its root fields, `payload` its payload, `reply` the
@@ -429,10 +461,13 @@ export interface FsRequests {
   statfs: { target: NodeTarget; payload: EmptyPayload; reply: StatFs };
   prefetch: { target: NodeTarget; payload: { names: readonly string[]; max_file?: number; max_total?: number }; reply: PrefetchReply };
   ack: { target: NoTarget; payload: { seq: number }; reply: EmptyReply };
+  lock: { target: HandleTarget; payload: LockPayload; reply: EmptyReply };
+  getlk: { target: HandleTarget; payload: Omit<LockPayload, 'wait' | 'pid'>; reply: GetlkReply };
+  lock_cancel: { target: NoTarget; payload: { tag: number }; reply: EmptyReply };
 }
 
 /** The operations of the FS extensions (docs/protocol.md "FS extensions") that are requests of their own. */
-export type FsExtensionOp = 'prefetch' | 'ack';
+export type FsExtensionOp = 'prefetch' | 'ack' | 'lock' | 'getlk' | 'lock_cancel';
 
 /** Every request a session may send: the base operations ({@link FS_OPS}) and the extensions'. Each has its entry in {@link FsRequests}. */
 export type FsRequestOp = FsOp | FsExtensionOp;

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { Attr, Errno, FsError, OpenFlags } from '@svc/protocol/wire';
+import { Attr, Errno, FsError, GetlkReply, LockPayload, OpenFlags } from '@svc/protocol/wire';
 import { FramedData, framedBytes, isFramedData } from '@svc/client';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseFs } from './fuse-fs';
@@ -93,6 +93,14 @@ class FakeRouter extends EventEmitter {
     return data.length;
   }
   dropOpenData(): void {}
+  /** Lock requests, in order: the router handle, the payload, and how many writes had arrived before. */
+  readonly lockCalls: Array<{ fh: number; payload: LockPayload; writesBefore: number }> = [];
+  async lock(fh: number, payload: LockPayload): Promise<void> {
+    this.lockCalls.push({ fh, payload, writesBefore: this.writes.length });
+  }
+  async getlk(): Promise<GetlkReply> {
+    return { type: 'wr', start: 0, len: 10, owner_here: '1', pid: 77 };
+  }
   async rename(from: string, to: string): Promise<void> {
     const f = this.files.get(from);
     if (!f) throw new FsError(Errno.ENOENT);
@@ -142,7 +150,7 @@ function setup(options: ConstructorParameters<typeof FuseFs>[1] = {}) {
       case 'flush':
         return (await ops.flush(ino(path), args[0] as number, 0n, c)) as T;
       case 'release':
-        return (await ops.release(ino(path), args[0] as number, {}, c)) as T;
+        return (await ops.release(ino(path), args[0] as number, { flags: 0, flush: false, flockRelease: false, lockOwner: 0n }, c)) as T;
       case 'unlink': {
         const { parent, name } = parentOf(path);
         return (await ops.unlink(parent, name, c)) as T;
@@ -321,7 +329,7 @@ describe('FuseFs inode identity', () => {
     const fstat = await ops.getattr(old.ino, undefined, c());
     expect(fstat.attr.size).toBe(3);
     expect(fstat.attr.nlink).toBe(0);
-    await ops.release(old.ino, fh, {}, c());
+    await ops.release(old.ino, fh, { flags: 0, flush: false, flockRelease: false, lockOwner: 0n }, c());
     await expect(ops.getattr(old.ino, undefined, c())).rejects.toMatchObject({ errno: Errno.ESTALE });
     expect(fs.inodes.pathOf(fresh.ino)).toBe('/w/f');
   });
@@ -479,6 +487,96 @@ describe('FuseFs one order per file', () => {
     // In arrival order (not sorted): each applied after the one before it.
     expect(router.writes.map((w) => w.off)).toEqual([0, MIB, 2 * MIB, 3 * MIB, 4 * MIB, 5 * MIB]);
     expect(Buffer.concat(router.writes.map((w) => w.data)).equals(data)).toBe(true);
+  });
+});
+
+describe('FuseFs locks', () => {
+  const lock = (type: number, start = 0, len = 0) => ({ type, whence: 0, start, len, pid: 0 });
+  const ctxOf = (id: number) => new RequestContext(id, 0, 0, 4242, 0);
+  const release = (owner: bigint | null) => ({ flags: 0, flush: false, flockRelease: owner !== null, lockOwner: owner ?? 0n });
+
+  it("sends locks to the node, releases an owner's POSIX locks at its close and a flock at the end of the description", async () => {
+    const { router, fs, ops, call } = setup();
+    router.add('/w/db', Buffer.from('x'.repeat(100)));
+    await call('getattr', '/w/db');
+    const ino = fs.inodes.find('/w/db')!.ino;
+    const fd = await call<number>('open', '/w/db', OpenFlags.O_RDWR);
+    await ops.setlk(ino, fd, 0xabn, lock(1, 10, 5), false, ctxOf(1));
+    expect(router.lockCalls.map((c) => c.payload)).toEqual([{ kind: 'posix', type: 'wr', start: 10, len: 5, owner: 'ab', wait: false, pid: 4242 }]);
+    // A close by another owner sends nothing; the owner's close releases its locks.
+    await ops.flush(ino, fd, 0xcdn, ctxOf(2));
+    expect(router.lockCalls).toHaveLength(1);
+    await ops.flush(ino, fd, 0xabn, ctxOf(3));
+    expect(router.lockCalls[1].payload).toMatchObject({ kind: 'posix', type: 'un', start: 0, len: 0, owner: 'ab' });
+    await ops.flush(ino, fd, 0xabn, ctxOf(4));
+    expect(router.lockCalls).toHaveLength(2);
+    // flock: released when the kernel says the description's flock goes.
+    await ops.flock(ino, fd, 0xefn, 2, ctxOf(5));
+    expect(router.lockCalls[2].payload).toMatchObject({ kind: 'flock', type: 'wr', owner: 'ef', wait: true });
+    await ops.release(ino, fd, release(0xefn), ctxOf(6));
+    expect(router.lockCalls[3].payload).toMatchObject({ kind: 'flock', type: 'un', owner: 'ef' });
+    expect(fs.operations.locks.size).toBe(0);
+    // getlk: the holder's range and pid.
+    const fd2 = await call<number>('open', '/w/db', OpenFlags.O_RDONLY);
+    expect(await ops.getlk(ino, fd2, 1n, lock(0, 0, 1), ctxOf(7))).toEqual({ type: 1, whence: 0, start: 0, len: 10, pid: 77 });
+  });
+
+  it('sends the pending writes of the file to the node before it releases a lock', async () => {
+    const { router, fs, ops, call, count } = setup();
+    const fd = await call<number>('create', '/w/log', 0o644, OpenFlags.O_RDWR | OpenFlags.O_CREAT);
+    const ino = fs.inodes.find('/w/log')!.ino;
+    await ops.setlk(ino, fd, 1n, lock(1), false, ctxOf(1));
+    await count('write', '/w/log', fd, Buffer.from('under the lock'), 14, 0);
+    expect(router.writes).toHaveLength(0);
+    await ops.setlk(ino, fd, 1n, lock(2), false, ctxOf(2));
+    expect(router.lockCalls[1]).toMatchObject({ payload: { type: 'un' }, writesBefore: 1 });
+  });
+
+  it("takes the locks of the binding's opens through one state per inode, and lets the binding answer their closes again once none is left", async () => {
+    const fastLocks: Array<[number, boolean]> = [];
+    const { router, fs, ops, call } = setup();
+    (fs.operations as unknown as { fast: { locks: (ino: number, on: boolean) => void } }).fast.locks = (ino, on) => fastLocks.push([ino, on]);
+    router.add('/w/ro', Buffer.from('read only'));
+    await call('getattr', '/w/ro');
+    const ino = fs.inodes.find('/w/ro')!.ino;
+    const fast = (fs.operations as unknown as { fast: { fh: number } }).fast.fh;
+    await ops.setlk(ino, fast, 5n, lock(0), false, ctxOf(1));
+    expect(router.calls.open).toBe(1);
+    expect(fastLocks).toEqual([[ino, true]]);
+    await ops.flush(ino, fast, 5n, ctxOf(2));
+    expect(router.lockCalls[1].payload).toMatchObject({ type: 'un', owner: '5' });
+    expect(fastLocks).toEqual([
+      [ino, true],
+      [ino, false],
+    ]);
+    await new Promise((r) => setImmediate(r));
+    expect(router.calls.release).toBe(1);
+  });
+
+  it('answers an unknown lock type EINVAL and a lock on an unknown handle EBADF', async () => {
+    const { router, fs, ops, call } = setup();
+    router.add('/w/f', Buffer.from('f'));
+    await call('getattr', '/w/f');
+    const ino = fs.inodes.find('/w/f')!.ino;
+    await expect(ops.setlk(ino, 999, 1n, lock(7), false, ctxOf(1))).rejects.toMatchObject({ errno: Errno.EINVAL });
+    await expect(ops.setlk(ino, 999, 1n, lock(1), false, ctxOf(2))).rejects.toMatchObject({ errno: Errno.EBADF });
+  });
+});
+
+describe('FuseFs pushes and open handles', () => {
+  it("drops what an open handle read ahead when the node pushes that the file's content changed", async () => {
+    const { router, call, count } = setup();
+    router.add('/w/shared', Buffer.from('old content'));
+    await call('getattr', '/w/shared');
+    const fd = await call<number>('open', '/w/shared', OpenFlags.O_RDONLY);
+    const buf = Buffer.alloc(64);
+    expect(buf.subarray(0, await count('read', '/w/shared', fd, buf, 64, 0)).toString()).toBe('old content');
+    // Another client rewrote it; the open handle's next read must not come from the old chunk.
+    const f = router.files.get('/w/shared')!;
+    f.data.write('new');
+    f.attr = { ...f.attr, mt: 2 };
+    router.emit('inval', { mount_path: '/w', paths: ['/w/shared'], node: f.attr.id, what: 'data' });
+    expect(buf.subarray(0, await count('read', '/w/shared', fd, buf, 64, 0)).toString()).toBe('new content');
   });
 });
 

@@ -178,11 +178,15 @@ export class FuseFs {
         deny: (ino) => {
           if (this.fastAllowed.delete(ino)) this.session?.fastOpen(ino, false);
         },
+        locks: (ino, on) => {
+          this.session?.fastLocks(ino, on);
+        },
       },
     });
     router.on('inval', (e: PathInval) => {
       for (const p of e.paths) {
         caches.forget(p);
+        if (e.what !== 'attr') this.handles.changedElsewhere(p);
         this.invalPath(p, e.what === 'all');
       }
     });

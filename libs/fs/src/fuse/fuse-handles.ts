@@ -144,6 +144,18 @@ export class FuseHandles {
     }
   }
 
+  /**
+   * The file at `path` changed elsewhere (the node pushed it: another client, or the node's own
+   * processes): every handle of it forgets what it holds of the old content (prefetched content,
+   * read-ahead chunks, where the file ended), so its next read goes to the node.
+   */
+  changedElsewhere(path: string): void {
+    for (const s of this.ofPath(path)) {
+      s.content = null;
+      s.reads.reset(true);
+    }
+  }
+
   /** Open files follow a rename of `src` (a file or a directory above them) to `dest`. */
   renamed(src: string, dest: string): void {
     for (const s of this.files.values()) {

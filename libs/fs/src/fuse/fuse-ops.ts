@@ -13,20 +13,23 @@ import type {
   DirEntryPlus,
   Entry,
   Forget,
+  Lock,
   OpenReply,
   Operations,
   RequestContext,
   SetattrValues,
+  ReleaseInfo,
   Statfs,
   WriteInfo,
 } from '@svc/fuse3';
 import { FuseError, SETATTR } from '@svc/fuse3';
-import { Attr, Errno, FileType, FsError, NodeKind, OpenFlags, SetAttr } from '@svc/protocol/wire';
+import { Attr, Errno, FileType, FsError, type LockKind, NodeKind, OpenFlags, SetAttr } from '@svc/protocol/wire';
 import { joinPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches, Listing, openProof } from './fuse-caches';
 import { FuseHandles, OpenState } from './fuse-handles';
 import type { FuseInodes } from './fuse-inodes';
+import { F_RDLCK, F_UNLCK, F_WRLCK, FuseLocks, LOCK_EX, LOCK_NB, LOCK_SH, lockRange, lockTypeOf } from './fuse-locks';
 import { FusePoller } from './fuse-poller';
 import { toKernelAttr } from './fuse-stat';
 import { InodeEntry, InodeTable, ROOT_INO } from './inode-table';
@@ -60,6 +63,8 @@ export interface FastOpens {
   readonly fh: number;
   allow(ino: number): void;
   deny(ino: number): void;
+  /** The flushes and releases of such opens of `ino` come to the operations (`on`: locks were taken through them), or not. */
+  locks(ino: number, on: boolean): void;
 }
 
 /** Most inodes opened by the binding whose reads this mount serves at once (each may hold a node handle). */
@@ -115,6 +120,8 @@ export class FuseOperations implements Operations {
   private readonly fast: FastOpens;
   /** The reads of the opens the binding answered, by inode, least recently used first. */
   private readonly fastStates = new Map<number, OpenState>();
+  /** The locks this mount holds through the node (fcntl and flock). */
+  readonly locks: FuseLocks;
 
   constructor(parts: FuseOperationsParts) {
     this.router = parts.router;
@@ -130,7 +137,21 @@ export class FuseOperations implements Operations {
     this.ttl = parts.kernelTtlS;
     this.kernelSettled = parts.kernelSettled ?? (() => undefined);
     this.readOnly = parts.readOnly;
-    this.fast = parts.fastOpens ?? { fh: -1, allow: () => undefined, deny: () => undefined };
+    this.fast = parts.fastOpens ?? { fh: -1, allow: () => undefined, deny: () => undefined, locks: () => undefined };
+    this.locks = new FuseLocks({
+      router: this.router,
+      nodeHandle: (s) => this.handles.nodeHandle(s),
+      flushPath: (path) => this.flushPath(path),
+      kernelSettled: (ino) => this.kernelSettled(ino),
+      fastState: (ino) => {
+        const s = this.handles.state(this.pathOf(ino), false, OpenFlags.O_RDONLY);
+        s.ino = ino;
+        s.expectId = this.inodes.get(ino)?.fileId ?? 0;
+        return s;
+      },
+      closeState: (s) => this.handles.closeNode(s),
+      fastLocks: (ino, on) => this.fast.locks(ino, on),
+    });
   }
 
   // ---- helpers ----
@@ -543,7 +564,8 @@ export class FuseOperations implements Operations {
           this.caches.forget(path);
           if (flags & OpenFlags.O_TRUNC) for (const s of this.handles.ofPath(path)) s.reads.reset(true);
         }
-        return { fh, keepCache: true, noflush: !writable };
+        // Every close(2) flushes, readers' too: a POSIX lock taken through it goes with its owner's close.
+        return { fh, keepCache: true };
       },
       (reply) => this.dropLateOpen(reply.fh),
     );
@@ -662,11 +684,18 @@ export class FuseOperations implements Operations {
     });
   }
 
-  flush(_ino: number, fh: number, _lockOwner: bigint, ctx: RequestContext): Promise<void> {
+  /**
+   * FUSE flush (each close(2) of a descriptor): the handle's pending writes reach the node
+   * (their errors are reported here), then the POSIX locks of `lockOwner` on the file go.
+   */
+  flush(ino: number, fh: number, lockOwner: bigint, ctx: RequestContext): Promise<void> {
     return this.poller.run('flush', ctx.id, async () => {
-      if (fh === this.fast.fh) return;
-      const s = this.handles.get(fh);
-      if (s?.writes.dirty || s?.writes.error) await this.writes.flush(s.writes);
+      const s = fh === this.fast.fh ? undefined : this.handles.get(fh);
+      try {
+        if (s?.writes.dirty || s?.writes.error) await this.writes.flush(s.writes);
+      } finally {
+        await this.locks.closed(ino, lockOwner);
+      }
     });
   }
 
@@ -684,13 +713,20 @@ export class FuseOperations implements Operations {
     });
   }
 
-  release(_ino: number, fh: number, _info: unknown, ctx: RequestContext): Promise<void> {
+  /**
+   * FUSE release (the open file description ended): pending writes reach the node, its `flock`
+   * goes, and the node handle is closed.
+   */
+  release(ino: number, fh: number, info: ReleaseInfo, ctx: RequestContext): Promise<void> {
     return this.poller.run('release', ctx.id, async () => {
+      const flockOwner = info.flockRelease ? info.lockOwner : null;
+      if (fh === this.fast.fh) return this.locks.released(ino, null, flockOwner);
       const s = this.handles.get(fh);
       if (!s) return;
       try {
         await this.writes.flush(s.writes);
       } finally {
+        await this.locks.released(ino, s, flockOwner);
         this.handles.delete(fh);
         await this.handles.closeNode(s);
         if (s.writable) this.caches.forget(s.path);
@@ -779,6 +815,57 @@ export class FuseOperations implements Operations {
       }
       return out;
     });
+  }
+
+  /** The open state lock requests through handle `fh` go through (null: the binding's opens). @throws FsError EBADF */
+  private lockState(fh: number): OpenState | null {
+    return fh === this.fast.fh ? null : this.state(fh);
+  }
+
+  /** F_GETLK: the first lock of another owner that conflicts with `lock`, or `F_UNLCK`; `pid` only for a holder of this mount. */
+  getlk(ino: number, fh: number, lockOwner: bigint, lock: Lock, ctx: RequestContext): Promise<Lock> {
+    return this.poller.run('getlk', ctx.id, async () => {
+      if (lock.type === F_UNLCK) throw new FsError(Errno.EINVAL, 'F_GETLK with F_UNLCK');
+      const got = await this.locks.test(ino, this.lockState(fh), 'posix', lockTypeOf(lock.type), lockRange(lock.start, lock.len), lockOwner);
+      if (got.type === 'un') return { ...lock, type: F_UNLCK, pid: 0 };
+      return { type: got.type === 'rd' ? 0 : 1, whence: 0, start: got.start, len: got.len, pid: got.pid ?? 0 };
+    });
+  }
+
+  /**
+   * F_SETLK / F_SETLKW (`sleep`): takes, changes or releases a POSIX lock of `lockOwner`, held by
+   * the node for every client. A waiting request has no deadline; a signal cancels it (EINTR),
+   * and a grant that comes after that is given back.
+   */
+  setlk(ino: number, fh: number, lockOwner: bigint, lock: Lock, sleep: boolean, ctx: RequestContext): Promise<void> {
+    return this.setLock(ino, fh, lockOwner, 'posix', lock.type === F_UNLCK ? 'un' : sleep ? 'wait' : 'try', lock, ctx);
+  }
+
+  /** flock(2): `LOCK_SH`/`LOCK_EX` (waiting unless `LOCK_NB`) or `LOCK_UN` for the open file description `lockOwner`. */
+  flock(ino: number, fh: number, lockOwner: bigint, op: number, ctx: RequestContext): Promise<void> {
+    const type = op & LOCK_EX ? F_WRLCK : op & LOCK_SH ? F_RDLCK : F_UNLCK;
+    const how = type === F_UNLCK ? 'un' : op & LOCK_NB ? 'try' : 'wait';
+    return this.setLock(ino, fh, lockOwner, 'flock', how, { type, whence: 0, start: 0, len: 0, pid: 0 }, ctx);
+  }
+
+  /** {@link setlk} and {@link flock}: `how` a release, a try (EAGAIN on conflict) or a wait (untimed, cancelled by a signal). */
+  private setLock(ino: number, fh: number, owner: bigint, kind: LockKind, how: 'un' | 'try' | 'wait', lock: Lock, ctx: RequestContext): Promise<void> {
+    let state: OpenState | null = null;
+    let range = { start: 0, len: 0 };
+    const wait = how === 'wait';
+    return this.poller.run(
+      kind === 'posix' ? 'setlk' : 'flock',
+      ctx.id,
+      async () => {
+        const type = lockTypeOf(lock.type);
+        state = this.lockState(fh);
+        range = lockRange(lock.start, lock.len);
+        await this.locks.set(ino, state, kind, type, range, owner, wait, ctx.pid, wait ? ctx.signal : undefined);
+      },
+      // Granted after the caller was answered EINTR: given back.
+      () => void this.locks.set(ino, state, kind, 'un', range, owner, false, ctx.pid).catch(() => undefined),
+      wait,
+    );
   }
 
   statfs(ino: number, ctx: RequestContext): Promise<Statfs> {

@@ -13,7 +13,7 @@ import { toFuseError } from './fuse-stat';
 
 /** One request being answered. */
 interface Pending {
-  /** ms since the epoch */
+  /** ms since the epoch (Infinity: no deadline) */
   at: number;
   fail: (e: FuseError) => void;
 }
@@ -40,10 +40,11 @@ export class FusePoller {
 
   /**
    * Runs operation `op` (`fn`) for request `id`: resolves with its result, rejects with its failure as
-   * a {@link FuseError}, with EINTR on {@link interrupt}, or ETIMEDOUT after `opTimeoutMs`. A
-   * result that arrives after an EINTR or ETIMEDOUT answer is given to `late`.
+   * a {@link FuseError}, with EINTR on {@link interrupt}, or ETIMEDOUT after `opTimeoutMs` unless
+   * `untimed` (a lock that waits its turn: it ends by a grant or a signal). A result that arrives
+   * after an EINTR or ETIMEDOUT answer is given to `late`.
    */
-  run<T>(op: string, id: number, fn: () => Promise<T>, late?: (value: T) => void): Promise<T> {
+  run<T>(op: string, id: number, fn: () => Promise<T>, late?: (value: T) => void, untimed = false): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       let done = false;
       const finish = () => {
@@ -53,7 +54,7 @@ export class FusePoller {
         this.poll();
       };
       this.unanswered.set(id, {
-        at: Date.now(),
+        at: untimed ? Infinity : Date.now(),
         fail: (e) => {
           if (done) return;
           finish();
@@ -96,6 +97,7 @@ export class FusePoller {
   private expire(): void {
     const limit = Date.now() - this.opTimeoutMs;
     for (const op of [...this.unanswered.values()]) {
+      if (op.at === Infinity) continue;
       if (op.at > limit) break;
       op.fail(new FuseError(Errno.ETIMEDOUT));
     }

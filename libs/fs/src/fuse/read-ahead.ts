@@ -23,11 +23,14 @@ export class ReadAheadState {
   sizeHint = Infinity;
   /** Prefetched chunks by offset (multiples of the chunk size). */
   readonly chunks = new Map<number, Chunk>();
+  /** Counts the resets: a chunk fetched before one says nothing of where the file ends now. */
+  generation = 0;
 
-  /** Forgets what was read ahead; `written`: the file changed through this handle (its size is unknown now). */
+  /** Forgets what was read ahead; `written`: the file changed (through this handle or elsewhere), so its size is unknown now. */
   reset(written = false): void {
     this.chunks.clear();
     this.eofAt = Infinity;
+    this.generation++;
     if (written) this.sizeHint = Infinity;
   }
 }
@@ -86,11 +89,14 @@ export class ReadAhead {
   private fetch(fh: number, state: ReadAheadState, off: number): Chunk {
     let p = state.chunks.get(off);
     if (!p) {
+      const generation = state.generation;
       p = this.router.read(fh, off, this.chunk).then((r) => {
-        if (r.data.length < this.chunk) state.eofAt = Math.min(state.eofAt, off + r.data.length);
+        if (r.data.length < this.chunk && state.generation === generation) state.eofAt = Math.min(state.eofAt, off + r.data.length);
         return r;
       });
-      p.catch(() => state.chunks.delete(off));
+      p.catch(() => {
+        if (state.chunks.get(off) === p) state.chunks.delete(off);
+      });
       state.chunks.set(off, p);
     }
     return p;

@@ -11,7 +11,7 @@
  * file drops the bytes kept for its open handles.
  */
 import { FramedData } from '@svc/client';
-import { Errno, FsError } from '@svc/protocol/wire';
+import { Errno, FsError, FsPayload, GetlkReply, LockPayload } from '@svc/protocol/wire';
 import { readChunks, writeChunks } from './chunked-io';
 import type { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, OpenFlags } from './fs-types';
@@ -41,6 +41,8 @@ export interface OpenFile {
   first: { data: Buffer; eof: boolean } | null;
   /** The node closed its handle already (the whole file came with the open): reads past `first` re-open it. */
   closed: boolean;
+  /** The session on which locks were taken through this handle (they live and die with it), null when none. */
+  lockedOn?: EndpointSession | null;
 }
 
 /** Default bytes a read-only open brings along with `open_read` (128 KiB: one kernel read-ahead). */
@@ -263,6 +265,63 @@ export class OpenFiles {
       }
       throw e;
     }
+  }
+
+  /**
+   * Takes, changes or releases a lock on the file of handle `fh` through the node that serves it
+   * (`lock`, the `posix` extension). A waiting request is cancelled on the node when `signal`
+   * aborts (it then rejects EINTR).
+   * @throws FsError ENOLCK when locks taken through this handle were on a session that is gone
+   *   (a failover or a lost session released them; reported once), or the node holds no locks;
+   *   EAGAIN, EDEADLK, EINTR, EBADF from the node
+   */
+  async lock(fh: number, payload: LockPayload, signal?: AbortSignal): Promise<void> {
+    const f = await this.lockable(fh);
+    const session = f.active.session;
+    let tag: number | null = null;
+    const cancel = () => {
+      if (tag !== null) void session.client.lockCancel(tag).catch(() => undefined);
+    };
+    signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      await session.client.lock(f.h, payload, (t) => (tag = t));
+    } catch (e) {
+      if (isEndpointFailure(e)) throw new FsError(Errno.ENOLCK, `${f.path}: the session to ${session.url} was lost; locks taken through it are gone`);
+      throw e;
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+    }
+    if (payload.type !== 'un') f.lockedOn = session;
+  }
+
+  /**
+   * The first lock of another owner that conflicts with `payload` on the file of handle `fh`
+   * (`getlk`), or `{type: "un"}`.
+   * @throws FsError as {@link lock}
+   */
+  async getlk(fh: number, payload: FsPayload<'getlk'>): Promise<GetlkReply> {
+    const f = await this.lockable(fh);
+    try {
+      return await f.active.session.client.request('getlk', { h: f.h }, payload);
+    } catch (e) {
+      if (isEndpointFailure(e)) throw new FsError(Errno.ENOLCK, `${f.path}: the session to ${f.active.session.url} was lost`);
+      throw e;
+    }
+  }
+
+  /** Handle `fh` with a node handle on a session that holds its locks. @throws FsError EBADF, ENOLCK */
+  private async lockable(fh: number): Promise<OpenFile> {
+    const f = this.file(fh);
+    if (f.lockedOn && (f.lockedOn !== f.active.session || !f.lockedOn.isOpen)) {
+      const gone = f.lockedOn;
+      f.lockedOn = null;
+      throw new FsError(Errno.ENOLCK, `${f.path}: the session to ${gone.url} that held this file's locks is gone (a failover moves no locks)`);
+    }
+    // The node closed it at the end of the file: a lock needs a node handle.
+    if (f.closed) await this.ensureOpen(f);
+    if (!f.active.session.client.has('posix'))
+      throw new FsError(Errno.ENOLCK, `${f.path}: the node at ${f.active.session.url} holds no locks (no posix extension)`);
+    return f;
   }
 
   /** @throws FsError EBADF for an unknown handle */

@@ -35,7 +35,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { DEFAULT_KEEPALIVE_MS, DEFAULT_KEEPALIVE_TIMEOUT_MS, type FramedData, type PrefetchedFile } from '@svc/client';
-import { Errno, FsError, type FsReply } from '@svc/protocol/wire';
+import { Errno, FsError, type FsPayload, type FsReply, type GetlkReply, type LockPayload } from '@svc/protocol/wire';
 import { EndpointPool, EndpointPoolOptions, EndpointSession } from './endpoint-pool';
 import { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, DirEntry, InvalDirEvent, InvalEvent, NodeKind, OpenFlags, SetAttr, StatFs } from './fs-types';
@@ -361,6 +361,25 @@ export class WorkspaceRouter extends EventEmitter {
    */
   async release(fh: number): Promise<void> {
     return this.files.release(fh);
+  }
+
+  /**
+   * Takes, changes or releases a POSIX or `flock` lock on the file of handle `fh`, held by the
+   * node that serves it for every client; a waiting one is cancelled when `signal` aborts.
+   * @throws FsError EAGAIN (conflict without wait), EDEADLK, EINTR (cancelled), ENOLCK (the
+   *   session that held this handle's locks is gone, or the node holds no locks), EBADF
+   */
+  async lock(fh: number, payload: LockPayload, signal?: AbortSignal): Promise<void> {
+    return this.files.lock(fh, payload, signal);
+  }
+
+  /**
+   * The first lock of another owner that would conflict with `payload` on the file of handle
+   * `fh`, or `{type: "un"}`.
+   * @throws FsError ENOLCK, EBADF
+   */
+  async getlk(fh: number, payload: FsPayload<'getlk'>): Promise<GetlkReply> {
+    return this.files.getlk(fh, payload);
   }
 
   /**

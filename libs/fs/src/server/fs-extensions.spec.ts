@@ -14,7 +14,7 @@ import { FsMetrics } from './fs-metrics';
 import { FsNodeOptions } from './fs-options';
 import { FsSession, FsSessionService } from './fs-session';
 import { FsService } from './fs.service';
-import { AckDto, PrefetchDto } from './fs.dto';
+import { AckDto, LockDto, PrefetchDto } from './fs.dto';
 import { InvalidationService } from './invalidation.service';
 import { LocalDirBackend } from './local/local-dir.backend';
 import { NodeTable } from './node-table';
@@ -373,5 +373,86 @@ describe('inval_ack', () => {
     expect(() => validatePayload(AckDto, { seq: -1 })).toThrow(ProtocolError);
     expect(() => validatePayload(AckDto, { seq: 'x' })).toThrow(ProtocolError);
     expect(() => validatePayload(AckDto, {})).toThrow(ProtocolError);
+  });
+});
+
+describe('posix (locks)', () => {
+  /** The FsError `p` rejects with. */
+  const rejection = (p: Promise<unknown>): Promise<FsError> =>
+    p.then(
+      () => Promise.reject(new Error('expected a rejection')),
+      (e: unknown) => e as FsError,
+    );
+  /** A session of node `n` granted `posix`, with a read-write handle on `d/<name>`. */
+  async function holder(n: Node, id: string, name: string): Promise<{ session: FsSession; h: number }> {
+    const session = n.sessions.open(id, false, () => undefined, n.service.hello({ ...HELLO, features: ['posix'] }).caps.features);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    const file = (await n.service.lookup(session, dir, name)).attr.id;
+    const { h } = (await n.service.open(session, file, OpenFlags.O_RDWR)) as { h: number };
+    return { session, h };
+  }
+
+  it('is granted on request, says caps.locks, and two sessions exclude each other on one file', async () => {
+    const n = await startNode();
+    const reply = n.service.hello({ ...HELLO, features: ['posix'] });
+    expect(reply.caps.features).toEqual(['posix']);
+    expect(reply.caps.locks).toBe(true);
+    expect(n.service.hello(HELLO).caps.locks).toBe(false);
+    const a = await holder(n, 'a', 'f07.txt');
+    const b = await holder(n, 'b', 'f07.txt');
+    await n.service.lock(a.session, a.h, { kind: 'posix', type: 'wr', start: 0, len: 100, owner: '1' }, 1);
+    // The same owner name in another session is another owner.
+    expect((await rejection(n.service.lock(b.session, b.h, { kind: 'posix', type: 'wr', start: 50, len: 10, owner: '1' }, 1))).errno).toBe(Errno.EAGAIN);
+    await n.service.lock(b.session, b.h, { kind: 'posix', type: 'wr', start: 100, len: 10, owner: '1' }, 2);
+    expect(n.service.getlk(b.session, b.h, { kind: 'posix', type: 'rd', start: 0, len: 1, owner: '1' })).toEqual({ type: 'wr', start: 0, len: 100 });
+    expect(n.service.getlk(a.session, a.h, { kind: 'posix', type: 'rd', start: 100, len: 1, owner: '2' })).toMatchObject({ type: 'wr', start: 100, len: 10 });
+    // Another owner of the holding session: named.
+    await n.service.lock(a.session, a.h, { kind: 'posix', type: 'rd', start: 500, len: 1, owner: '9', pid: 4242 }, 3);
+    expect(n.service.getlk(a.session, a.h, { kind: 'posix', type: 'wr', start: 500, len: 1, owner: '1' })).toEqual({
+      type: 'rd',
+      start: 500,
+      len: 1,
+      owner_here: '9',
+      pid: 4242,
+    });
+  });
+
+  it('grants a waiting lock when the holder closes its handle, cancels a wait by tag, and releases everything with the session', async () => {
+    const n = await startNode();
+    const a = await holder(n, 'a', 'f08.txt');
+    const b = await holder(n, 'b', 'f08.txt');
+    await n.service.lock(a.session, a.h, { kind: 'flock', type: 'wr', owner: 'fd1' }, 1);
+    let granted = false;
+    const waiting = n.service.lock(b.session, b.h, { kind: 'flock', type: 'wr', owner: 'fd2', wait: true }, 7).then(() => (granted = true));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(granted).toBe(false);
+    await n.service.close(a.session, a.h);
+    await waiting;
+    expect(granted).toBe(true);
+    // A wait cancelled by its tag answers EINTR and takes nothing.
+    const c = await holder(n, 'c', 'f08.txt');
+    const cancelled = rejection(n.service.lock(c.session, c.h, { kind: 'flock', type: 'rd', owner: 'fd3', wait: true }, 9));
+    n.service.lockCancel(c.session, 9);
+    expect((await cancelled).errno).toBe(Errno.EINTR);
+    // The session's end releases its flock: another session takes it at once.
+    await n.sessions.close(b.session);
+    await n.service.lock(c.session, c.h, { kind: 'flock', type: 'wr', owner: 'fd3' }, 10);
+    expect(n.sessions.locks.stats()).toEqual({ held: 1, waiting: 0 });
+  });
+
+  it('is unknown to a session not granted posix, and refuses a malformed lock payload', async () => {
+    const n = await startNode();
+    expect(() => validatePayload(LockDto, { kind: 'posix', type: 'wr', owner: 'x' })).not.toThrow();
+    for (const bad of [
+      { kind: 'fcntl', type: 'wr', owner: 'x' },
+      { kind: 'posix', type: 'ex', owner: 'x' },
+      { kind: 'posix', type: 'wr', owner: 'x', start: -1 },
+      { kind: 'posix', type: 'wr', owner: 'x', len: 1.5 },
+      { kind: 'posix', type: 'wr', owner: 'x'.repeat(129) },
+      { kind: 'posix', type: 'wr' },
+    ]) {
+      expect(() => validatePayload(LockDto, bad)).toThrow(ProtocolError);
+    }
+    expect(n.session.features.has('posix')).toBe(false);
   });
 });

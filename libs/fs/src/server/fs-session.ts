@@ -7,6 +7,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { Errno, FsError, INVAL_ACK_WAIT_MS } from '@svc/protocol';
 import type { FsOpenFile } from './fs-backend';
 import type { FsNode } from './node-table';
+import { LockTable } from './lock-table';
 
 /** Most handles one session may hold open at once (more: EMFILE). */
 export const MAX_HANDLES_PER_SESSION = 4096;
@@ -19,6 +20,10 @@ export interface OpenHandle {
   /** The node opened (its id stays valid while the node lives). */
   readonly node: FsNode;
   readonly file: FsOpenFile;
+  /** Lock owners (keys of the node's {@link LockTable}) that took POSIX locks through this handle; they go when it closes. */
+  readonly posixOwners: Set<string>;
+  /** Lock owners that took `flock` locks through this handle (open file descriptions); they go when it closes. */
+  readonly flockOwners: Set<string>;
 }
 
 /** Sends a push to the session's peer: `type` e.g. `acheron.e_fs_inval`. */
@@ -55,7 +60,7 @@ export class FsSession {
     if (this.closed) throw new FsError(Errno.EBADF, 'the session is closed');
     if (this.handles.size >= MAX_HANDLES_PER_SESSION) throw new FsError(Errno.EMFILE, `a session may hold at most ${MAX_HANDLES_PER_SESSION} open handles`);
     const h = this.nextHandle++;
-    this.handles.set(h, { h, node, file });
+    this.handles.set(h, { h, node, file, posixOwners: new Set(), flockOwners: new Set() });
     return h;
   }
 
@@ -154,6 +159,8 @@ export class FsSession {
 export class FsSessionService {
   private readonly log = new Logger('FsSessionService');
   private readonly sessions = new Set<FsSession>();
+  /** The locks of every session (the `posix` extension): one table for the node, released with their session. */
+  readonly locks = new LockTable();
 
   /** Starts the FS state of a session after a good hello; `features`: the extensions granted. */
   open(id: string, binary: boolean, push: PushFn, features: readonly string[] = []): FsSession {
@@ -162,11 +169,12 @@ export class FsSessionService {
     return session;
   }
 
-  /** Ends a session: closes every handle it holds. */
+  /** Ends a session: releases its locks, cancels its lock waits (EINTR) and closes every handle it holds. */
   async close(session: FsSession): Promise<void> {
     if (session.closed) return;
     session.closed = true;
     session.endAckWaits();
+    this.locks.releaseSession(session.id);
     this.sessions.delete(session);
     const handles = [...session.handles.values()];
     session.handles.clear();

@@ -6,8 +6,8 @@
  * (`FsRequests`, libs/protocol/src/fs.ts). Units: bytes for offsets and sizes, ns since the epoch for times.
  */
 import 'reflect-metadata';
-import { IsArray, IsBoolean, IsInt, IsOptional, IsString, Max, Min, ValidateBy } from 'class-validator';
-import { FsPayload, PREFETCH_MAX_NAMES } from '@svc/protocol';
+import { IsArray, IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateBy } from 'class-validator';
+import { FsPayload, LockKind, LockType, PREFETCH_MAX_NAMES } from '@svc/protocol';
 
 const U32_MAX = 0xffff_ffff;
 /** Largest time accepted, ns (about the year 2262, the end of a signed 64-bit ns clock). */
@@ -35,6 +35,47 @@ function Str(field: string): PropertyDecorator {
 export class AckDto implements FsPayload<'ack'> {
   @UInt('seq', Number.MAX_SAFE_INTEGER)
   seq: number;
+}
+
+/** Longest lock owner name accepted, characters. */
+const LOCK_OWNER_MAX = 128;
+
+/** `getlk` `{kind, type, start?, len?, owner}` (the `posix` extension): a lock to test; bytes. */
+export class GetlkDto implements FsPayload<'getlk'> {
+  @IsIn(['posix', 'flock'], { message: 'kind must be "posix" or "flock"' })
+  kind: LockKind;
+
+  @IsIn(['rd', 'wr', 'un'], { message: 'type must be "rd", "wr" or "un"' })
+  type: LockType;
+
+  @IsOptional()
+  @UInt('start')
+  start?: number;
+
+  @IsOptional()
+  @UInt('len')
+  len?: number;
+
+  @Str('owner')
+  @MaxLength(LOCK_OWNER_MAX, { message: `owner must be at most ${LOCK_OWNER_MAX} characters` })
+  owner: string;
+}
+
+/** `lock` `{kind, type, start?, len?, owner, wait?, pid?}` (the `posix` extension); bytes. */
+export class LockDto extends GetlkDto implements FsPayload<'lock'> {
+  @IsOptional()
+  @IsBoolean({ message: 'wait must be a boolean' })
+  wait?: boolean;
+
+  @IsOptional()
+  @UInt('pid', U32_MAX)
+  pid?: number;
+}
+
+/** `lock_cancel` `{tag}`: the tag of a waiting `lock` of this session. */
+export class LockCancelDto implements FsPayload<'lock_cancel'> {
+  @UInt('tag')
+  tag: number;
 }
 
 /** `lookup`, `unlink`, `rmdir` `{name}`. */

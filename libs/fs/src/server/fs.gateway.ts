@@ -37,6 +37,9 @@ import { FsService } from './fs.service';
 import {
   AckDto,
   CreateDto,
+  GetlkDto,
+  LockCancelDto,
+  LockDto,
   MkdirDto,
   NameDto,
   OpenDto,
@@ -114,6 +117,21 @@ function FsHandler<K extends FsRequestOp>(op: K) {
 function fsOf(session: WsSession): FsSession {
   const fs = fsSessionOf(session);
   if (!fs) throw new ProtocolError('protocol_mismatch', 'send acheron.t_fs_hello first');
+  return fs;
+}
+
+/**
+ * The FS state of a session granted the `posix` extension.
+ * @throws ProtocolError `unknown_type` (errno 38 ENOSYS, as before extensions) otherwise
+ */
+function posixOf(session: WsSession, op: 'lock' | 'getlk' | 'lock_cancel'): FsSession {
+  const fs = fsOf(session);
+  if (!fs.features.has('posix')) {
+    throw new ProtocolError(
+      'unknown_type',
+      `unknown message type "acheron.t_fs_${op}" (the posix extension was not granted: ask for it in acheron.t_fs_hello features)`,
+    );
+  }
   return fs;
 }
 
@@ -258,6 +276,29 @@ export class FsGateway {
     }
     fs.acked(body.seq);
     return {};
+  }
+
+  /**
+   * `acheron.t_fs_lock` (the `posix` extension): {@link FsService.lock}; a waiting request ends
+   * when granted, cancelled (`lock_cancel` with its tag) or when the session ends.
+   * @throws ProtocolError `unknown_type` when the session was not granted `posix`
+   */
+  @FsHandler('lock')
+  lock(@Ctx() ctx: RequestContext, @Payload() body: LockDto) {
+    const fs = posixOf(ctx.session, 'lock');
+    return this.fs.lock(fs, rootId(ctx.frame, 'h'), body, ctx.frame.tag);
+  }
+
+  /** `acheron.t_fs_getlk` (the `posix` extension): {@link FsService.getlk}. */
+  @FsHandler('getlk')
+  getlk(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: GetlkDto) {
+    return this.fs.getlk(posixOf(session, 'getlk'), rootId(frame, 'h'), body);
+  }
+
+  /** `acheron.t_fs_lock_cancel` (the `posix` extension): {@link FsService.lockCancel}. */
+  @FsHandler('lock_cancel')
+  lockCancel(@Session() session: WsSession, @Payload() body: LockCancelDto) {
+    return this.fs.lockCancel(posixOf(session, 'lock_cancel'), body.tag);
   }
 
   /** `acheron.t_fs_create` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.create}. */

@@ -21,6 +21,8 @@ import {
   FsError,
   FsPayload,
   FsReply,
+  GetlkReply,
+  LockPayload,
   FEATURE_NAME_MAX,
   FS_FEATURES,
   HELLO_MAX_FEATURES,
@@ -46,7 +48,7 @@ import { validateName } from './local/confine';
 import { ExportRegistry, FsExport } from './export-registry';
 import { FsMetrics } from './fs-metrics';
 import { FsNodeOptions } from './fs-options';
-import { FsSession, FsSessionService } from './fs-session';
+import { FsSession, FsSessionService, OpenHandle } from './fs-session';
 import { InvalidationService } from './invalidation.service';
 import { FsNode, NodeTable } from './node-table';
 
@@ -117,7 +119,7 @@ export class FsService implements OnModuleDestroy {
         readdirp: true,
         symlink: true,
         xattr: false,
-        locks: false,
+        locks: features.includes('posix'),
         statfs: true,
         events: true,
         case_sensitive: true,
@@ -545,12 +547,83 @@ export class FsService implements OnModuleDestroy {
     return {};
   }
 
-  /** `close` `h` -> `{}`; the handle is gone even when closing reports an error. @throws FsError EBADF */
+  /**
+   * `close` `h` -> `{}`; the handle is gone even when closing reports an error, and so are the
+   * locks taken through it (the POSIX locks of each owner that locked through it, its `flock`s).
+   * @throws FsError EBADF
+   */
   async close(session: FsSession, h: number): Promise<FsReply<'close'>> {
     const handle = session.handle(h);
     session.handles.delete(h);
+    this.releaseLocks(handle);
     await handle.file.close();
     await this.inval.flushNow(session);
+    return {};
+  }
+
+  // ---- locks (the `posix` extension) ----------------------------------------------------
+
+  /** The key of lock owner `owner` of `session` in the node's lock table. */
+  private static lockOwner(session: FsSession, owner: string): string {
+    return `${session.id}\u0000${owner}`;
+  }
+
+  /** Releases the locks taken through `handle` (it closed). */
+  private releaseLocks(handle: OpenHandle): void {
+    const locks = this.sessions.locks;
+    for (const owner of handle.posixOwners) locks.releaseOwnerKind(handle.node.id, owner, 'posix');
+    for (const owner of handle.flockOwners) locks.releaseOwnerKind(handle.node.id, owner, 'flock');
+  }
+
+  /**
+   * `lock` `h` {@link LockPayload} -> `{}` once the lock is taken, changed or released on the file
+   * of `h`, in the node's one lock table for every session. A waiting request (`wait`) can be
+   * cancelled with `lock_cancel` and the request's `tag`.
+   * @param tag the request's tag (the id of its wait)
+   * @throws FsError EAGAIN (a conflict, without `wait`), EDEADLK, EINTR (cancelled, or the
+   *   session ended), EBADF (unknown handle, or closed while the request waited), EINVAL (range)
+   */
+  async lock(session: FsSession, h: number, p: LockPayload, tag: number | null): Promise<FsReply<'lock'>> {
+    const handle = session.handle(h);
+    const owner = FsService.lockOwner(session, p.owner);
+    const wait = p.wait === true && p.type !== 'un';
+    const req = { node: handle.node.id, kind: p.kind, type: p.type, start: p.start ?? 0, len: p.len ?? 0, owner, session: session.id, pid: p.pid };
+    await this.sessions.locks.lock(req, wait, wait && tag !== null ? `${session.id}\u0000${tag}` : undefined);
+    if (p.type === 'un') return {};
+    if (session.handles.get(h) !== handle) {
+      // The handle closed while the request waited: what it was granted goes with it.
+      this.sessions.locks.lock({ ...req, type: 'un' }, false).catch(() => undefined);
+      throw new FsError(Errno.EBADF, `handle ${h} was closed while the lock waited`);
+    }
+    (p.kind === 'posix' ? handle.posixOwners : handle.flockOwners).add(owner);
+    return {};
+  }
+
+  /**
+   * `getlk` `h` `{kind, type, start, len, owner}` -> the first lock of another owner that would
+   * conflict with it (`owner_here` and `pid` when this session holds it), or `{type: "un"}`.
+   * @throws FsError EBADF, EINVAL
+   */
+  getlk(session: FsSession, h: number, p: FsPayload<'getlk'>): GetlkReply {
+    const handle = session.handle(h);
+    const c = this.sessions.locks.test({
+      node: handle.node.id,
+      kind: p.kind,
+      type: p.type,
+      start: p.start ?? 0,
+      len: p.len ?? 0,
+      owner: FsService.lockOwner(session, p.owner),
+      session: session.id,
+    });
+    if (!c) return { type: 'un' };
+    const prefix = FsService.lockOwner(session, '');
+    if (c.session !== session.id || !c.owner.startsWith(prefix)) return { type: c.type, start: c.start, len: c.len };
+    return { type: c.type, start: c.start, len: c.len, owner_here: c.owner.slice(prefix.length), ...(c.pid !== undefined ? { pid: c.pid } : {}) };
+  }
+
+  /** `lock_cancel` `{tag}` -> `{}`: the waiting `lock` of this session sent with `tag` answers EINTR (nothing when it is not waiting). */
+  lockCancel(session: FsSession, tag: number): FsReply<'lock_cancel'> {
+    this.sessions.locks.cancel(`${session.id}\u0000${tag}`);
     return {};
   }
 
