@@ -1,31 +1,60 @@
 #!/usr/bin/env node
 /**
- * postinstall (and `npm run build:native`): builds the libfuse 3 binding, native/fuse3 (C over
- * Node-API, loaded by libs/fuse3), with npm's node-gyp into
- * native/fuse3/build/Release/svc_fuse3.node. It needs a C compiler, make, python3 (node-gyp),
- * pkg-config and libfuse 3's headers; it links with the C compiler, so no C++ compiler is needed.
+ * postinstall (and `npm run build:native`): builds the native addons (C over Node-API) with npm's
+ * node-gyp, each on its own, so that one that cannot be built does not keep the other from
+ * being built:
+ *  - native/fuse3, the libfuse 3 binding loaded by libs/fuse3, into
+ *    native/fuse3/build/Release/svc_fuse3.node; it needs pkg-config and libfuse 3's headers;
+ *  - native/posix, the Linux system calls Node.js has no API for (mknod, xattrs, renameat2, ...),
+ *    loaded by libs/fs/src/server/local/posix-native.ts, into
+ *    native/posix/build/Release/svc_posix.node; it needs nothing beyond libc.
+ * Both need a C compiler, make and python3 (node-gyp); they link with the C compiler, so no C++
+ * compiler is needed.
  *
- * Never fails the install: when something is missing, or the build fails, it prints one line
- * naming the Debian packages and exits 0; libs/fuse3 then throws the same advice when it is
- * loaded. Node's headers come from the running node's prefix when it ships them (distribution
- * and tarball installs), so nothing is downloaded.
+ * Never fails the install: for each addon that cannot be built (something missing, or the build
+ * fails) it prints one line naming the Debian packages and goes on; it always exits 0. Its
+ * loader then gives the same advice (libs/fuse3 throws it; posix-native says it). Node's headers
+ * come from the running node's prefix when it ships them (distribution and tarball installs), so
+ * nothing is downloaded.
  */
 'use strict';
 const { execFileSync } = require('node:child_process');
 const { existsSync } = require('node:fs');
 const { dirname, join } = require('node:path');
 
-const DIR = join(__dirname, '..', 'native', 'fuse3');
-const BUILT = join(DIR, 'build', 'Release', 'svc_fuse3.node');
-/** What a Debian machine needs to build the binding and to mount with it. */
-const PACKAGES = 'libfuse3-dev fuse3 gcc make pkg-config python3';
+const NATIVE = join(__dirname, '..', 'native');
+
+/**
+ * The addons: `packages`: what a Debian machine needs to build (and use) it; `missing`: what it
+ * needs beyond a C compiler, make, python3 and node-gyp and is not here.
+ */
+const ADDONS = [
+  {
+    what: 'the libfuse 3 binding (native/fuse3)',
+    dir: join(NATIVE, 'fuse3'),
+    file: 'svc_fuse3.node',
+    packages: 'libfuse3-dev fuse3 gcc make pkg-config python3',
+    missing() {
+      if (!runs('pkg-config', ['--version'])) return ['pkg-config'];
+      if (!runs('pkg-config', ['--exists', 'fuse3'])) return ["libfuse 3's headers (pkg-config fuse3)"];
+      return [];
+    },
+  },
+  {
+    what: 'the POSIX calls addon (native/posix)',
+    dir: join(NATIVE, 'posix'),
+    file: 'svc_posix.node',
+    packages: 'gcc make python3',
+    missing: () => [],
+  },
+];
 
 function say(msg) {
   process.stderr.write(`svc postinstall: ${msg}\n`);
 }
 
-function notBuilt(why) {
-  say(`the libfuse 3 binding (native/fuse3) was not built (${why}); it needs, on Debian: apt-get install ${PACKAGES}; then run \`npm run build:native\``);
+function notBuilt(addon, why) {
+  say(`${addon.what} was not built (${why}); it needs, on Debian: apt-get install ${addon.packages}; then run \`npm run build:native\``);
 }
 
 /** True when `cmd args` runs and exits 0. */
@@ -46,29 +75,22 @@ function nodeGyp() {
   return candidates.find((c) => c && existsSync(c)) ?? null;
 }
 
-function main() {
-  if (!existsSync(join(DIR, 'binding.gyp'))) return; // a tree without the binding's source (an image that copied only part of it)
-  const cc = process.env.CC || 'cc';
-  const missing = [];
-  if (!runs(cc, ['--version'])) missing.push(`a C compiler (${cc})`);
-  if (!runs('make', ['--version'])) missing.push('make');
-  if (!runs('python3', ['--version'])) missing.push('python3');
-  if (!runs('pkg-config', ['--version'])) missing.push('pkg-config');
-  else if (!runs('pkg-config', ['--exists', 'fuse3'])) missing.push("libfuse 3's headers (pkg-config fuse3)");
-  const gyp = nodeGyp();
-  if (!gyp) missing.push('node-gyp (it comes with npm)');
-  if (missing.length > 0) return notBuilt(`missing ${missing.join(', ')}`);
+/** Builds one addon with node-gyp; prints the advice when it is not built. */
+function build(addon, cc, gyp, common) {
+  const missing = [...common, ...addon.missing()];
+  if (missing.length > 0) return notBuilt(addon, `missing ${missing.join(', ')}`);
+  const built = join(addon.dir, 'build', 'Release', addon.file);
   const prefix = join(dirname(process.execPath), '..');
   const args = [gyp, 'rebuild'];
   if (!process.env.npm_config_nodedir && existsSync(join(prefix, 'include', 'node', 'node_api.h'))) args.push(`--nodedir=${prefix}`);
   try {
     execFileSync(process.execPath, args, {
-      cwd: DIR,
+      cwd: addon.dir,
       stdio: ['ignore', 'pipe', 'pipe'],
       timeout: 300_000,
       env: { ...process.env, LINK: process.env.LINK || cc },
     });
-    if (!existsSync(BUILT)) throw new Error(`node-gyp finished but ${BUILT} is missing`);
+    if (!existsSync(built)) throw new Error(`node-gyp finished but ${built} is missing`);
   } catch (e) {
     const detail = String(e.stderr ?? e.message)
       .trim()
@@ -76,7 +98,27 @@ function main() {
       .filter((l) => !l.startsWith('gyp info'))
       .slice(-3)
       .join(' | ');
-    notBuilt(`node-gyp failed: ${detail}`);
+    notBuilt(addon, `node-gyp failed: ${detail}`);
+  }
+}
+
+function main() {
+  // an addon without its source is skipped (an image that copied only part of the tree)
+  const addons = ADDONS.filter((a) => existsSync(join(a.dir, 'binding.gyp')));
+  if (addons.length === 0) return;
+  const cc = process.env.CC || 'cc';
+  const common = [];
+  if (!runs(cc, ['--version'])) common.push(`a C compiler (${cc})`);
+  if (!runs('make', ['--version'])) common.push('make');
+  if (!runs('python3', ['--version'])) common.push('python3');
+  const gyp = nodeGyp();
+  if (!gyp) common.push('node-gyp (it comes with npm)');
+  for (const addon of addons) {
+    try {
+      build(addon, cc, gyp, common);
+    } catch (e) {
+      notBuilt(addon, String(e?.message ?? e));
+    }
   }
 }
 

@@ -67,10 +67,12 @@ export type FsOp = (typeof FS_OPS)[number];
  *   fsync, rename, create, ...) only after each session it pushed to has acknowledged those
  *   pushes, or after {@link INVAL_ACK_WAIT_MS}: what one client made durable is never read
  *   stale from another client's cache at its next open, however the two sockets are scheduled.
- * - `posix`: locks held by the node for every session of every client (`t_fs_lock`,
- *   `t_fs_getlk`, `t_fs_lock_cancel`): POSIX byte-range locks per lock owner and `flock` locks
- *   per open file description, so two clients exclude each other as two processes on one
- *   machine do ({@link LockPayload}).
+ * - `posix`: the POSIX operations the base protocol lacks: hard links (`t_fs_link`), special
+ *   files (`t_fs_mknod`), extended attributes (`t_fs_getxattr`, `setxattr`, `listxattr`,
+ *   `removexattr`), `rename` flags, and locks held by the node for every session of every
+ *   client (`t_fs_lock`, `t_fs_getlk`, `t_fs_lock_cancel`): POSIX byte-range locks per lock
+ *   owner and `flock` locks per open file description, so two clients exclude each other as
+ *   two processes on one machine do ({@link LockPayload}).
  */
 export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix'] as const;
 export type FsFeature = (typeof FS_FEATURES)[number];
@@ -392,13 +394,21 @@ export interface OpenRequest {
   close_at_eof?: boolean;
 }
 
-/** `rename` payload: node ids of the two directories and the names in them. */
+/** `rename` payload: node ids of the two directories and the names in them; `flags` (the `posix` extension) {@link RENAME_NOREPLACE} or {@link RENAME_EXCHANGE}. */
 export interface RenameRequest {
   old_parent: number;
   old_name: string;
   new_parent: number;
   new_name: string;
+  flags?: number;
 }
+
+/** `rename` flags (renameat2(2)): fail EEXIST when the new name exists; swap the two names. */
+export const RENAME_NOREPLACE = 1;
+export const RENAME_EXCHANGE = 2;
+/** `setxattr` flags (setxattr(2)): fail EEXIST when the attribute exists; fail ENODATA when it does not. */
+export const XATTR_CREATE = 1;
+export const XATTR_REPLACE = 2;
 
 /** The kind of a lock: `posix` (fcntl byte ranges, per lock owner) or `flock` (the whole file, per open file description). */
 export type LockKind = 'posix' | 'flock';
@@ -461,13 +471,19 @@ export interface FsRequests {
   statfs: { target: NodeTarget; payload: EmptyPayload; reply: StatFs };
   prefetch: { target: NodeTarget; payload: { names: readonly string[]; max_file?: number; max_total?: number }; reply: PrefetchReply };
   ack: { target: NoTarget; payload: { seq: number }; reply: EmptyReply };
+  link: { target: NodeTarget; payload: { new_parent: number; new_name: string }; reply: AttrReply };
+  mknod: { target: NodeTarget; payload: { name: string; mode: number; rdev?: number }; reply: AttrReply };
+  getxattr: { target: NodeTarget; payload: { name: string; size: number }; reply: { n: number; value_b64?: string } };
+  setxattr: { target: NodeTarget; payload: { name: string; value_b64: string; flags?: number }; reply: EmptyReply };
+  listxattr: { target: NodeTarget; payload: { size: number }; reply: { n: number; names?: string[] } };
+  removexattr: { target: NodeTarget; payload: { name: string }; reply: EmptyReply };
   lock: { target: HandleTarget; payload: LockPayload; reply: EmptyReply };
   getlk: { target: HandleTarget; payload: Omit<LockPayload, 'wait' | 'pid'>; reply: GetlkReply };
   lock_cancel: { target: NoTarget; payload: { tag: number }; reply: EmptyReply };
 }
 
 /** The operations of the FS extensions (docs/protocol.md "FS extensions") that are requests of their own. */
-export type FsExtensionOp = 'prefetch' | 'ack' | 'lock' | 'getlk' | 'lock_cancel';
+export type FsExtensionOp = 'prefetch' | 'ack' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr' | 'lock' | 'getlk' | 'lock_cancel';
 
 /** Every request a session may send: the base operations ({@link FS_OPS}) and the extensions'. Each has its entry in {@link FsRequests}. */
 export type FsRequestOp = FsOp | FsExtensionOp;

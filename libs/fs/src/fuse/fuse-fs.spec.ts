@@ -98,6 +98,18 @@ class FakeRouter extends EventEmitter {
   async lock(fh: number, payload: LockPayload): Promise<void> {
     this.lockCalls.push({ fh, payload, writesBefore: this.writes.length });
   }
+  readonly xattrs = new Map<string, Map<string, Buffer>>();
+  getxattrCalls = 0;
+  async getxattr(path: string, name: string): Promise<{ n: number; value?: Buffer }> {
+    this.getxattrCalls++;
+    const v = this.xattrs.get(path)?.get(name);
+    if (!v) throw new FsError(Errno.ENODATA);
+    return { n: v.length, value: v };
+  }
+  async setxattr(path: string, name: string, value: Buffer): Promise<void> {
+    if (!this.xattrs.has(path)) this.xattrs.set(path, new Map());
+    this.xattrs.get(path)!.set(name, value);
+  }
   async getlk(): Promise<GetlkReply> {
     return { type: 'wr', start: 0, len: 10, owner_here: '1', pid: 77 };
   }
@@ -560,6 +572,35 @@ describe('FuseFs locks', () => {
     const ino = fs.inodes.find('/w/f')!.ino;
     await expect(ops.setlk(ino, 999, 1n, lock(7), false, ctxOf(1))).rejects.toMatchObject({ errno: Errno.EINVAL });
     await expect(ops.setlk(ino, 999, 1n, lock(1), false, ctxOf(2))).rejects.toMatchObject({ errno: Errno.EBADF });
+  });
+});
+
+describe('FuseFs extended attributes', () => {
+  it('answers the getxattr of security.capability the kernel sends before each write from what it knows, until a push or a change', async () => {
+    const { router, fs, ops, call } = setup();
+    router.add('/w/bin', Buffer.from('x'));
+    await call('getattr', '/w/bin');
+    const ino = fs.inodes.find('/w/bin')!.ino;
+    const ctx = () => new RequestContext(1, 0, 0, 0, 0);
+    for (let i = 0; i < 3; i++) await expect(ops.getxattr(ino, 'security.capability', ctx())).rejects.toMatchObject({ errno: Errno.ENODATA });
+    expect(router.getxattrCalls).toBe(1);
+    // Other names always go to the node.
+    await expect(ops.getxattr(ino, 'user.a', ctx())).rejects.toMatchObject({ errno: Errno.ENODATA });
+    expect(router.getxattrCalls).toBe(2);
+    // Set on the node by another client: the push drops what this mount knew.
+    await router.setxattr('/w/bin', 'security.capability', Buffer.from([1, 2]));
+    router.emit('inval', { mount_path: '/w', paths: ['/w/bin'], node: 10, what: 'attr' });
+    expect(await ops.getxattr(ino, 'security.capability', ctx())).toEqual(Buffer.from([1, 2]));
+    // This mount's own setxattr too.
+    await router.setxattr('/w/bin', 'security.capability', Buffer.from([3]));
+    await ops.setxattr(ino, 'user.b', Buffer.from('v'), 0, ctx());
+    expect(await ops.getxattr(ino, 'security.capability', ctx())).toEqual(Buffer.from([3]));
+    // A file this mount made with O_EXCL: known to have none without asking.
+    const before = router.getxattrCalls;
+    const fd = await call<number>('create', '/w/new', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT | OpenFlags.O_EXCL);
+    await expect(ops.getxattr(fs.inodes.find('/w/new')!.ino, 'security.capability', ctx())).rejects.toMatchObject({ errno: Errno.ENODATA });
+    expect(router.getxattrCalls).toBe(before);
+    await call('release', '/w/new', fd);
   });
 });
 

@@ -299,6 +299,7 @@ export class FuseFs {
 
   private invalInode(e: InodeEntry): void {
     this.operations.denyFast(e.ino);
+    this.operations.xattrsChanged(e.ino);
     const negatives = this.operations.negatives.take(e.ino);
     if (!this.session) return;
     this.invalidations.inode++;

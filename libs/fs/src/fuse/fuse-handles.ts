@@ -156,6 +156,27 @@ export class FuseHandles {
     }
   }
 
+  /** Open files follow a rename with RENAME_EXCHANGE: those at or below `a` are now at `b`, and the other way round. */
+  exchanged(a: string, b: string): void {
+    const moved: Array<[OpenState, string]> = [];
+    for (const s of this.files.values()) {
+      for (const [from, to] of [
+        [a, b],
+        [b, a],
+      ]) {
+        if (s.path === from) moved.push([s, to]);
+        else if (s.path.startsWith(`${from}/`)) moved.push([s, to + s.path.slice(from.length)]);
+        else continue;
+        break;
+      }
+    }
+    for (const [s, path] of moved) {
+      this.unindex(s);
+      s.path = path;
+      this.index(s);
+    }
+  }
+
   /** Open files follow a rename of `src` (a file or a directory above them) to `dest`. */
   renamed(src: string, dest: string): void {
     for (const s of this.files.values()) {

@@ -23,7 +23,7 @@ import type {
   WriteInfo,
 } from '@svc/fuse3';
 import { FuseError, SETATTR } from '@svc/fuse3';
-import { Attr, Errno, FileType, FsError, type LockKind, NodeKind, OpenFlags, SetAttr } from '@svc/protocol/wire';
+import { Attr, Errno, FileType, FsError, type LockKind, NodeKind, OpenFlags, RENAME_EXCHANGE, RENAME_NOREPLACE, SetAttr } from '@svc/protocol/wire';
 import { joinPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches, Listing, openProof } from './fuse-caches';
@@ -42,8 +42,10 @@ import { WriteBehind } from './write-behind';
 /** The open(2) flags a FUSE create passes to the node's create (the access mode and what acts on the node). */
 const CREATE_FLAGS = OpenFlags.O_ACCMODE | OpenFlags.O_EXCL | OpenFlags.O_TRUNC | OpenFlags.O_APPEND | OpenFlags.O_DSYNC | OpenFlags.O_SYNC;
 
-/** renameat2 flags. */
-const RENAME_NOREPLACE = 1;
+/** The extended attribute of a file's capabilities, which the kernel reads before each write. */
+const SECURITY_CAPABILITY = 'security.capability';
+/** Largest extended attribute value or name list asked of a node, bytes (XATTR_SIZE_MAX). */
+const XATTR_SIZE_MAX = 65536;
 
 /** Bytes of a readdir entry before its name (`FUSE_NAME_OFFSET`), and of a readdirplus entry (`FUSE_NAME_OFFSET_DIRENTPLUS`). */
 const DIRENT_HEAD = 24;
@@ -122,6 +124,11 @@ export class FuseOperations implements Operations {
   private readonly fastStates = new Map<number, OpenState>();
   /** The locks this mount holds through the node (fcntl and flock). */
   readonly locks: FuseLocks;
+  /**
+   * Inodes known to have no `security.capability` (the node said so, or this mount created the
+   * file); dropped by a push for the inode and by this mount's own xattr, owner or mode changes.
+   */
+  private readonly noCaps = new Set<number>();
 
   constructor(parts: FuseOperationsParts) {
     this.router = parts.router;
@@ -381,6 +388,7 @@ export class FuseOperations implements Operations {
       this.inodes.forget(f.ino, f.nlookup);
       if (!this.inodes.get(f.ino)) {
         this.denyFast(f.ino);
+        this.noCaps.delete(f.ino);
         this.negatives.take(f.ino);
         this.dirListings.delete(f.ino);
         this.lastAttr.delete(f.ino);
@@ -478,19 +486,16 @@ export class FuseOperations implements Operations {
     });
   }
 
+  /**
+   * FUSE rename; `flags` RENAME_NOREPLACE (EEXIST when the new name exists, atomically on the
+   * node) or RENAME_EXCHANGE (the two names swap: inodes and open handles follow their files).
+   */
   rename(parent: number, name: string, newParent: number, newName: string, flags: number, ctx: RequestContext): Promise<void> {
     return this.poller.run('rename', ctx.id, async () => {
       const src = this.childPath(parent, name);
       const dest = this.childPath(newParent, newName);
       this.refuseWrite();
-      if (flags & ~RENAME_NOREPLACE) throw new FsError(Errno.EINVAL, 'only RENAME_NOREPLACE is supported');
-      if (flags & RENAME_NOREPLACE) {
-        const exists = await this.caches.attrOf(dest).then(
-          () => true,
-          (e: unknown) => (e instanceof FsError && e.errno === Errno.ENOENT ? false : Promise.reject(e)),
-        );
-        if (exists) throw new FsError(Errno.EEXIST);
-      }
+      if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || flags === (RENAME_NOREPLACE | RENAME_EXCHANGE)) throw new FsError(Errno.EINVAL);
       for (const [dir, n] of [
         [parent, name],
         [newParent, newName],
@@ -499,14 +504,97 @@ export class FuseOperations implements Operations {
         if (e) this.denyFast(e.ino);
       }
       await Promise.all([this.flushPath(src), this.flushPath(dest)]);
-      await this.handles.pinOpenHandles(dest);
-      await this.router.rename(src, dest);
+      if (!(flags & RENAME_EXCHANGE)) await this.handles.pinOpenHandles(dest);
+      await this.router.rename(src, dest, flags);
       this.caches.forgetTree(src);
       this.caches.forgetTree(dest);
       this.caches.entryChanged(src);
       this.caches.entryChanged(dest);
-      this.handles.renamed(src, dest);
-      this.inodes.rename(parent, name, newParent, newName);
+      if (flags & RENAME_EXCHANGE) {
+        this.handles.exchanged(src, dest);
+        this.inodes.exchange(parent, name, newParent, newName);
+      } else {
+        this.handles.renamed(src, dest);
+        this.inodes.rename(parent, name, newParent, newName);
+      }
+    });
+  }
+
+  /** FUSE mknod: a FIFO, socket, device or regular file, made on the node (the `posix` extension; else ENOSYS). */
+  mknod(parent: number, name: string, mode: number, rdev: number, ctx: RequestContext): Promise<Entry> {
+    return this.poller.run('mknod', ctx.id, async () => {
+      const path = this.childPath(parent, name);
+      this.refuseWrite();
+      const attr = await this.router.mknod(path, mode, rdev);
+      this.caches.entryChanged(path);
+      this.caches.remember(path, attr);
+      return this.entry(parent, name, path, attr);
+    });
+  }
+
+  /** FUSE link: `newName` in `newParent` becomes another name of inode `ino`'s file. */
+  link(ino: number, newParent: number, newName: string, ctx: RequestContext): Promise<Entry> {
+    return this.poller.run('link', ctx.id, async () => {
+      const path = this.pathOf(ino);
+      const dest = this.childPath(newParent, newName);
+      this.refuseWrite();
+      await this.flushPath(path);
+      const attr = await this.router.link(path, dest);
+      this.caches.forget(path);
+      this.caches.entryChanged(dest);
+      this.caches.remember(dest, attr);
+      return this.entry(newParent, newName, dest, attr);
+    });
+  }
+
+  /**
+   * FUSE getxattr: the value of `name` (ENODATA when absent, ENOTSUP where the node's filesystem
+   * has none). The kernel asks for `security.capability` before every write to a file (to drop
+   * it, as a write must): an inode known to have none is answered here ({@link noCaps}).
+   */
+  getxattr(ino: number, name: string, ctx: RequestContext): Promise<Buffer> {
+    return this.poller.run('getxattr', ctx.id, async () => {
+      const caps = name === SECURITY_CAPABILITY;
+      if (caps && this.noCaps.has(ino)) throw new FsError(Errno.ENODATA);
+      try {
+        const got = await this.router.getxattr(this.pathOf(ino), name, XATTR_SIZE_MAX);
+        return got.value ?? Buffer.alloc(0);
+      } catch (e) {
+        if (caps && e instanceof FsError && (e.errno === Errno.ENODATA || e.errno === Errno.ENOTSUP)) this.noCaps.add(ino);
+        throw e;
+      }
+    });
+  }
+
+  /** The extended attributes of inode `ino` may have changed (a push, this mount's own change): what is known of them goes. */
+  xattrsChanged(ino: number): void {
+    this.noCaps.delete(ino);
+  }
+
+  /** FUSE setxattr; `flags` XATTR_CREATE or XATTR_REPLACE. */
+  setxattr(ino: number, name: string, value: Buffer, flags: number, ctx: RequestContext): Promise<void> {
+    return this.poller.run('setxattr', ctx.id, async () => {
+      const path = this.pathOf(ino);
+      this.refuseWrite();
+      this.xattrsChanged(ino);
+      await this.router.setxattr(path, name, value, flags);
+      this.caches.forget(path);
+    });
+  }
+
+  /** FUSE listxattr: the names of the file's extended attributes. */
+  listxattr(ino: number, ctx: RequestContext): Promise<string[]> {
+    return this.poller.run('listxattr', ctx.id, async () => (await this.router.listxattr(this.pathOf(ino), XATTR_SIZE_MAX)).names ?? []);
+  }
+
+  /** FUSE removexattr. */
+  removexattr(ino: number, name: string, ctx: RequestContext): Promise<void> {
+    return this.poller.run('removexattr', ctx.id, async () => {
+      const path = this.pathOf(ino);
+      this.refuseWrite();
+      this.xattrsChanged(ino);
+      await this.router.removexattr(path, name);
+      this.caches.forget(path);
     });
   }
 
@@ -611,6 +699,8 @@ export class FuseOperations implements Operations {
         const entry = this.entry(parent, name, path, attr);
         state.ino = entry.ino;
         state.expectId = attr.id;
+        // A file made by this create (O_EXCL: not an existing one opened) has no capabilities.
+        if (open & OpenFlags.O_EXCL) this.noCaps.add(entry.ino);
         return { entry, open: { fh, keepCache: true } };
       },
       (reply) => {

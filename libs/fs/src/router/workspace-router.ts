@@ -125,6 +125,15 @@ export interface ReaddirPage {
 const SYNTHETIC_DIR_MODE = 0o040555;
 
 /**
+ * The FS client of endpoint `a` when its node granted the `posix` extension.
+ * @throws FsError `errno` (default ENOSYS: the operation is not there) naming `what` otherwise
+ */
+function posixOf(a: ActiveEndpoint, what: string, errno: number = Errno.ENOSYS): ActiveEndpoint['session']['client'] {
+  if (!a.session.client.has('posix')) throw new FsError(errno, `${what}: the node at ${a.session.url} does not grant the posix extension`);
+  return a.session.client;
+}
+
+/**
  * The workspace filesystem. Create with a {@link TopologySource}, call {@link start}, then use
  * the path API; {@link close} when done.
  */
@@ -425,10 +434,11 @@ export class WorkspaceRouter extends EventEmitter {
   }
 
   /**
-   * Renames within one mount.
-   * @throws FsError EXDEV (different mounts), EBUSY (a mount root), ENOENT, ENOTEMPTY, EROFS, EIO
+   * Renames within one mount; `flags` {@link RENAME_NOREPLACE} (EEXIST when `newPath` exists) or
+   * {@link RENAME_EXCHANGE} (the two swap), which need a node granting `posix`.
+   * @throws FsError EXDEV (different mounts), EBUSY (a mount root), ENOENT, ENOTEMPTY, EEXIST, EROFS, EIO, EINVAL
    */
-  async rename(oldPath: string, newPath: string): Promise<void> {
+  async rename(oldPath: string, newPath: string, flags = 0): Promise<void> {
     const from = this.mutationTarget(oldPath, 'rename');
     const to = this.mutationTarget(newPath, 'rename');
     if (from.mountPath !== to.mountPath) {
@@ -440,7 +450,9 @@ export class WorkspaceRouter extends EventEmitter {
         const np = await walk(a, to.parentRel, useCache);
         ctx.committed = true;
         try {
-          await a.session.client.request('rename', {}, { old_parent: op.id, old_name: from.name, new_parent: np.id, new_name: to.name });
+          if (flags !== 0) posixOf(a, 'rename flags');
+          const payload = { old_parent: op.id, old_name: from.name, new_parent: np.id, new_name: to.name };
+          await a.session.client.request('rename', {}, flags === 0 ? payload : { ...payload, flags });
         } finally {
           a.cache.dropTree(from.rel);
           a.cache.dropTree(to.rel);
@@ -464,6 +476,65 @@ export class WorkspaceRouter extends EventEmitter {
    */
   async symlink(path: string, target: string): Promise<Attr> {
     return this.addEntry(path, 'symlink', (a, parent, name) => a.session.client.request('symlink', { node: parent }, { name, target }));
+  }
+
+  /**
+   * Creates a FIFO, socket, device or regular file `path` with the type and permission bits of
+   * `mode` (`rdev` for a device).
+   * @throws FsError EEXIST, ENOENT, EPERM, EROFS, EIO, ENOSYS (the node does not grant `posix`)
+   */
+  async mknod(path: string, mode: number, rdev = 0): Promise<Attr> {
+    return this.addEntry(path, 'mknod', (a, parent, name) => posixOf(a, 'mknod').request('mknod', { node: parent }, { name, mode, rdev }));
+  }
+
+  /**
+   * Makes `newPath` another name of the non-directory `path` (the same mount).
+   * @throws FsError EXDEV (different mounts), EEXIST, EPERM (a directory), ENOENT, EROFS, ENOSYS
+   */
+  async link(path: string, newPath: string): Promise<Attr> {
+    const from = this.mutationTarget(path, 'link');
+    const to = this.mutationTarget(newPath, 'link');
+    if (from.mountPath !== to.mountPath) throw new FsError(Errno.EXDEV, `cannot link across mounts (${from.mountPath} -> ${to.mountPath})`);
+    return this.mutateIn(to, async (a, parent, ctx) => {
+      const w = await walk(a, from.rel, true);
+      ctx.committed = true;
+      const r = await posixOf(a, 'link').request('link', { node: w.id }, { new_parent: parent, new_name: to.name });
+      a.cache.set(to.rel, r.attr.id);
+      return r.attr;
+    });
+  }
+
+  /**
+   * The value of extended attribute `name` of `path` (a final symlink not followed); with `size`
+   * 0 only its length (`n`).
+   * @throws FsError ENODATA, ERANGE (longer than `size`), ENOTSUP (no xattrs there)
+   */
+  async getxattr(path: string, name: string, size: number): Promise<{ n: number; value?: Buffer }> {
+    const r = this.existing(path);
+    if (r.kind === 'synthetic') throw new FsError(Errno.ENODATA);
+    return this.atNode(r.mountPath, r.rel, async (a, w) => {
+      const got = await posixOf(a, 'getxattr', Errno.ENOTSUP).request('getxattr', { node: w.id }, { name, size });
+      return got.value_b64 === undefined ? { n: got.n } : { n: got.n, value: Buffer.from(got.value_b64, 'base64') };
+    });
+  }
+
+  /** Sets extended attribute `name` of `path`; `flags` {@link XATTR_CREATE} or {@link XATTR_REPLACE}. @throws FsError EEXIST, ENODATA, ENOTSUP, EROFS */
+  async setxattr(path: string, name: string, value: Buffer, flags: number): Promise<void> {
+    await this.mutateNode(path, (a, id) =>
+      posixOf(a, 'setxattr', Errno.ENOTSUP).request('setxattr', { node: id }, { name, value_b64: value.toString('base64'), flags }),
+    );
+  }
+
+  /** The extended attribute names of `path`; with `size` 0 only the bytes they take (`n`). @throws FsError ERANGE, ENOTSUP */
+  async listxattr(path: string, size: number): Promise<{ n: number; names?: string[] }> {
+    const r = this.existing(path);
+    if (r.kind === 'synthetic') return { n: 0, names: [] };
+    return this.atNode(r.mountPath, r.rel, (a, w) => posixOf(a, 'listxattr', Errno.ENOTSUP).request('listxattr', { node: w.id }, { size }));
+  }
+
+  /** Removes extended attribute `name` of `path`. @throws FsError ENODATA, ENOTSUP, EROFS */
+  async removexattr(path: string, name: string): Promise<void> {
+    await this.mutateNode(path, (a, id) => posixOf(a, 'removexattr', Errno.ENOTSUP).request('removexattr', { node: id }, { name }));
   }
 
   /**
@@ -622,8 +693,8 @@ export class WorkspaceRouter extends EventEmitter {
    */
   private addEntry(
     path: string,
-    op: 'mkdir' | 'symlink',
-    send: (a: ActiveEndpoint, parent: number, name: string) => Promise<FsReply<'mkdir' | 'symlink'>>,
+    op: 'mkdir' | 'symlink' | 'mknod',
+    send: (a: ActiveEndpoint, parent: number, name: string) => Promise<FsReply<'mkdir' | 'symlink' | 'mknod'>>,
   ): Promise<Attr> {
     const t = this.mutationTarget(path, op);
     return this.mutateIn(t, async (a, parent, ctx) => {

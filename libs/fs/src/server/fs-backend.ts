@@ -116,8 +116,32 @@ export interface FsBackend {
   unlink(dir: readonly string[], name: string): Promise<void>;
   /** Removes empty directory `dir/name`. @throws FsError ENOTDIR, ENOTEMPTY */
   rmdir(dir: readonly string[], name: string): Promise<void>;
-  /** Renames `oldDir/oldName` to `newDir/newName` within this export (replacing as rename(2) does). */
-  rename(oldDir: readonly string[], oldName: string, newDir: readonly string[], newName: string): Promise<void>;
+  /**
+   * Renames `oldDir/oldName` to `newDir/newName` within this export (replacing as rename(2)
+   * does); `flags` as renameat2(2): 1 RENAME_NOREPLACE (EEXIST when the new name exists), 2
+   * RENAME_EXCHANGE (the two names swap). @throws FsError EINVAL for flags it cannot apply
+   */
+  rename(oldDir: readonly string[], oldName: string, newDir: readonly string[], newName: string, flags?: number): Promise<void>;
+  /**
+   * Creates `dir/name` of the type and permission bits in `mode` (FIFO, socket, character or
+   * block device with `rdev`, regular file). Absent: the backend makes none (EPERM).
+   * @throws FsError EEXIST, EPERM (a device the node's user may not make)
+   */
+  mknod?(dir: readonly string[], name: string, mode: number, rdev: number): Promise<FsStat>;
+  /**
+   * Makes `newDir/newName` another name of the non-directory `path` (not following a final
+   * symlink); returns its attributes (nlink counted). Absent: EPERM, as a filesystem without hard links.
+   * @throws FsError EEXIST, EPERM (a directory), EMLINK
+   */
+  link?(path: readonly string[], newDir: readonly string[], newName: string): Promise<FsStat>;
+  /** The value of extended attribute `name` of `path` (a final symlink not followed). @throws FsError ENODATA, ENOTSUP */
+  getxattr?(path: readonly string[], name: string): Promise<Buffer>;
+  /** Sets extended attribute `name`; `flags` 1 XATTR_CREATE, 2 XATTR_REPLACE. @throws FsError EEXIST, ENODATA, ENOTSUP, EPERM */
+  setxattr?(path: readonly string[], name: string, value: Buffer, flags: number): Promise<void>;
+  /** The names of the extended attributes of `path`. @throws FsError ENOTSUP */
+  listxattr?(path: readonly string[]): Promise<string[]>;
+  /** Removes extended attribute `name`. @throws FsError ENODATA, ENOTSUP */
+  removexattr?(path: readonly string[], name: string): Promise<void>;
   /** Filesystem figures for the filesystem holding `path` (followed when a symlink). */
   statfs(path: readonly string[]): Promise<StatFs>;
   /**

@@ -233,6 +233,67 @@ export class RenameDto implements FsPayload<'rename'> {
 
   @Str('new_name')
   new_name: string;
+
+  @IsOptional()
+  @UInt('flags', 3)
+  flags?: number;
+}
+
+/** `link` `{new_parent, new_name}` (the `posix` extension): another name for the target node. */
+export class LinkDto implements FsPayload<'link'> {
+  @UInt('new_parent')
+  new_parent: number;
+
+  @Str('new_name')
+  new_name: string;
+}
+
+/** `mknod` `{name, mode, rdev?}` (the `posix` extension): `mode` has the type bits (FIFO, socket, device, regular file). */
+export class MknodDto implements FsPayload<'mknod'> {
+  @Str('name')
+  name: string;
+
+  @UInt('mode', 0o177777)
+  mode: number;
+
+  @IsOptional()
+  @UInt('rdev')
+  rdev?: number;
+}
+
+/** Longest extended attribute name accepted, bytes (XATTR_NAME_MAX). */
+const XATTR_NAME_MAX = 255;
+/** Largest extended attribute value accepted, bytes (XATTR_SIZE_MAX). */
+export const XATTR_SIZE_MAX = 65536;
+
+/** `getxattr` `{name, size}` / `removexattr` `{name}` (the `posix` extension); `size` bytes (0: only the length). */
+export class XattrNameDto implements FsPayload<'removexattr'> {
+  @Str('name')
+  @MaxLength(XATTR_NAME_MAX, { message: `name must be at most ${XATTR_NAME_MAX} characters` })
+  name: string;
+}
+
+/** `getxattr` `{name, size}` (the `posix` extension). */
+export class GetxattrDto extends XattrNameDto implements FsPayload<'getxattr'> {
+  @UInt('size', XATTR_SIZE_MAX)
+  size: number;
+}
+
+/** `setxattr` `{name, value_b64, flags?}` (the `posix` extension). */
+export class SetxattrDto extends XattrNameDto implements FsPayload<'setxattr'> {
+  @Str('value_b64')
+  @MaxLength(((XATTR_SIZE_MAX + 2) / 3) * 4 + 4, { message: `value_b64 must encode at most ${XATTR_SIZE_MAX} bytes` })
+  value_b64: string;
+
+  @IsOptional()
+  @UInt('flags', 3)
+  flags?: number;
+}
+
+/** `listxattr` `{size}` (the `posix` extension): `size` bytes of the NUL-separated list (0: only the length). */
+export class ListxattrDto implements FsPayload<'listxattr'> {
+  @UInt('size', XATTR_SIZE_MAX)
+  size: number;
 }
 
 /** `symlink` `{name, target}`: `target` is stored as given (any text without NUL, at most 4095 bytes). */

@@ -38,6 +38,13 @@ import {
   AckDto,
   CreateDto,
   GetlkDto,
+  GetxattrDto,
+  LinkDto,
+  ListxattrDto,
+  MknodDto,
+  SetxattrDto,
+  XATTR_SIZE_MAX,
+  XattrNameDto,
   LockCancelDto,
   LockDto,
   MkdirDto,
@@ -124,7 +131,10 @@ function fsOf(session: WsSession): FsSession {
  * The FS state of a session granted the `posix` extension.
  * @throws ProtocolError `unknown_type` (errno 38 ENOSYS, as before extensions) otherwise
  */
-function posixOf(session: WsSession, op: 'lock' | 'getlk' | 'lock_cancel'): FsSession {
+function posixOf(
+  session: WsSession,
+  op: 'lock' | 'getlk' | 'lock_cancel' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr',
+): FsSession {
   const fs = fsOf(session);
   if (!fs.features.has('posix')) {
     throw new ProtocolError(
@@ -289,6 +299,47 @@ export class FsGateway {
     return this.fs.lock(fs, rootId(ctx.frame, 'h'), body, ctx.frame.tag);
   }
 
+  /** `acheron.t_fs_link` (the `posix` extension): {@link FsService.link}. */
+  @FsHandler('link')
+  link(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: LinkDto) {
+    return this.fs.link(posixOf(session, 'link'), rootId(frame, 'node'), body.new_parent, body.new_name);
+  }
+
+  /** `acheron.t_fs_mknod` (the `posix` extension): {@link FsService.mknod}. */
+  @FsHandler('mknod')
+  mknod(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: MknodDto) {
+    return this.fs.mknod(posixOf(session, 'mknod'), rootId(frame, 'node'), body.name, body.mode, body.rdev ?? 0);
+  }
+
+  /** `acheron.t_fs_getxattr` (the `posix` extension): {@link FsService.getxattr}. */
+  @FsHandler('getxattr')
+  getxattr(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: GetxattrDto) {
+    posixOf(session, 'getxattr');
+    return this.fs.getxattr(rootId(frame, 'node'), body.name, body.size);
+  }
+
+  /** `acheron.t_fs_setxattr` (the `posix` extension): {@link FsService.setxattr}. @throws FsError EINVAL for a value over 64 KiB */
+  @FsHandler('setxattr')
+  setxattr(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: SetxattrDto) {
+    const fs = posixOf(session, 'setxattr');
+    const value = decodeBase64Strict(body.value_b64);
+    if (value.length > XATTR_SIZE_MAX) throw new FsError(Errno.EINVAL, `an extended attribute value holds at most ${XATTR_SIZE_MAX} bytes`);
+    return this.fs.setxattr(fs, rootId(frame, 'node'), body.name, value, body.flags ?? 0);
+  }
+
+  /** `acheron.t_fs_listxattr` (the `posix` extension): {@link FsService.listxattr}. */
+  @FsHandler('listxattr')
+  listxattr(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: ListxattrDto) {
+    posixOf(session, 'listxattr');
+    return this.fs.listxattr(rootId(frame, 'node'), body.size);
+  }
+
+  /** `acheron.t_fs_removexattr` (the `posix` extension): {@link FsService.removexattr}. */
+  @FsHandler('removexattr')
+  removexattr(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: XattrNameDto) {
+    return this.fs.removexattr(posixOf(session, 'removexattr'), rootId(frame, 'node'), body.name);
+  }
+
   /** `acheron.t_fs_getlk` (the `posix` extension): {@link FsService.getlk}. */
   @FsHandler('getlk')
   getlk(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: GetlkDto) {
@@ -404,7 +455,7 @@ export class FsGateway {
   /** `acheron.t_fs_rename` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.rename}. */
   @FsHandler('rename')
   rename(@Session() session: WsSession, @Payload() body: RenameDto) {
-    return this.fs.rename(fsOf(session), body.old_parent, body.old_name, body.new_parent, body.new_name);
+    return this.fs.rename(fsOf(session), body.old_parent, body.old_name, body.new_parent, body.new_name, body.flags ?? 0);
   }
 
   /** `acheron.t_fs_symlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.symlink}. */

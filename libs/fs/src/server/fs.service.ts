@@ -16,6 +16,7 @@ import {
   Attr,
   DirEntry,
   Errno,
+  FileType,
   FS_PROTO,
   FS_PROTOCOL,
   FsError,
@@ -39,6 +40,8 @@ import {
   PREFETCH_MAX_TOTAL,
   PrefetchEntry,
   ProtocolError,
+  RENAME_EXCHANGE,
+  RENAME_NOREPLACE,
   secretsEqual,
   SYMLINK_MAX,
   wantsWrite,
@@ -561,6 +564,109 @@ export class FsService implements OnModuleDestroy {
     return {};
   }
 
+  // ---- links, special files and extended attributes (the `posix` extension) ---------------
+
+  /**
+   * `mknod` `node`=dir `{name, mode, rdev}` -> `{attr}`: a FIFO, socket, device or regular file
+   * with the type and permission bits of `mode`.
+   * @throws FsError EINVAL (a directory or symlink type), EEXIST, EPERM (the backend makes none,
+   *   or a device the node's user may not make), EROFS
+   */
+  async mknod(session: FsSession, dirId: number, name: string, mode: number, rdev: number): Promise<FsReply<'mknod'>> {
+    validateName(name);
+    const type = mode & FileType.S_IFMT;
+    if (![FileType.S_IFIFO, FileType.S_IFSOCK, FileType.S_IFCHR, FileType.S_IFBLK, FileType.S_IFREG, 0].includes(type)) {
+      throw new FsError(Errno.EINVAL, `mknod makes FIFOs, sockets, devices and regular files (mode ${mode.toString(8)})`);
+    }
+    const { dir, exp } = this.dir(dirId);
+    this.writable(exp);
+    if (!exp.backend.mknod) throw new FsError(Errno.EPERM, 'this export makes no special files');
+    const st = await exp.backend.mknod(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev);
+    const attr = this.attr(session, this.table.child(dir, name), st);
+    this.entriesChanged(dir);
+    await this.inval.flushNow(session);
+    return { attr };
+  }
+
+  /**
+   * `link` `node` `{new_parent, new_name}` -> `{attr}` (nlink counted): another name of a
+   * non-directory in the same export.
+   * @throws FsError EPERM (a directory, or the backend has no hard links), EXDEV (another export), EEXIST, EROFS
+   */
+  async link(session: FsSession, id: number, newParentId: number, newName: string): Promise<FsReply<'link'>> {
+    validateName(newName, 'new_name');
+    const node = this.node(id);
+    const exp = this.registry.of(node);
+    const { dir, exp: toExp } = this.dir(newParentId);
+    if (exp !== toExp) throw new FsError(Errno.EXDEV, 'link across exports');
+    this.writable(exp);
+    if (!exp.backend.link) throw new FsError(Errno.EPERM, 'this export has no hard links');
+    const st = await exp.backend.link(node.path(), dir.path(), newName);
+    const attr = this.attr(session, this.table.child(dir, newName), st);
+    // The other name's nlink and ctime moved.
+    this.inval.nodeChanged(node, 'attr');
+    this.entriesChanged(dir);
+    await this.inval.flushNow(session);
+    return { attr };
+  }
+
+  /** The export of node `id` and its backend's xattr method `op`. @throws FsError ENOTSUP when the backend has none */
+  private xattrs<K extends 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr'>(
+    id: number,
+    op: K,
+  ): { node: FsNode; exp: FsExport; fn: NonNullable<FsExport['backend'][K]> } {
+    const node = this.node(id);
+    const exp = this.registry.of(node);
+    const fn = exp.backend[op];
+    if (!fn) throw new FsError(Errno.ENOTSUP, 'this export has no extended attributes');
+    return { node, exp, fn: fn.bind(exp.backend) as NonNullable<FsExport['backend'][K]> };
+  }
+
+  /**
+   * `getxattr` `node` `{name, size}` -> `{n}` (the value's length, bytes) and, when `size` > 0,
+   * `value_b64`. @throws FsError ERANGE (`size` smaller than the value), ENODATA, ENOTSUP
+   */
+  async getxattr(id: number, name: string, size: number): Promise<FsReply<'getxattr'>> {
+    const { node, fn } = this.xattrs(id, 'getxattr');
+    const value = await fn(node.path(), name);
+    if (size === 0) return { n: value.length };
+    if (value.length > size) throw new FsError(Errno.ERANGE, `the value of ${name} is ${value.length} bytes; ${size} asked for`);
+    return { n: value.length, value_b64: value.toString('base64') };
+  }
+
+  /** `setxattr` `node` `{name, value_b64, flags}` -> `{}`. @throws FsError EEXIST, ENODATA, ENOTSUP, EPERM, EROFS, EINVAL */
+  async setxattr(session: FsSession, id: number, name: string, value: Buffer, flags: number): Promise<FsReply<'setxattr'>> {
+    const { node, exp, fn } = this.xattrs(id, 'setxattr');
+    this.writable(exp);
+    await fn(node.path(), name, value, flags);
+    this.inval.nodeChanged(node, 'attr');
+    await this.inval.flushNow(session);
+    return {};
+  }
+
+  /**
+   * `listxattr` `node` `{size}` -> `{n}` (bytes of the NUL-terminated names) and, when `size` >
+   * 0, `names`. @throws FsError ERANGE, ENOTSUP
+   */
+  async listxattr(id: number, size: number): Promise<FsReply<'listxattr'>> {
+    const { node, fn } = this.xattrs(id, 'listxattr');
+    const names = await fn(node.path());
+    const n = names.reduce((sum, x) => sum + Buffer.byteLength(x) + 1, 0);
+    if (size === 0) return { n };
+    if (n > size) throw new FsError(Errno.ERANGE, `the attribute names take ${n} bytes; ${size} asked for`);
+    return { n, names };
+  }
+
+  /** `removexattr` `node` `{name}` -> `{}`. @throws FsError ENODATA, ENOTSUP, EROFS */
+  async removexattr(session: FsSession, id: number, name: string): Promise<FsReply<'removexattr'>> {
+    const { node, exp, fn } = this.xattrs(id, 'removexattr');
+    this.writable(exp);
+    await fn(node.path(), name);
+    this.inval.nodeChanged(node, 'attr');
+    await this.inval.flushNow(session);
+    return {};
+  }
+
   // ---- locks (the `posix` extension) ----------------------------------------------------
 
   /** The key of lock owner `owner` of `session` in the node's lock table. */
@@ -693,16 +799,26 @@ export class FsService implements OnModuleDestroy {
    * and so does everything below a moved directory; a replaced destination is forgotten.
    * @throws FsError EXDEV (the two directories are in different exports), EROFS, EINVAL
    */
-  async rename(session: FsSession, oldParentId: number, oldName: string, newParentId: number, newName: string): Promise<FsReply<'rename'>> {
+  async rename(session: FsSession, oldParentId: number, oldName: string, newParentId: number, newName: string, flags = 0): Promise<FsReply<'rename'>> {
     validateName(oldName, 'old_name');
     validateName(newName, 'new_name');
+    if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || flags === (RENAME_NOREPLACE | RENAME_EXCHANGE))
+      throw new FsError(Errno.EINVAL, `invalid rename flags ${flags}`);
+    if (flags !== 0 && !session.features.has('posix')) throw new FsError(Errno.EINVAL, 'rename flags need the posix extension');
     const { dir: from, exp } = this.dir(oldParentId);
     const { dir: to, exp: toExp } = this.dir(newParentId);
     if (exp !== toExp) throw new FsError(Errno.EXDEV, 'rename across exports');
     this.writable(exp);
-    await exp.backend.rename(from.path(), oldName, to.path(), newName);
+    await exp.backend.rename(from.path(), oldName, to.path(), newName, flags);
     const moved = this.table.peek(from, oldName);
-    if (moved) {
+    if (flags & RENAME_EXCHANGE) {
+      // Each file keeps its node id under the other's name.
+      const other = this.table.peek(to, newName);
+      if (moved && other) this.table.exchange(moved, other);
+      else if (moved) this.table.move(moved, to, newName);
+      else if (other) this.table.move(other, from, oldName);
+      for (const n of [moved, other]) if (n) this.inval.nodeChanged(n, 'attr');
+    } else if (moved) {
       const gone = this.table.move(moved, to, newName);
       for (const n of gone) this.inval.nodeChanged(n, 'all');
       this.inval.release(gone);

@@ -103,6 +103,21 @@ export class NodeTable {
    * destination is forgotten (rename(2) replaced it) and returned with its subtree.
    * @returns the forgotten nodes (empty when the destination was not known)
    */
+  /**
+   * `a` and `b` swapped names (rename with RENAME_EXCHANGE): each node takes the other's parent
+   * and name, keeping its id (open handles and clients' ids follow the files).
+   */
+  exchange(a: FsNode, b: FsNode): void {
+    const [pa, na, pb, nb] = [a.parent, a.name, b.parent, b.name];
+    if (!pa || !pb) return;
+    pa.children?.set(na, b);
+    pb.children?.set(nb, a);
+    a.parent = pb;
+    a.name = nb;
+    b.parent = pa;
+    b.name = na;
+  }
+
   move(node: FsNode, newParent: FsNode, newName: string): FsNode[] {
     if (node.parent === newParent && node.name === newName) return [];
     const displaced = newParent.children?.get(newName);

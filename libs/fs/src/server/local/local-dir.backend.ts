@@ -25,6 +25,7 @@ import { promisify } from 'node:util';
 import {
   chmod,
   chown,
+  link,
   lstat,
   mkdir,
   open,
@@ -45,6 +46,7 @@ import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } fro
 import type { FsAttrChanges, FsBackend, FsOpenFile, FsStat, FsWatch, FsWatchEvent, SmallFileRead } from '../fs-backend';
 import { confinedAt, fdPath, isInside, realPathOfFdSync } from './confine';
 import { toFsError } from './errno';
+import { loadPosixNative, PosixNative } from './posix-native';
 
 const O_PATH = OpenFlags.O_PATH;
 /** Client open flags passed through to open(2); the access mode is added separately. */
@@ -201,7 +203,82 @@ export class LocalDirBackend implements FsBackend {
     private readonly options: LocalDirOptions,
   ) {
     this.maxWatches = options.maxWatches ?? DEFAULT_MAX_WATCHES;
-    this.caps = { rw: !options.ro, symlink: true, statfs: true, events: true, case_sensitive: true };
+    this.posix = loadPosixNative();
+    this.caps = {
+      rw: !options.ro,
+      symlink: true,
+      statfs: true,
+      events: true,
+      case_sensitive: true,
+      hardlink: true,
+      xattr: this.posix !== null,
+      special_files: this.posix !== null,
+    };
+  }
+
+  /** The syscalls Node has no API for (mknod, xattrs, renameat2), when native/posix is built. */
+  private readonly posix: PosixNative | null;
+
+  /** {@link posix}. @throws FsError `errno` naming what is missing when native/posix is not built */
+  private native(what: string, errno: number): PosixNative {
+    if (!this.posix) throw new FsError(errno, `${what} needs native/posix, which is not built on this node (npm run build:native)`);
+    return this.posix;
+  }
+
+  /**
+   * The path that names the entry `path` itself for the l* syscalls: `name` below its pinned
+   * directory, or the root directory itself.
+   */
+  private atName<T>(path: readonly string[], fn: (p: string) => Promise<T>): Promise<T> {
+    if (path.length === 0) return this.inDir([], (fd) => fn(`${fdPath(fd)}/.`));
+    const [dir, name] = splitParent(path);
+    return this.inDir(dir, (fd) => fn(fdPath(fd, name)));
+  }
+
+  async mknod(dir: readonly string[], name: string, mode: number, rdev: number): Promise<FsStat> {
+    this.refuseIfRo();
+    const posix = this.native('mknod', Errno.EPERM);
+    return this.inDir(dir, async (fd) => {
+      const p = fdPath(fd, name);
+      await posix.mknod(p, mode, rdev);
+      // The requested permission bits exactly, whatever the process umask.
+      await chmod(p, mode & 0o7777);
+      return toFsStat(await lstat(p, { bigint: true }));
+    });
+  }
+
+  async link(path: readonly string[], newDir: readonly string[], newName: string): Promise<FsStat> {
+    this.refuseIfRo();
+    const [dir, name] = splitParent(path);
+    // link(2) does not follow a final symlink: the new name is another name of the link itself.
+    return this.inDir(dir, (from) =>
+      this.inDir(newDir, async (to) => {
+        await link(fdPath(from, name), fdPath(to, newName));
+        return toFsStat(await lstat(fdPath(to, newName), { bigint: true }));
+      }),
+    );
+  }
+
+  async getxattr(path: readonly string[], name: string): Promise<Buffer> {
+    const posix = this.native('extended attributes', Errno.ENOTSUP);
+    return this.atName(path, (p) => posix.lgetxattr(p, name));
+  }
+
+  async setxattr(path: readonly string[], name: string, value: Buffer, flags: number): Promise<void> {
+    this.refuseIfRo();
+    const posix = this.native('extended attributes', Errno.ENOTSUP);
+    await this.atName(path, (p) => posix.lsetxattr(p, name, value, flags));
+  }
+
+  async listxattr(path: readonly string[]): Promise<string[]> {
+    const posix = this.native('extended attributes', Errno.ENOTSUP);
+    return this.atName(path, (p) => posix.llistxattr(p));
+  }
+
+  async removexattr(path: readonly string[], name: string): Promise<void> {
+    this.refuseIfRo();
+    const posix = this.native('extended attributes', Errno.ENOTSUP);
+    await this.atName(path, (p) => posix.lremovexattr(p, name));
   }
 
   /**
@@ -553,9 +630,14 @@ export class LocalDirBackend implements FsBackend {
     await this.inDir(dir, (fd) => rmdir(fdPath(fd, name)));
   }
 
-  async rename(oldDir: readonly string[], oldName: string, newDir: readonly string[], newName: string): Promise<void> {
+  async rename(oldDir: readonly string[], oldName: string, newDir: readonly string[], newName: string, flags = 0): Promise<void> {
     this.refuseIfRo();
-    await this.inDir(oldDir, (from) => this.inDir(newDir, (to) => rename(fdPath(from, oldName), fdPath(to, newName))));
+    const posix = flags === 0 ? null : this.native('rename flags', Errno.EINVAL);
+    await this.inDir(oldDir, (from) =>
+      this.inDir(newDir, (to) =>
+        posix ? posix.renameat2(fdPath(from, oldName), fdPath(to, newName), flags) : rename(fdPath(from, oldName), fdPath(to, newName)),
+      ),
+    );
   }
 
   async statfs(path: readonly string[]): Promise<StatFs> {
