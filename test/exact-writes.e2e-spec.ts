@@ -46,118 +46,16 @@ import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, sleep, tmpDir, waitFor } from './support/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
 import { fuseUnavailable, killMount, startFsNode } from './helpers/fs-mount';
+import { has, itWith, ok, python, run, startMount, started } from './helpers/mount-tools';
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
 const describeFuse = reason ? describe.skip : describe;
 
+/** This suite's name in the messages of skipped cases. */
+const SUITE = 'exact-writes';
+
 const sha = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
-
-const installed = new Map<string, boolean>();
-function has(tool: string): boolean {
-  if (!installed.has(tool)) {
-    let found = true;
-    try {
-      execFileSync('sh', ['-c', 'command -v "$1"', 'sh', tool], { stdio: 'ignore', timeout: 5000 });
-    } catch {
-      found = false;
-    }
-    installed.set(tool, found);
-  }
-  return installed.get(tool)!;
-}
-
-/** `it`, or `it.skip` with the reason printed when one of `tools` is not installed. */
-function itWith(tools: string[], name: string, fn: () => Promise<void>, timeoutMs: number): void {
-  const missing = tools.filter((t) => !has(t));
-  if (missing.length > 0 && !reason) {
-    process.stdout.write(`exact-writes e2e: skipped "${name}": ${missing.join(', ')} not installed\n`);
-    it.skip(name, fn, timeoutMs);
-    return;
-  }
-  it(name, fn, timeoutMs);
-}
-
-interface Ran {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  timedOut: boolean;
-  stdout: string;
-  stderr: string;
-}
-
-/**
- * Runs a program to completion without blocking the test process (its own process group,
- * killed with SIGKILL after `timeoutMs`).
- */
-function run(cmd: string, args: string[], options: { cwd?: string; input?: Buffer | string; timeoutMs?: number } = {}): Promise<Ran> {
-  return new Promise((resolve) => {
-    const proc = spawn(cmd, args, { cwd: options.cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
-    let stdout = '';
-    let stderr = '';
-    let timedOut = false;
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    proc.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    const timer = setTimeout(() => {
-      timedOut = true;
-      try {
-        process.kill(-proc.pid!, 'SIGKILL');
-      } catch {
-        proc.kill('SIGKILL');
-      }
-    }, options.timeoutMs ?? 60_000);
-    proc.once('error', (e) => {
-      clearTimeout(timer);
-      resolve({ code: null, signal: null, timedOut, stdout, stderr: `${stderr}${e.message}` });
-    });
-    proc.once('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, timedOut, stdout, stderr });
-    });
-    proc.stdin.on('error', () => undefined);
-    proc.stdin.end(options.input ?? '');
-  });
-}
-
-const tail = (s: string, n = 2000) => (s.length > n ? `...${s.slice(-n)}` : s);
-
-/** The standard output of a run that must succeed; otherwise an error with its output. */
-function ok(r: Ran, what: string): string {
-  if (r.code !== 0) {
-    const how = r.timedOut ? 'was killed after its timeout' : `exited with ${r.code ?? r.signal}`;
-    throw new Error(`${what} ${how}\nstdout: ${tail(r.stdout)}\nstderr: ${tail(r.stderr)}`);
-  }
-  return r.stdout;
-}
-
-const python = (script: string, args: string[], timeoutMs = 60_000) => run('python3', ['-c', script, ...args], { timeoutMs });
-
-interface Mount {
-  dir: string;
-  proc: ChildProcess;
-  log: string;
-}
-
-/** Every mount process started, also one that never said it was mounted: ended in afterAll. */
-const started: Mount[] = [];
-
-/**
- * `svc-fs-mount ... mount <dir>` with the options of fuse.e2e-spec; its output goes to a log
- * file, so a mount logging while a test waits can never block on a full pipe.
- */
-async function startMount(ws: Workspace, logDir: string, name: string): Promise<Mount> {
-  const dir = join(tmpDir(`${name}-`), 'ws');
-  mkdirSync(dir);
-  const log = join(logDir, `${name}.log`);
-  const fd = openSync(log, 'a');
-  const proc = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', dir], { stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  started.push({ dir, proc, log });
-  await waitFor(() => readFileSync(log, 'utf8').includes(`mounted on ${dir}`), 20_000).catch((e) => {
-    throw new Error(`${(e as Error).message}\n${name} output: ${readFileSync(log, 'utf8')}`);
-  });
-  return { dir, proc, log };
-}
 
 /** A fast-import stream of `commits` commits on main; every 10th adds 16 KiB of random bytes. */
 function fastImportStream(commits: number): Buffer {
@@ -210,6 +108,7 @@ describeFuse('exact writes through FUSE mounts', () => {
   });
 
   itWith(
+    SUITE,
     ['python3', 'cat', 'sha256sum'],
     'reads every written byte through another descriptor and another process before the writer closes',
     async () => {
@@ -266,6 +165,7 @@ print(json.dumps({
   );
 
   itWith(
+    SUITE,
     ['git'],
     'clones a 3,000-commit repository with git clone --no-local, and git fsck --full is clean',
     async () => {
@@ -296,6 +196,7 @@ print(json.dumps({
   );
 
   itWith(
+    SUITE,
     ['tar'],
     'extracts 2,000 files with tar -xpf, and tar -df reports no difference',
     async () => {
@@ -340,6 +241,7 @@ print(json.dumps({
   );
 
   itWith(
+    SUITE,
     ['make', 'cc'],
     'builds a small C program with make -j2, runs it, and a second make does nothing',
     async () => {
@@ -379,6 +281,7 @@ print(json.dumps({
   );
 
   itWith(
+    SUITE,
     ['sqlite3'],
     'commits 300 SQLite transactions from one sqlite3 process, and the database is intact',
     async () => {
@@ -400,6 +303,7 @@ print(json.dumps({
   );
 
   itWith(
+    SUITE,
     ['python3'],
     'keeps the times set with futimens and utimensat after writes and before close',
     async () => {
@@ -449,6 +353,7 @@ print(json.dumps({'atimeUs': st.st_atime_ns // 1000, 'mtimeUs': st.st_mtime_ns /
   );
 
   itWith(
+    SUITE,
     ['python3'],
     'lands every O_APPEND record of writers on both mounts exactly once and whole',
     async () => {
@@ -504,6 +409,7 @@ os.close(fd)
   );
 
   itWith(
+    SUITE,
     ['python3'],
     'gives each name exactly one winner when both mounts race O_CREAT|O_EXCL on it',
     async () => {
