@@ -129,15 +129,16 @@ export const started: Mount[] = [];
 /**
  * `svc-fs-mount ... mount <dir>` of workspace `ws` with the options of fuse.e2e-spec, on a new
  * mount point; its output goes to `<logDir>/<name>.log`, so a mount logging while a test waits
- * can never block on a full pipe. Resolves once it says it is mounted (within 20 s).
+ * can never block on a full pipe; `extraArgs` are options of `mount` (e.g. `--allow-other`).
+ * Resolves once it says it is mounted (within 20 s).
  * @throws Error with its output when it did not say so in time
  */
-export async function startMount(ws: Workspace, logDir: string, name: string): Promise<Mount> {
+export async function startMount(ws: Workspace, logDir: string, name: string, extraArgs: string[] = []): Promise<Mount> {
   const dir = join(tmpDir(`${name}-`), 'ws');
   mkdirSync(dir);
   const log = join(logDir, `${name}.log`);
   const fd = openSync(log, 'a');
-  const proc = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', dir], { stdio: ['ignore', fd, fd] });
+  const proc = spawn(process.execPath, [BIN.fsMount, ...ws.mountArgs, 'mount', ...extraArgs, dir], { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   started.push({ dir, proc, log });
   await waitFor(() => readFileSync(log, 'utf8').includes(`mounted on ${dir}`), 20_000).catch((e) => {

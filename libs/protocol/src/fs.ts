@@ -410,6 +410,17 @@ export const RENAME_EXCHANGE = 2;
 export const XATTR_CREATE = 1;
 export const XATTR_REPLACE = 2;
 
+/**
+ * The caller of a request that makes an object (`create`, `mkdir`, `symlink`, `mknod`; the
+ * `posix` extension): a node whose exports say `caps.identity: "caller"` (it runs as root)
+ * makes the object owned by `uid` and, unless the directory has the set-group-ID bit, `gid`;
+ * another node ignores it.
+ */
+export interface Cred {
+  uid: number;
+  gid: number;
+}
+
 /** The kind of a lock: `posix` (fcntl byte ranges, per lock owner) or `flock` (the whole file, per open file description). */
 export type LockKind = 'posix' | 'flock';
 /** Shared (`rd`), exclusive (`wr`), or a release (`un`). */
@@ -456,23 +467,23 @@ export interface FsRequests {
   setattr: { target: NodeTarget; payload: SetAttr; reply: AttrReply };
   readdirp: { target: NodeTarget; payload: { cookie?: number; max?: number }; reply: ReaddirpReply };
   open: { target: NodeTarget; payload: OpenRequest; reply: OpenReply | OpenReadReply };
-  create: { target: NodeTarget; payload: { name: string; mode?: number; flags?: number }; reply: { attr: Attr; h: number } };
+  create: { target: NodeTarget; payload: { name: string; mode?: number; flags?: number; cred?: Cred }; reply: { attr: Attr; h: number } };
   read: { target: HandleTarget; payload: { off: number; len: number }; reply: ReadReply };
   write: { target: HandleTarget; payload: { off: number; data_b64?: string; n?: number }; reply: { n: number } };
   fsync: { target: HandleTarget; payload: EmptyPayload; reply: EmptyReply };
   close: { target: HandleTarget; payload: EmptyPayload; reply: EmptyReply };
   truncate: { target: NodeTarget; payload: { sz: number }; reply: AttrReply };
   unlink: { target: NodeTarget; payload: { name: string }; reply: EmptyReply };
-  mkdir: { target: NodeTarget; payload: { name: string; mode?: number }; reply: AttrReply };
+  mkdir: { target: NodeTarget; payload: { name: string; mode?: number; cred?: Cred }; reply: AttrReply };
   rmdir: { target: NodeTarget; payload: { name: string }; reply: EmptyReply };
   rename: { target: NoTarget; payload: RenameRequest; reply: EmptyReply };
-  symlink: { target: NodeTarget; payload: { name: string; target: string }; reply: AttrReply };
+  symlink: { target: NodeTarget; payload: { name: string; target: string; cred?: Cred }; reply: AttrReply };
   readlink: { target: NodeTarget; payload: EmptyPayload; reply: { target: string } };
   statfs: { target: NodeTarget; payload: EmptyPayload; reply: StatFs };
   prefetch: { target: NodeTarget; payload: { names: readonly string[]; max_file?: number; max_total?: number }; reply: PrefetchReply };
   ack: { target: NoTarget; payload: { seq: number }; reply: EmptyReply };
   link: { target: NodeTarget; payload: { new_parent: number; new_name: string }; reply: AttrReply };
-  mknod: { target: NodeTarget; payload: { name: string; mode: number; rdev?: number }; reply: AttrReply };
+  mknod: { target: NodeTarget; payload: { name: string; mode: number; rdev?: number; cred?: Cred }; reply: AttrReply };
   getxattr: { target: NodeTarget; payload: { name: string; size: number }; reply: { n: number; value_b64?: string } };
   setxattr: { target: NodeTarget; payload: { name: string; value_b64: string; flags?: number }; reply: EmptyReply };
   listxattr: { target: NodeTarget; payload: { size: number }; reply: { n: number; names?: string[] } };

@@ -93,6 +93,9 @@ class FakeRouter extends EventEmitter {
     return data.length;
   }
   dropOpenData(): void {}
+  identityAt(): 'caller' | 'node' {
+    return 'caller';
+  }
   /** Lock requests, in order: the router handle, the payload, and how many writes had arrived before. */
   readonly lockCalls: Array<{ fh: number; payload: LockPayload; writesBefore: number }> = [];
   async lock(fh: number, payload: LockPayload): Promise<void> {

@@ -225,7 +225,9 @@ export class FuseFs {
   async mount(mountpoint: string, options: FuseMountOptions = {}): Promise<FuseSession> {
     const opts: MountOptions = {
       fsname: 'svc',
-      options: ['noatime'],
+      // The kernel checks permission bits against the owners the mount presents, as a local
+      // filesystem does, for every user of an --allow-other mount.
+      options: ['noatime', 'default_permissions'],
       subtype: 'svc',
       allowOther: options.allowOther === true,
       readOnly: this.readOnly,

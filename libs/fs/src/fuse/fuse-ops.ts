@@ -23,7 +23,7 @@ import type {
   WriteInfo,
 } from '@svc/fuse3';
 import { FuseError, SETATTR } from '@svc/fuse3';
-import { Attr, Errno, FileType, FsError, type LockKind, NodeKind, OpenFlags, RENAME_EXCHANGE, RENAME_NOREPLACE, SetAttr } from '@svc/protocol/wire';
+import { Attr, type Cred, Errno, FileType, FsError, type LockKind, NodeKind, OpenFlags, RENAME_EXCHANGE, RENAME_NOREPLACE, SetAttr } from '@svc/protocol/wire';
 import { joinPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { FuseCaches, Listing, openProof } from './fuse-caches';
@@ -54,6 +54,11 @@ const DIRENTPLUS_HEAD = 152;
 /** Bytes a directory entry named `name` takes in the kernel's buffer (8-byte aligned). */
 function direntBytes(head: number, name: string): number {
   return (head + Buffer.byteLength(name) + 7) & ~7;
+}
+
+/** The caller of a FUSE request, for a node that makes objects the caller's. */
+function credOf(ctx: RequestContext): Cred {
+  return { uid: ctx.uid, gid: ctx.gid };
 }
 
 /**
@@ -94,6 +99,8 @@ export interface FuseOperationsParts {
   kernelSettled?: (ino: number) => Promise<void> | undefined;
   /** Refuse every mutation with EROFS. */
   readOnly: boolean;
+  /** Who files of a node that owns everything itself are shown as owned by (default: this process's uid and gid). */
+  owner?: Cred;
   /** Read-only opens the binding answers itself (default: none). */
   fastOpens?: FastOpens;
 }
@@ -112,6 +119,7 @@ export class FuseOperations implements Operations {
   private readonly stIno: Pick<FuseInodes, 'of'>;
   private readonly ttl: number;
   private readonly readOnly: boolean;
+  private readonly owner: Cred;
   private readonly kernelSettled: (ino: number) => Promise<void> | undefined;
   /** The attributes the kernel was last given for each inode it holds, with its path then (fstat of a file whose name moved on). */
   private readonly lastAttr = new Map<number, { attr: Attr; path: string }>();
@@ -144,6 +152,7 @@ export class FuseOperations implements Operations {
     this.ttl = parts.kernelTtlS;
     this.kernelSettled = parts.kernelSettled ?? (() => undefined);
     this.readOnly = parts.readOnly;
+    this.owner = parts.owner ?? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
     this.fast = parts.fastOpens ?? { fh: -1, allow: () => undefined, deny: () => undefined, locks: () => undefined };
     this.locks = new FuseLocks({
       router: this.router,
@@ -202,9 +211,14 @@ export class FuseOperations implements Operations {
     return joinPath(this.pathOf(parent), name);
   }
 
-  /** The kernel's attributes of `path` with router attributes `attr`. */
+  /**
+   * The kernel's attributes of `path` with router attributes `attr`. A file of a node that owns
+   * everything itself (`identity: node`) is presented as the mounting user's, as sshfs does, so
+   * the kernel's permission checks give that user what the node's user has.
+   */
   private kernelAttr(path: string, attr: Attr): AttrReply {
-    return { attr: toKernelAttr(attr, this.stIno.of(path, attr.id)), attrTimeout: this.ttl };
+    const a = this.router.identityAt(path) === 'node' ? { ...attr, u: this.owner.uid, g: this.owner.gid } : attr;
+    return { attr: toKernelAttr(a, this.stIno.of(path, attr.id)), attrTimeout: this.ttl };
   }
 
   /**
@@ -444,7 +458,7 @@ export class FuseOperations implements Operations {
     return this.poller.run('mkdir', ctx.id, async () => {
       const path = this.childPath(parent, name);
       this.refuseWrite();
-      const attr = await this.router.mkdir(path, mode & 0o7777);
+      const attr = await this.router.mkdir(path, mode & 0o7777, credOf(ctx));
       this.caches.entryChanged(path);
       this.caches.remember(path, attr);
       return this.entry(parent, name, path, attr);
@@ -455,7 +469,7 @@ export class FuseOperations implements Operations {
     return this.poller.run('symlink', ctx.id, async () => {
       const path = this.childPath(parent, name);
       this.refuseWrite();
-      const attr = await this.router.symlink(path, target);
+      const attr = await this.router.symlink(path, target, credOf(ctx));
       this.caches.entryChanged(path);
       this.caches.remember(path, attr);
       return this.entry(parent, name, path, attr);
@@ -525,7 +539,7 @@ export class FuseOperations implements Operations {
     return this.poller.run('mknod', ctx.id, async () => {
       const path = this.childPath(parent, name);
       this.refuseWrite();
-      const attr = await this.router.mknod(path, mode, rdev);
+      const attr = await this.router.mknod(path, mode, rdev, credOf(ctx));
       this.caches.entryChanged(path);
       this.caches.remember(path, attr);
       return this.entry(parent, name, path, attr);
@@ -690,7 +704,7 @@ export class FuseOperations implements Operations {
         if (known) this.denyFast(known.ino);
         const open = flags & CREATE_FLAGS;
         if (open & OpenFlags.O_TRUNC) await this.flushPath(path);
-        const { fh: routerFh, attr } = await this.router.create(path, mode & 0o7777, open | OpenFlags.O_CREAT);
+        const { fh: routerFh, attr } = await this.router.create(path, mode & 0o7777, open | OpenFlags.O_CREAT, credOf(ctx));
         const state = this.handles.state(path, true, open);
         state.fh = routerFh;
         const fh = this.handles.add(state);

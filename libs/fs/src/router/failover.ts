@@ -24,6 +24,12 @@ export interface ActiveEndpoint {
   root: number;
   /** Whether the export is read-only. */
   ro: boolean;
+  /**
+   * Whose identity the node applies (`caps.identity` of the export): `caller`, a node running as
+   * root that makes objects owned by the caller (the `cred` of a request); `node`, a node that
+   * owns everything itself.
+   */
+  identity: 'caller' | 'node';
   /** Export-relative path -> node id, for this endpoint only (node ids belong to one node process). */
   cache: LookupCache;
 }
@@ -310,7 +316,15 @@ export class MountRoutes {
         // endpoint just reached is used when it is still a candidate, whatever its place now.
         const current = route.candidates.includes(c) ? c : route.candidates.find((x) => candidateKey(x) === key);
         if (!current) continue;
-        const active: ActiveEndpoint = { candidate: current, key, session, root: ex.root, ro: ex.ro, cache: new LookupCache(this.options.lookupCacheEntries) };
+        const active: ActiveEndpoint = {
+          candidate: current,
+          key,
+          session,
+          root: ex.root,
+          ro: ex.ro,
+          identity: ex.caps?.identity === 'caller' ? 'caller' : 'node',
+          cache: new LookupCache(this.options.lookupCacheEntries),
+        };
         active.cache.set('', ex.root);
         route.active = active;
         route.last = active;

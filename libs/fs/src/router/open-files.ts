@@ -11,7 +11,7 @@
  * file drops the bytes kept for its open handles.
  */
 import { FramedData } from '@svc/client';
-import { Errno, FsError, FsPayload, GetlkReply, LockPayload } from '@svc/protocol/wire';
+import { Cred, Errno, FsError, FsPayload, GetlkReply, LockPayload } from '@svc/protocol/wire';
 import { readChunks, writeChunks } from './chunked-io';
 import type { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, OpenFlags } from './fs-types';
@@ -127,13 +127,15 @@ export class OpenFiles {
    * mutation (EIO if in flight when the endpoint failed).
    * @param mode permission bits
    * @param flags O_* bits; O_CREAT is added
+   * @param cred the caller, sent to a node that granted `posix` (it may make the file the caller's)
    * @throws FsError EEXIST (O_EXCL), ENOENT (parent), EROFS, EIO, MountUnavailableError
    */
-  async create(t: FileTarget & { parentRel: string; name: string }, mode: number, flags: number): Promise<{ fh: number; attr: Attr }> {
+  async create(t: FileTarget & { parentRel: string; name: string }, mode: number, flags: number, cred?: Cred): Promise<{ fh: number; attr: Attr }> {
     const { active, h, attr } = await this.routes.withMount(t.mountPath, async (a, ctx) =>
       withNode(a, t.parentRel, async (p) => {
         ctx.committed = true;
-        const res = await a.session.client.request('create', { node: p.id }, { name: t.name, mode, flags: flags | OpenFlags.O_CREAT });
+        const payload = { name: t.name, mode, flags: flags | OpenFlags.O_CREAT };
+        const res = await a.session.client.request('create', { node: p.id }, cred && a.session.client.has('posix') ? { ...payload, cred } : payload);
         a.cache.set(t.rel, res.attr.id);
         return { active: a, h: res.h, attr: res.attr };
       }),

@@ -35,7 +35,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { DEFAULT_KEEPALIVE_MS, DEFAULT_KEEPALIVE_TIMEOUT_MS, type FramedData, type PrefetchedFile } from '@svc/client';
-import { Errno, FsError, type FsPayload, type FsReply, type GetlkReply, type LockPayload } from '@svc/protocol/wire';
+import { type Cred, Errno, FsError, type FsPayload, type FsReply, type GetlkReply, type LockPayload } from '@svc/protocol/wire';
 import { EndpointPool, EndpointPoolOptions, EndpointSession } from './endpoint-pool';
 import { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, DirEntry, InvalDirEvent, InvalEvent, NodeKind, OpenFlags, SetAttr, StatFs } from './fs-types';
@@ -123,6 +123,11 @@ export interface ReaddirPage {
 }
 
 const SYNTHETIC_DIR_MODE = 0o040555;
+
+/** `payload` with the caller's `cred` when there is one and the node of `a` granted `posix` (the member belongs to that extension). */
+function withCred<P extends object>(a: ActiveEndpoint, payload: P, cred: Cred | undefined): P & { cred?: Cred } {
+  return cred && a.session.client.has('posix') ? { ...payload, cred } : payload;
+}
 
 /**
  * The FS client of endpoint `a` when its node granted the `posix` extension.
@@ -318,10 +323,26 @@ export class WorkspaceRouter extends EventEmitter {
    * Creates (or, without O_EXCL, opens) a file and returns a handle.
    * @param mode permission bits, e.g. 0o644
    * @param flags O_* bits; O_CREAT is implied
+   * @param cred the caller (a node that applies the caller's identity makes the file theirs)
    * @throws FsError EEXIST (O_EXCL), ENOENT (parent), EROFS, MountUnavailableError
    */
-  async create(path: string, mode = 0o644, flags: number = OpenFlags.O_WRONLY | OpenFlags.O_TRUNC): Promise<{ fh: number; attr: Attr }> {
-    return this.files.create(this.mutationTarget(path, 'create'), mode, flags);
+  async create(path: string, mode = 0o644, flags: number = OpenFlags.O_WRONLY | OpenFlags.O_TRUNC, cred?: Cred): Promise<{ fh: number; attr: Attr }> {
+    return this.files.create(this.mutationTarget(path, 'create'), mode, flags, cred);
+  }
+
+  /**
+   * Whose identity the node serving `path` applies ({@link ActiveEndpoint.identity}): `caller`
+   * (objects are made the caller's) or `node` (the node's user owns everything); null when no
+   * endpoint serves it now (the synthetic tree, or not connected yet).
+   */
+  identityAt(path: string): 'caller' | 'node' | null {
+    const r = this.resolve(path);
+    if (r.kind !== 'mount') return null;
+    try {
+      return this.routes.route(r.mountPath).active?.identity ?? null;
+    } catch {
+      return null;
+    }
   }
 
   /**
@@ -411,10 +432,11 @@ export class WorkspaceRouter extends EventEmitter {
   /**
    * Creates a directory.
    * @param mode permission bits (default 0o755)
+   * @param cred the caller (a node that applies the caller's identity makes the directory theirs; the same for symlink and mknod)
    * @throws FsError EEXIST, ENOENT (parent), EROFS (read-only export or synthetic tree), EIO
    */
-  async mkdir(path: string, mode = 0o755): Promise<Attr> {
-    return this.addEntry(path, 'mkdir', (a, parent, name) => a.session.client.request('mkdir', { node: parent }, { name, mode }));
+  async mkdir(path: string, mode = 0o755, cred?: Cred): Promise<Attr> {
+    return this.addEntry(path, 'mkdir', (a, parent, name) => a.session.client.request('mkdir', { node: parent }, withCred(a, { name, mode }, cred)));
   }
 
   /**
@@ -474,8 +496,8 @@ export class WorkspaceRouter extends EventEmitter {
    * Creates a symlink `path` -> `target` (the node refuses targets that leave the export).
    * @throws FsError EEXIST, ENOENT, EACCES, EROFS, EIO
    */
-  async symlink(path: string, target: string): Promise<Attr> {
-    return this.addEntry(path, 'symlink', (a, parent, name) => a.session.client.request('symlink', { node: parent }, { name, target }));
+  async symlink(path: string, target: string, cred?: Cred): Promise<Attr> {
+    return this.addEntry(path, 'symlink', (a, parent, name) => a.session.client.request('symlink', { node: parent }, withCred(a, { name, target }, cred)));
   }
 
   /**
@@ -483,8 +505,8 @@ export class WorkspaceRouter extends EventEmitter {
    * `mode` (`rdev` for a device).
    * @throws FsError EEXIST, ENOENT, EPERM, EROFS, EIO, ENOSYS (the node does not grant `posix`)
    */
-  async mknod(path: string, mode: number, rdev = 0): Promise<Attr> {
-    return this.addEntry(path, 'mknod', (a, parent, name) => posixOf(a, 'mknod').request('mknod', { node: parent }, { name, mode, rdev }));
+  async mknod(path: string, mode: number, rdev = 0, cred?: Cred): Promise<Attr> {
+    return this.addEntry(path, 'mknod', (a, parent, name) => posixOf(a, 'mknod').request('mknod', { node: parent }, withCred(a, { name, mode, rdev }, cred)));
   }
 
   /**

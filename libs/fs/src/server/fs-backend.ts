@@ -37,6 +37,12 @@ export interface FsAttrChanges {
   mtimeNs?: number;
 }
 
+/** Who a new object belongs to (a node running as root makes it the caller's). */
+export interface FsOwner {
+  uid: number;
+  gid: number;
+}
+
 /** An open file of a backend; positions and counts in bytes. */
 export interface FsOpenFile {
   readonly readable: boolean;
@@ -104,12 +110,17 @@ export interface FsBackend {
   setattr(path: readonly string[], changes: FsAttrChanges): Promise<FsStat>;
   /** Opens an existing node (a final symlink is followed, confined) with Linux open `flags` (O_CREAT/O_EXCL ignored). */
   open(path: readonly string[], flags: number): Promise<{ file: FsOpenFile; stat: FsStat }>;
-  /** Creates (or, without O_EXCL, opens) regular file `dir/name` with permission bits `mode`; never follows a symlink at `name`. */
-  create(dir: readonly string[], name: string, mode: number, flags: number): Promise<{ file: FsOpenFile; stat: FsStat; created: boolean }>;
+  /**
+   * Creates (or, without O_EXCL, opens) regular file `dir/name` with permission bits `mode`;
+   * never follows a symlink at `name`. `owner` (on the create, not an open of an existing file):
+   * the new file's owner, and its group unless `dir` has the set-group-ID bit (where it keeps
+   * the directory's group, as Linux does). The same for `mkdir`, `symlink` and `mknod`.
+   */
+  create(dir: readonly string[], name: string, mode: number, flags: number, owner?: FsOwner): Promise<{ file: FsOpenFile; stat: FsStat; created: boolean }>;
   /** Creates directory `dir/name` with permission bits `mode`. */
-  mkdir(dir: readonly string[], name: string, mode: number): Promise<FsStat>;
+  mkdir(dir: readonly string[], name: string, mode: number, owner?: FsOwner): Promise<FsStat>;
   /** Creates symlink `dir/name` holding `target` (any text, stored as given). */
-  symlink(dir: readonly string[], name: string, target: string): Promise<FsStat>;
+  symlink(dir: readonly string[], name: string, target: string, owner?: FsOwner): Promise<FsStat>;
   /** The target text of symlink `path`. @throws FsError EINVAL when not a symlink */
   readlink(path: readonly string[]): Promise<string>;
   /** Removes non-directory `dir/name`. @throws FsError EISDIR for a directory */
@@ -127,7 +138,7 @@ export interface FsBackend {
    * block device with `rdev`, regular file). Absent: the backend makes none (EPERM).
    * @throws FsError EEXIST, EPERM (a device the node's user may not make)
    */
-  mknod?(dir: readonly string[], name: string, mode: number, rdev: number): Promise<FsStat>;
+  mknod?(dir: readonly string[], name: string, mode: number, rdev: number, owner?: FsOwner): Promise<FsStat>;
   /**
    * Makes `newDir/newName` another name of the non-directory `path` (not following a final
    * symlink); returns its attributes (nlink counted). Absent: EPERM, as a filesystem without hard links.

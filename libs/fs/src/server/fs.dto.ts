@@ -7,7 +7,7 @@
  */
 import 'reflect-metadata';
 import { IsArray, IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateBy } from 'class-validator';
-import { FsPayload, LockKind, LockType, PREFETCH_MAX_NAMES } from '@svc/protocol';
+import { Cred, FsPayload, LockKind, LockType, PREFETCH_MAX_NAMES } from '@svc/protocol';
 
 const U32_MAX = 0xffff_ffff;
 /** Largest time accepted, ns (about the year 2262, the end of a signed 64-bit ns clock). */
@@ -35,6 +35,18 @@ function Str(field: string): PropertyDecorator {
 export class AckDto implements FsPayload<'ack'> {
   @UInt('seq', Number.MAX_SAFE_INTEGER)
   seq: number;
+}
+
+/** A `cred` member: `{uid, gid}`, each an integer from 0 to 2^32 - 2. */
+function IsCred(): PropertyDecorator {
+  const id = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= U32_MAX - 1;
+  return ValidateBy({
+    name: 'isCred',
+    validator: {
+      validate: (v: unknown) => typeof v === 'object' && v !== null && id((v as Cred).uid) && id((v as Cred).gid),
+      defaultMessage: () => 'cred must be {uid, gid} with integer ids from 0 to 4294967294',
+    },
+  });
 }
 
 /** Longest lock owner name accepted, characters. */
@@ -179,6 +191,10 @@ export class CreateDto implements FsPayload<'create'> {
   @IsOptional()
   @UInt('flags', U32_MAX)
   flags?: number;
+
+  @IsOptional()
+  @IsCred()
+  cred?: Cred;
 }
 
 /** `read` `{off, len}` in bytes; `len` above max_read is clamped. */
@@ -218,6 +234,10 @@ export class MkdirDto implements FsPayload<'mkdir'> {
   @IsOptional()
   @UInt('mode', 0o177777)
   mode?: number;
+
+  @IsOptional()
+  @IsCred()
+  cred?: Cred;
 }
 
 /** `rename` `{old_parent, old_name, new_parent, new_name}` (node ids of the two directories). */
@@ -259,6 +279,10 @@ export class MknodDto implements FsPayload<'mknod'> {
   @IsOptional()
   @UInt('rdev')
   rdev?: number;
+
+  @IsOptional()
+  @IsCred()
+  cred?: Cred;
 }
 
 /** Longest extended attribute name accepted, bytes (XATTR_NAME_MAX). */
@@ -303,4 +327,8 @@ export class SymlinkDto implements FsPayload<'symlink'> {
 
   @Str('target')
   target: string;
+
+  @IsOptional()
+  @IsCred()
+  cred?: Cred;
 }

@@ -308,7 +308,7 @@ export class FsGateway {
   /** `acheron.t_fs_mknod` (the `posix` extension): {@link FsService.mknod}. */
   @FsHandler('mknod')
   mknod(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: MknodDto) {
-    return this.fs.mknod(posixOf(session, 'mknod'), rootId(frame, 'node'), body.name, body.mode, body.rdev ?? 0);
+    return this.fs.mknod(posixOf(session, 'mknod'), rootId(frame, 'node'), body.name, body.mode, body.rdev ?? 0, body.cred);
   }
 
   /** `acheron.t_fs_getxattr` (the `posix` extension): {@link FsService.getxattr}. */
@@ -355,7 +355,7 @@ export class FsGateway {
   /** `acheron.t_fs_create` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.create}. */
   @FsHandler('create')
   create(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: CreateDto) {
-    return this.fs.create(fsOf(session), rootId(frame, 'node'), body.name, body.mode, body.flags);
+    return this.fs.create(fsOf(session), rootId(frame, 'node'), body.name, body.mode, body.flags, body.cred);
   }
 
   /**
@@ -443,7 +443,7 @@ export class FsGateway {
   /** `acheron.t_fs_mkdir` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.mkdir}. */
   @FsHandler('mkdir')
   mkdir(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: MkdirDto) {
-    return this.fs.mkdir(fsOf(session), rootId(frame, 'node'), body.name, body.mode);
+    return this.fs.mkdir(fsOf(session), rootId(frame, 'node'), body.name, body.mode, body.cred);
   }
 
   /** `acheron.t_fs_rmdir` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.rmdir}. */
@@ -461,7 +461,7 @@ export class FsGateway {
   /** `acheron.t_fs_symlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.symlink}. */
   @FsHandler('symlink')
   symlink(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: SymlinkDto) {
-    return this.fs.symlink(fsOf(session), rootId(frame, 'node'), body.name, body.target);
+    return this.fs.symlink(fsOf(session), rootId(frame, 'node'), body.name, body.target, body.cred);
   }
 
   /** `acheron.t_fs_readlink` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.readlink}. */

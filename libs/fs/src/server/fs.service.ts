@@ -14,6 +14,7 @@ import { Injectable, OnModuleDestroy } from '@nestjs/common';
 import { hostname } from 'node:os';
 import {
   Attr,
+  Cred,
   DirEntry,
   Errno,
   FileType,
@@ -195,6 +196,15 @@ export class FsService implements OnModuleDestroy {
     const dir = this.table.get(id);
     if (!dir) throw new FsError(Errno.ESTALE, `unknown or stale directory id ${id}`);
     return { dir, exp: this.registry.of(dir) };
+  }
+
+  /**
+   * The owner of an object `session` makes with `cred`: the caller, on a session granted `posix`
+   * whose export applies the caller's identity (`caps.identity: "caller"`, a node running as
+   * root); else none (the node's user owns it).
+   */
+  private owner(session: FsSession, exp: FsExport, cred: Cred | undefined): Cred | undefined {
+    return cred && session.features.has('posix') && exp.backend.caps.identity === 'caller' ? { uid: cred.uid, gid: cred.gid } : undefined;
   }
 
   /** Entries of `dir` changed by this node: events for the directory; its watch is set up in the background. */
@@ -486,12 +496,12 @@ export class FsService implements OnModuleDestroy {
    * never through a symlink at `name` (ELOOP).
    * @throws FsError EROFS on a read-only export
    */
-  async create(session: FsSession, dirId: number, name: string, mode: number | undefined, flags: number | undefined): Promise<FsReply<'create'>> {
+  async create(session: FsSession, dirId: number, name: string, mode: number | undefined, flags: number | undefined, cred?: Cred): Promise<FsReply<'create'>> {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     const f = flags ?? OpenFlags.O_RDWR;
-    const { file, stat, created } = await exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f);
+    const { file, stat, created } = await exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f, this.owner(session, exp, cred));
     const child = this.table.child(dir, name);
     const attr = this.attr(session, child, stat);
     let h: number;
@@ -572,7 +582,7 @@ export class FsService implements OnModuleDestroy {
    * @throws FsError EINVAL (a directory or symlink type), EEXIST, EPERM (the backend makes none,
    *   or a device the node's user may not make), EROFS
    */
-  async mknod(session: FsSession, dirId: number, name: string, mode: number, rdev: number): Promise<FsReply<'mknod'>> {
+  async mknod(session: FsSession, dirId: number, name: string, mode: number, rdev: number, cred?: Cred): Promise<FsReply<'mknod'>> {
     validateName(name);
     const type = mode & FileType.S_IFMT;
     if (![FileType.S_IFIFO, FileType.S_IFSOCK, FileType.S_IFCHR, FileType.S_IFBLK, FileType.S_IFREG, 0].includes(type)) {
@@ -581,7 +591,7 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     if (!exp.backend.mknod) throw new FsError(Errno.EPERM, 'this export makes no special files');
-    const st = await exp.backend.mknod(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev);
+    const st = await exp.backend.mknod(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev, this.owner(session, exp, cred));
     const attr = this.attr(session, this.table.child(dir, name), st);
     this.entriesChanged(dir);
     await this.inval.flushNow(session);
@@ -758,11 +768,11 @@ export class FsService implements OnModuleDestroy {
   }
 
   /** `mkdir` `node`=dir `{name, mode}` -> `{attr}` (exactly `mode`, default 0755). @throws FsError EROFS, EEXIST */
-  async mkdir(session: FsSession, dirId: number, name: string, mode: number | undefined): Promise<FsReply<'mkdir'>> {
+  async mkdir(session: FsSession, dirId: number, name: string, mode: number | undefined, cred?: Cred): Promise<FsReply<'mkdir'>> {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    const st = await exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE);
+    const st = await exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE, this.owner(session, exp, cred));
     const attr = this.attr(session, this.table.child(dir, name), st);
     this.entriesChanged(dir);
     await this.inval.flushNow(session);
@@ -774,13 +784,13 @@ export class FsService implements OnModuleDestroy {
    * POSIX, it may point anywhere); following it is always confined.
    * @throws FsError EINVAL (empty or NUL in target), ENAMETOOLONG (over 4095 bytes), EROFS
    */
-  async symlink(session: FsSession, dirId: number, name: string, target: string): Promise<FsReply<'symlink'>> {
+  async symlink(session: FsSession, dirId: number, name: string, target: string, cred?: Cred): Promise<FsReply<'symlink'>> {
     validateName(name);
     if (target.length === 0 || target.includes('\0')) throw new FsError(Errno.EINVAL, 'target must be non-empty text without NUL');
     if (Buffer.byteLength(target, 'utf8') > SYMLINK_MAX) throw new FsError(Errno.ENAMETOOLONG, `target is longer than ${SYMLINK_MAX} bytes`);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    const st = await exp.backend.symlink(dir.path(), name, target);
+    const st = await exp.backend.symlink(dir.path(), name, target, this.owner(session, exp, cred));
     const attr = this.attr(session, this.table.child(dir, name), st);
     this.entriesChanged(dir);
     await this.inval.flushNow(session);

@@ -25,6 +25,7 @@ import { promisify } from 'node:util';
 import {
   chmod,
   chown,
+  lchown,
   link,
   lstat,
   mkdir,
@@ -43,12 +44,14 @@ import {
   FileHandle,
 } from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
-import type { FsAttrChanges, FsBackend, FsOpenFile, FsStat, FsWatch, FsWatchEvent, SmallFileRead } from '../fs-backend';
+import type { FsAttrChanges, FsBackend, FsOpenFile, FsOwner, FsStat, FsWatch, FsWatchEvent, SmallFileRead } from '../fs-backend';
 import { confinedAt, fdPath, isInside, realPathOfFdSync } from './confine';
 import { toFsError } from './errno';
 import { loadPosixNative, PosixNative } from './posix-native';
 
 const O_PATH = OpenFlags.O_PATH;
+/** The set-group-ID mode bit. */
+const S_ISGID = 0o2000;
 /** Client open flags passed through to open(2); the access mode is added separately. */
 const PASS_FLAGS = OpenFlags.O_TRUNC | OpenFlags.O_APPEND | OpenFlags.O_DSYNC | OpenFlags.O_SYNC | OpenFlags.O_NOATIME | OpenFlags.O_DIRECTORY;
 /** Open flags never accepted from a client. */
@@ -213,6 +216,8 @@ export class LocalDirBackend implements FsBackend {
       hardlink: true,
       xattr: this.posix !== null,
       special_files: this.posix !== null,
+      // Running as root, the node makes objects owned by the caller (`cred`); else by itself.
+      identity: process.getuid?.() === 0 ? 'caller' : 'node',
     };
   }
 
@@ -235,12 +240,13 @@ export class LocalDirBackend implements FsBackend {
     return this.inDir(dir, (fd) => fn(fdPath(fd, name)));
   }
 
-  async mknod(dir: readonly string[], name: string, mode: number, rdev: number): Promise<FsStat> {
+  async mknod(dir: readonly string[], name: string, mode: number, rdev: number, owner?: FsOwner): Promise<FsStat> {
     this.refuseIfRo();
     const posix = this.native('mknod', Errno.EPERM);
     return this.inDir(dir, async (fd) => {
       const p = fdPath(fd, name);
       await posix.mknod(p, mode, rdev);
+      if (owner) await this.own(fd, owner, (uid, gid) => lchown(p, uid, gid));
       // The requested permission bits exactly, whatever the process umask.
       await chmod(p, mode & 0o7777);
       return toFsStat(await lstat(p, { bigint: true }));
@@ -544,7 +550,13 @@ export class LocalDirBackend implements FsBackend {
     }
   }
 
-  async create(dir: readonly string[], name: string, mode: number, flags: number): Promise<{ file: FsOpenFile; stat: FsStat; created: boolean }> {
+  async create(
+    dir: readonly string[],
+    name: string,
+    mode: number,
+    flags: number,
+    owner?: FsOwner,
+  ): Promise<{ file: FsOpenFile; stat: FsStat; created: boolean }> {
     this.refuseIfRo();
     const acc = flags & OpenFlags.O_ACCMODE;
     if (acc === OpenFlags.O_ACCMODE || (flags & REFUSED_FLAGS) !== 0) throw new FsError(Errno.EINVAL, 'unsupported open flags');
@@ -577,7 +589,9 @@ export class LocalDirBackend implements FsBackend {
       }
       if (created) {
         try {
-          // The requested permission bits exactly, whatever the process umask.
+          const file = fh;
+          if (owner) await this.own(dfd, owner, (uid, gid) => file.chown(uid, gid));
+          // The requested permission bits exactly, whatever the process umask (after the chown, which clears set-ID bits).
           await fh.chmod(mode & 0o7777);
           opened.stat = toFsStat(await fh.stat({ bigint: true }));
         } catch (e) {
@@ -589,17 +603,31 @@ export class LocalDirBackend implements FsBackend {
     });
   }
 
-  async mkdir(dir: readonly string[], name: string, mode: number): Promise<FsStat> {
+  async mkdir(dir: readonly string[], name: string, mode: number, owner?: FsOwner): Promise<FsStat> {
     this.refuseIfRo();
-    await this.inDir(dir, (fd) => mkdir(fdPath(fd, name), mode & 0o7777));
+    // A directory made in a set-group-ID directory is set-group-ID too (Linux).
+    const inherited = await this.inDir(dir, async (fd) => {
+      await mkdir(fdPath(fd, name), mode & 0o7777);
+      if (owner) await this.own(fd, owner, (uid, gid) => lchown(fdPath(fd, name), uid, gid));
+      return (Number((await fstatBig(fd)).mode) & S_ISGID) !== 0 ? S_ISGID : 0;
+    });
     // The requested permission bits exactly, whatever the process umask.
     return this.atEntry([...dir, name], async (fd) => {
-      await chmod(fdPath(fd), mode & 0o7777);
+      await chmod(fdPath(fd), (mode & 0o7777) | inherited);
       return toFsStat(await fstatBig(fd));
     });
   }
 
-  async symlink(dir: readonly string[], name: string, target: string): Promise<FsStat> {
+  /**
+   * Gives a new entry of pinned directory `dirFd` to `owner` through `chownTo`: its uid, and its
+   * gid unless the directory has the set-group-ID bit (the entry keeps the directory's group).
+   */
+  private async own(dirFd: number, owner: FsOwner, chownTo: (uid: number, gid: number) => Promise<void>): Promise<void> {
+    const setgid = (Number((await fstatBig(dirFd)).mode) & S_ISGID) !== 0;
+    await chownTo(owner.uid, setgid ? -1 : owner.gid);
+  }
+
+  async symlink(dir: readonly string[], name: string, target: string, owner?: FsOwner): Promise<FsStat> {
     this.refuseIfRo();
     return this.inDir(dir, async (fd) => {
       // A link that leads out of the root is refused (traversal attempts are refused),
@@ -611,6 +639,7 @@ export class LocalDirBackend implements FsBackend {
         throw new FsError(Errno.EACCES, `symlink target ${JSON.stringify(target)} leads outside the export root`);
       }
       await symlink(target, fdPath(fd, name));
+      if (owner) await this.own(fd, owner, (uid, gid) => lchown(fdPath(fd, name), uid, gid));
       return toFsStat(await lstat(fdPath(fd, name), { bigint: true }));
     });
   }
