@@ -686,6 +686,40 @@ describeFuse3('libfuse 3 binding (libs/fuse3) with an in-memory filesystem', () 
     expect(await session.notifyInvalEntry(dir.ino, 'never-looked-up')).toBe(false);
   });
 
+  it('notifyExpireEntry makes the kernel look a name up again and keeps the working directory of a process in it; notifyInvalEntry drops it', async () => {
+    const top = fs.add(ROOT_INO, 'cwd-top', S_IFDIR | 0o755);
+    fs.add(top.ino, 'inner', S_IFDIR | 0o755);
+    // A shell whose working directory is the entry prints its path after each notification.
+    const script = [
+      'import os, sys',
+      `os.chdir(${JSON.stringify(`${mnt}/cwd-top/inner`)})`,
+      'for _ in range(2):',
+      '    sys.stdin.readline()',
+      '    try:',
+      '        print(os.getcwd(), flush=True)',
+      '    except OSError as e:',
+      '        print(os.strerror(e.errno), flush=True)',
+    ].join('\n');
+    // getcwd(2) itself (a shell's pwd may rebuild the path by walking `..`).
+    const shell = spawn('python3', ['-c', script], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    shell.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    shell.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
+    await new Promise((r) => setTimeout(r, 300));
+    const lookups = fs.calls.lookup ?? 0;
+    expect(await session.notifyExpireEntry(top.ino, 'inner')).toBe(true);
+    shell.stdin.write('\n');
+    await waitUntil(() => out.split('\n').length > 1, 5000, 'the first pwd');
+    expect(out.split('\n')[0]).toBe(`${mnt}/cwd-top/inner`);
+    // Expired: the next path walk through it asks again.
+    await sh(`stat ${mnt}/cwd-top/inner`);
+    expect(fs.calls.lookup ?? 0).toBeGreaterThan(lookups);
+    expect(await session.notifyInvalEntry(top.ino, 'inner')).toBe(true);
+    shell.stdin.end('\n');
+    await new Promise((r) => shell.once('close', r));
+    expect(out.split('\n')[1]).toBe('No such file or directory');
+  });
+
   it('a notification waits in the kernel for a lookup in progress on the directory, without blocking the event loop', async () => {
     const dir = fs.add(ROOT_INO, 'L', S_IFDIR | 0o755);
     fs.add(dir.ino, 'other', S_IFREG | 0o644, 'o');

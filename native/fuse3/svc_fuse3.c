@@ -82,7 +82,7 @@ static const char *const OP_NAMES[OP_COUNT] = {
 enum { MSG_REQUEST, MSG_INTERRUPT, MSG_INIT, MSG_NOTIFY_DONE, MSG_END, MSG_FORGET };
 
 /* Notification jobs. */
-enum { JOB_INVAL_INODE, JOB_INVAL_ENTRY, JOB_DELETE, JOB_UNMOUNT };
+enum { JOB_INVAL_INODE, JOB_INVAL_ENTRY, JOB_DELETE, JOB_EXPIRE_ENTRY, JOB_UNMOUNT };
 
 enum { ST_RUNNING, ST_ENDING, ST_ENDED };
 
@@ -972,6 +972,12 @@ static void *worker_main(void *arg) {
           break;
         case JOB_DELETE:
           rc = fuse_lowlevel_notify_delete(s->se, j->ino, j->child, j->name, j->name_len);
+          break;
+        case JOB_EXPIRE_ENTRY:
+          /* The entry stays hashed (a process whose working directory is below it keeps a
+             path); its next use looks it up again. Kernels before 6.2: invalidated instead. */
+          rc = fuse_lowlevel_notify_expire_entry(s->se, j->ino, j->name, j->name_len, FUSE_LL_EXPIRE_ONLY);
+          if (rc == -ENOSYS || rc == -EINVAL) rc = fuse_lowlevel_notify_inval_entry(s->se, j->ino, j->name, j->name_len);
           break;
         case JOB_UNMOUNT:
           pthread_mutex_lock(&s->lock);
@@ -2118,7 +2124,7 @@ static napi_value js_notify(napi_env env, napi_callback_info info) {
   if (!s) return NULL;
   uint64_t kind, ino, child = 0;
   int64_t off = 0, len = 0;
-  if (get_u64v(env, argv[1], &kind) != 1 || kind > JOB_DELETE) return throw_type(env, "bad notification kind");
+  if (get_u64v(env, argv[1], &kind) != 1 || kind > JOB_EXPIRE_ENTRY) return throw_type(env, "bad notification kind");
   if (get_u64v(env, argv[2], &ino) != 1) return throw_type(env, "ino must be a non-negative integer");
   if (kind == JOB_INVAL_INODE) {
     if (get_i64v(env, argv[3], &off) != 1 || get_i64v(env, argv[4], &len) != 1) return throw_type(env, "off and len must be integers");

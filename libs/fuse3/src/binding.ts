@@ -108,6 +108,7 @@ export enum NotifyKind {
   InvalInode,
   InvalEntry,
   Delete,
+  ExpireEntry,
 }
 
 /**

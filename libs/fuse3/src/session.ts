@@ -330,6 +330,17 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
   }
 
   /**
+   * Tells the kernel that the cached entry `name` in directory `parent` has expired: its next
+   * use looks it up again, but it stays in the dentry cache meanwhile, so a process whose
+   * working directory is at or below it keeps its path (getcwd) when the lookup finds the same
+   * inode. Kernels before 6.2 invalidate it instead ({@link notifyInvalEntry}).
+   * @returns true, or false when the kernel had no such entry
+   */
+  notifyExpireEntry(parent: number, name: string): Promise<boolean> {
+    return this.notify(NotifyKind.ExpireEntry, parent, 0, 0, name);
+  }
+
+  /**
    * As {@link notifyInvalEntry}, for a name removed elsewhere: inotify watchers of `child` are
    * told it was deleted when the cached entry points to it.
    */

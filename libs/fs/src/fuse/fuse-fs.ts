@@ -313,10 +313,14 @@ export class FuseFs {
     }
   }
 
+  /**
+   * The kernel looks the name of `e` up again at its next use. Expired, not dropped: a process
+   * whose working directory is at or below it keeps its path while the name still leads there.
+   */
   private invalEntry(e: InodeEntry): void {
     if (!this.session || !e.parent) return;
     this.invalidations.entry++;
-    this.track(e.ino, this.session.notifyInvalEntry(e.parent.ino, e.name));
+    this.track(e.ino, this.session.notifyExpireEntry(e.parent.ino, e.name));
   }
 
   /**
