@@ -11,6 +11,8 @@
  *   processes on the node's machine; a UNIX socket bound in the mount is a socket there;
  * - renameat2 RENAME_NOREPLACE onto an existing name is EEXIST and changes nothing, and
  *   RENAME_EXCHANGE swaps two files for the other mount too;
+ * - a file unlinked while open stays readable and writable through its descriptor, and fstat
+ *   gives its size as it grows and nlink 0;
  * - identities (only when the test runs as root): a file, directory, symlink and FIFO made
  *   through the mount by uid 65534 belong to 65534 on the node's disk; that user cannot write a
  *   root-owned 0644 file (EACCES, as on a local disk) and can write its own; a chown made
@@ -165,6 +167,29 @@ print(json.dumps(out))
       const got = JSON.parse(ok(await python(script, [a1, a2]), 'rename script')) as Record<string, unknown>;
       expect(got).toEqual({ noreplace: 'EEXIST', before: ['L', 'R'], exchange: 'ok', after: ['R', 'L'] });
       expect(readFileSync(join(ws.dirs.a, 'left'), 'utf8')).toBe('R');
+    },
+    30_000,
+  );
+
+  itWith(
+    SUITE,
+    ['python3'],
+    'keeps an unlinked open file readable and writable through its descriptor, with fstat telling its size and nlink 0',
+    async () => {
+      const script = `
+import json, os, sys
+p = sys.argv[1]
+fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+os.write(fd, b'Hello, World!')
+os.unlink(p)
+out = {'read': os.pread(fd, 100, 0).decode(), 'size': os.fstat(fd).st_size, 'nlink': os.fstat(fd).st_nlink, 'exists': os.path.exists(p)}
+os.write(fd, b' and more')
+out['after'] = [os.fstat(fd).st_size, os.pread(fd, 100, 0).decode()]
+os.close(fd)
+print(json.dumps(out))
+`;
+      const got = JSON.parse(ok(await python(script, [join(a1, 'tmpfile')]), 'unlinked file script')) as Record<string, unknown>;
+      expect(got).toEqual({ read: 'Hello, World!', size: 13, nlink: 0, exists: false, after: [22, 'Hello, World! and more'] });
     },
     30_000,
   );

@@ -93,6 +93,10 @@ class FakeRouter extends EventEmitter {
     return data.length;
   }
   dropOpenData(): void {}
+  /** A node that cannot tell the attributes of an open file (the mount falls back to the last it saw). */
+  async fgetattr(): Promise<Attr> {
+    throw new FsError(Errno.ENOTSUP);
+  }
   identityAt(): 'caller' | 'node' {
     return 'caller';
   }

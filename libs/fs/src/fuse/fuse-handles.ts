@@ -190,6 +190,17 @@ export class FuseHandles {
     }
   }
 
+  /** An open state on kernel inode `ino` that has a node handle (a writer first), if any. */
+  onInode(ino: number): OpenState | undefined {
+    let found: OpenState | undefined;
+    for (const s of this.files.values()) {
+      if (s.ino !== ino || s.fh === null) continue;
+      if (s.writable) return s;
+      found ??= s;
+    }
+    return found;
+  }
+
   /** True when a FUSE handle is open on kernel inode `ino`. */
   openOn(ino: number): boolean {
     for (const s of this.files.values()) if (s.ino === ino) return true;

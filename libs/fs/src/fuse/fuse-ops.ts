@@ -200,10 +200,22 @@ export class FuseOperations implements Operations {
    * those it last had, with no link left.
    * @throws FsError ESTALE otherwise
    */
-  private detachedAttr(ino: number, fh: number | undefined): AttrReply {
+  private async detachedAttr(ino: number, fh: number | undefined): Promise<AttrReply> {
     const last = this.lastAttr.get(ino);
-    if (last && (fh !== undefined || this.handles.openOn(ino))) return this.kernelAttr(last.path, { ...last.attr, n: 0 });
-    throw new FsError(Errno.ESTALE);
+    if (!last || (fh === undefined && !this.handles.openOn(ino))) throw new FsError(Errno.ESTALE);
+    // The node's fstat of the open file: its size and times move on after its name is gone.
+    const open = (fh !== undefined ? this.handles.get(fh) : undefined) ?? this.handles.onInode(ino);
+    if (open && open.fh !== null) {
+      await this.flushPath(open.path);
+      try {
+        const attr = await this.router.fgetattr(open.fh);
+        this.lastAttr.set(ino, { attr, path: last.path });
+        return this.kernelAttr(last.path, attr);
+      } catch (e) {
+        if (!(e instanceof FsError && e.errno === Errno.ENOTSUP)) throw e;
+      }
+    }
+    return this.kernelAttr(last.path, { ...last.attr, n: 0 });
   }
 
   /** The workspace path of `name` in directory inode `parent`. */

@@ -311,6 +311,24 @@ export class OpenFiles {
     }
   }
 
+  /**
+   * The attributes of the open file of handle `fh` from the node (`fgetattr`), also once its name
+   * is gone.
+   * @throws FsError EBADF, ENOTSUP (the node does not grant `posix`, or the handle's node handle
+   *   is closed), EIO (its session was lost)
+   */
+  async fgetattr(fh: number): Promise<Attr> {
+    const f = this.file(fh);
+    const client = f.active.session.client;
+    if (f.closed || !client.has('posix')) throw new FsError(Errno.ENOTSUP, `${f.path}: the node cannot tell the attributes of this open file`);
+    try {
+      return (await client.request('fgetattr', { h: f.h })).attr;
+    } catch (e) {
+      if (isEndpointFailure(e)) throw new FsError(Errno.EIO, `${f.path}: the session to ${f.active.session.url} was lost`);
+      throw e;
+    }
+  }
+
   /** Handle `fh` with a node handle on a session that holds its locks. @throws FsError EBADF, ENOLCK */
   private async lockable(fh: number): Promise<OpenFile> {
     const f = this.file(fh);

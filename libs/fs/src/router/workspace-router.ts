@@ -394,6 +394,15 @@ export class WorkspaceRouter extends EventEmitter {
   }
 
   /**
+   * The attributes of the open file of handle `fh`, from the node, also once its name is gone
+   * (fstat of an unlinked file).
+   * @throws FsError EBADF, ENOTSUP (the node cannot tell), EIO
+   */
+  async fgetattr(fh: number): Promise<Attr> {
+    return this.files.fgetattr(fh);
+  }
+
+  /**
    * Takes, changes or releases a POSIX or `flock` lock on the file of handle `fh`, held by the
    * node that serves it for every client; a waiting one is cancelled when `signal` aborts.
    * @throws FsError EAGAIN (conflict without wait), EDEADLK, EINTR (cancelled), ENOLCK (the

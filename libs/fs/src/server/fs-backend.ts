@@ -53,6 +53,8 @@ export interface FsOpenFile {
   write(data: Buffer, position: number): Promise<number>;
   /** Flushes data and metadata to stable storage. */
   sync(): Promise<void>;
+  /** The attributes of the open file (also once its name is gone: nlink 0). Absent: the backend cannot tell (ENOTSUP). */
+  stat?(): Promise<FsStat>;
   /** Closes the file; further calls fail with EBADF. */
   close(): Promise<void>;
 }

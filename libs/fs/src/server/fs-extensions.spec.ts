@@ -509,6 +509,16 @@ describe('posix (locks)', () => {
     expect(() => validatePayload(SetxattrDto, { name: 'user.a', value_b64: 'x'.repeat(90_000) })).toThrow(ProtocolError);
   });
 
+  it('tells the attributes of an open file whose name is gone (fgetattr)', async () => {
+    const n = await startNode();
+    const { session, h } = await holder(n, 'u', 'f14.txt');
+    await n.service.write(session, h, 200, Buffer.from('0123456789'));
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    await n.service.unlink(session, dir, 'f14.txt');
+    expect((await n.service.fgetattr(session, h)).attr).toMatchObject({ n: 0, sz: 210 });
+    expect((await rejection(n.service.fgetattr(session, 999))).errno).toBe(Errno.EBADF);
+  });
+
   it('is unknown to a session not granted posix, and refuses a malformed lock payload', async () => {
     const n = await startNode();
     expect(() => validatePayload(LockDto, { kind: 'posix', type: 'wr', owner: 'x' })).not.toThrow();

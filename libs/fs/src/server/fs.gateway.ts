@@ -133,7 +133,7 @@ function fsOf(session: WsSession): FsSession {
  */
 function posixOf(
   session: WsSession,
-  op: 'lock' | 'getlk' | 'lock_cancel' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr',
+  op: Extract<FsRequestOp, 'lock' | 'getlk' | 'lock_cancel' | 'fgetattr' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr'>,
 ): FsSession {
   const fs = fsOf(session);
   if (!fs.features.has('posix')) {
@@ -297,6 +297,12 @@ export class FsGateway {
   lock(@Ctx() ctx: RequestContext, @Payload() body: LockDto) {
     const fs = posixOf(ctx.session, 'lock');
     return this.fs.lock(fs, rootId(ctx.frame, 'h'), body, ctx.frame.tag);
+  }
+
+  /** `acheron.t_fs_fgetattr` (the `posix` extension): {@link FsService.fgetattr}. */
+  @FsHandler('fgetattr')
+  fgetattr(@Session() session: WsSession, @Frame() frame: FrameT) {
+    return this.fs.fgetattr(posixOf(session, 'fgetattr'), rootId(frame, 'h'));
   }
 
   /** `acheron.t_fs_link` (the `posix` extension): {@link FsService.link}. */

@@ -577,6 +577,33 @@ export class FsService implements OnModuleDestroy {
   // ---- links, special files and extended attributes (the `posix` extension) ---------------
 
   /**
+   * `fgetattr` `h` -> `{attr}`: the attributes of the open file of `h`, also once its name was
+   * removed or replaced (nlink then tells), as fstat(2) gives them.
+   * @throws FsError EBADF, ENOTSUP (a backend that cannot tell)
+   */
+  async fgetattr(session: FsSession, h: number): Promise<FsReply<'fgetattr'>> {
+    const handle = session.handle(h);
+    if (!handle.file.stat) throw new FsError(Errno.ENOTSUP, 'this export cannot tell the attributes of an open file');
+    const st = await handle.file.stat();
+    const node = handle.node;
+    return {
+      attr: {
+        id: node.id,
+        k: st.kind,
+        m: st.mode,
+        n: st.nlink,
+        u: st.uid,
+        g: st.gid,
+        sz: st.size,
+        at: st.atimeNs,
+        mt: st.mtimeNs,
+        ct: st.ctimeNs,
+        gen: node.gen,
+      },
+    };
+  }
+
+  /**
    * `mknod` `node`=dir `{name, mode, rdev}` -> `{attr}`: a FIFO, socket, device or regular file
    * with the type and permission bits of `mode`.
    * @throws FsError EINVAL (a directory or symlink type), EEXIST, EPERM (the backend makes none,

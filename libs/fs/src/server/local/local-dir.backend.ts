@@ -160,6 +160,11 @@ class LocalOpenFile implements FsOpenFile {
     return total;
   }
 
+  async stat(): Promise<FsStat> {
+    if (this.closed) throw new FsError(Errno.EBADF);
+    return toFsStat(await fsCall(() => this.fh.stat({ bigint: true })));
+  }
+
   async sync(): Promise<void> {
     if (this.closed) throw new FsError(Errno.EBADF);
     await fsCall(() => this.fh.sync());
