@@ -25,6 +25,11 @@ export interface FsStat {
   atimeNs: number;
   mtimeNs: number;
   ctimeNs: number;
+  /**
+   * The file's identity on the node's filesystem (device and inode number), the same for every
+   * name of one file (hard links); absent when the backend cannot tell.
+   */
+  fileKey?: string;
 }
 
 /** Attribute changes of `setattr`/`truncate`; `size` in bytes, times in ns since the epoch. */

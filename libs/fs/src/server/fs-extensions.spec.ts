@@ -467,6 +467,9 @@ describe('posix (locks)', () => {
     const file = (await n.service.lookup(session, dir, 'f10.txt')).attr.id;
     const linked = await n.service.link(session, file, dir, 'f10-link');
     expect(linked.attr.n).toBe(2);
+    // Both names under one id (one st_ino through a mount).
+    expect(linked.attr.id).toBe(file);
+    expect((await n.service.lookup(session, dir, 'f10-link')).attr.id).toBe(file);
     expect((await n.service.getattr(session, file)).attr.n).toBe(2);
     expect((await rejection(n.service.link(session, dir, dir, 'dir-link'))).errno).toBe(Errno.EPERM);
     // RENAME_NOREPLACE onto an existing name: EEXIST, both stay.

@@ -168,8 +168,14 @@ export class FsService implements OnModuleDestroy {
   private attr(session: FsSession, node: FsNode, st: FsStat): Attr {
     this.table.observe(node, st);
     session.seen.add(node.id);
+    // Every name of a file with several (hard links) is handed out under one id.
+    const shown = this.table.linkPrimary(node, st);
+    if (shown !== node) {
+      this.table.observe(shown, st);
+      session.seen.add(shown.id);
+    }
     return {
-      id: node.id,
+      id: shown.id,
       k: st.kind,
       m: st.mode,
       n: st.nlink,
@@ -179,7 +185,7 @@ export class FsService implements OnModuleDestroy {
       at: st.atimeNs,
       mt: st.mtimeNs,
       ct: st.ctimeNs,
-      gen: node.gen,
+      gen: shown.gen,
     };
   }
 
@@ -217,8 +223,11 @@ export class FsService implements OnModuleDestroy {
   /** Forgets `node` (removed by this node) with its subtree and tells the sessions that saw them. */
   private removed(node: FsNode | undefined): void {
     if (!node) return;
+    // The other names of its file (hard links) lost a link: their nlink and ctime moved.
+    const others = this.table.otherNames(node);
     const gone = this.table.forget(node);
     for (const n of gone) this.inval.nodeChanged(n, 'all');
+    for (const n of others) if (n.live) this.inval.nodeChanged(n, 'attr');
     this.inval.release(gone);
   }
 
@@ -639,6 +648,8 @@ export class FsService implements OnModuleDestroy {
     this.writable(exp);
     if (!exp.backend.link) throw new FsError(Errno.EPERM, 'this export has no hard links');
     const st = await exp.backend.link(node.path(), dir.path(), newName);
+    // The existing name first: the new one is handed out under its id.
+    this.table.linkPrimary(node, st);
     const attr = this.attr(session, this.table.child(dir, newName), st);
     // The other name's nlink and ctime moved.
     this.inval.nodeChanged(node, 'attr');
@@ -856,7 +867,10 @@ export class FsService implements OnModuleDestroy {
       else if (other) this.table.move(other, from, oldName);
       for (const n of [moved, other]) if (n) this.inval.nodeChanged(n, 'attr');
     } else if (moved) {
+      const replaced = this.table.peek(to, newName);
+      const others = replaced && replaced !== moved ? this.table.otherNames(replaced) : [];
       const gone = this.table.move(moved, to, newName);
+      for (const n of others) if (n.live) this.inval.nodeChanged(n, 'attr');
       for (const n of gone) this.inval.nodeChanged(n, 'all');
       this.inval.release(gone);
       this.inval.nodeChanged(moved, 'attr');

@@ -64,11 +64,14 @@ export class InvalidationService implements OnModuleDestroy {
     private readonly sessions: FsSessionService,
   ) {}
 
-  /** Node `node` changed (`what`): bumps its generation and queues an `e_fs_inval`. */
+  /** Node `node` changed (`what`): bumps its generation and queues an `e_fs_inval`, for the other names of its file too (hard links). */
   nodeChanged(node: FsNode, what: What): void {
-    node.gen++;
-    const prev = this.pendingNodes.get(node.id);
-    this.pendingNodes.set(node.id, { what: merge(prev?.what, what), gen: node.gen });
+    // A change through one name of a file with several is a change of every name.
+    for (const n of [node, ...this.table.otherNames(node)]) {
+      n.gen++;
+      const prev = this.pendingNodes.get(n.id);
+      this.pendingNodes.set(n.id, { what: merge(prev?.what, what), gen: n.gen });
+    }
     this.scheduleFlush();
   }
 

@@ -20,6 +20,31 @@ describe('NodeTable', () => {
     expect(a.path()).toEqual([]);
   });
 
+  it('hands out every name of a file with several (hard links) under the oldest live id, and lists the other names', () => {
+    const t = new NodeTable();
+    const root = t.addRoot('w');
+    const a = t.child(root, 'a');
+    const b = t.child(root, 'b');
+    const c = t.child(root, 'c');
+    // One name: itself.
+    expect(t.linkPrimary(a, stat({ fileKey: '1:7' }))).toBe(a);
+    // Two names of inode 7: b comes under a's id, whichever is seen first.
+    const linked = stat({ nlink: 2, fileKey: '1:7' });
+    expect(t.linkPrimary(b, linked)).toBe(b);
+    expect(t.linkPrimary(a, linked)).toBe(a);
+    expect(t.linkPrimary(b, linked)).toBe(a);
+    expect(t.otherNames(a)).toEqual([b]);
+    expect(t.otherNames(c)).toEqual([]);
+    // A directory, or a file without a key, is never paired.
+    expect(t.linkPrimary(c, stat({ kind: 2, nlink: 3, fileKey: '1:7' }))).toBe(c);
+    // The oldest name removed: the next one stands for the file.
+    t.forget(a);
+    expect(t.linkPrimary(b, linked)).toBe(b);
+    expect(t.otherNames(b)).toEqual([]);
+    // Back to one link: no longer paired.
+    expect(t.linkPrimary(b, stat({ fileKey: '1:7' }))).toBe(b);
+  });
+
   it('moves a directory with its subtree: descendants keep their ids under the new path', () => {
     const t = new NodeTable();
     const root = t.addRoot('w');

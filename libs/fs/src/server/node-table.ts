@@ -35,6 +35,8 @@ export class FsNode {
   live = true;
   /** Opaque per-node state of the invalidation service (its directory watch). */
   watch: { close(): void } | null = null;
+  /** {@link FsStat.fileKey} last seen for a file with more than one name (null otherwise). */
+  fileKey: string | null = null;
 
   constructor(
     readonly id: number,
@@ -64,6 +66,8 @@ export class FsNode {
 export class NodeTable {
   private readonly byId = new Map<number, FsNode>();
   private nextId = 1;
+  /** The live nodes seen with more than one link, by {@link FsStat.fileKey}. */
+  private readonly links = new Map<string, FsNode[]>();
 
   /** Number of live nodes. */
   get size(): number {
@@ -141,6 +145,7 @@ export class NodeTable {
     while (stack.length > 0) {
       const n = stack.pop()!;
       n.live = false;
+      this.unlink(n);
       this.byId.delete(n.id);
       gone.push(n);
       if (n.children) for (const c of n.children.values()) stack.push(c);
@@ -154,6 +159,45 @@ export class NodeTable {
    * and `dirGen` when a directory's mtime moved (its entries changed).
    * @returns true when the node changed since it was last seen
    */
+  /**
+   * The node whose id the names of `node`'s file are handed out under: for a file with more
+   * than one name (hard links, `st.nlink` > 1), the live name with the lowest id (the oldest
+   * handed out, so a name clients know keeps its id when another name of its file shows up),
+   * so every name shows one id (one `st_ino` through a mount) and a change through any name
+   * reaches the clients that know it; `node` itself otherwise. Records `node` as a name of the
+   * file.
+   */
+  linkPrimary(node: FsNode, st: FsStat): FsNode {
+    const key = st.kind === 1 && st.nlink > 1 && st.fileKey ? st.fileKey : null;
+    if (node.fileKey !== key) {
+      if (node.fileKey) this.unlink(node);
+      node.fileKey = key;
+      if (key) {
+        const names = this.links.get(key) ?? [];
+        names.push(node);
+        this.links.set(key, names);
+      }
+    }
+    if (!key) return node;
+    let primary = node;
+    for (const n of this.links.get(key)!) if (n.id < primary.id) primary = n;
+    return primary;
+  }
+
+  /** The other live names of `node`'s file known to have more than one name (hard links). */
+  otherNames(node: FsNode): FsNode[] {
+    return node.fileKey ? (this.links.get(node.fileKey) ?? []).filter((n) => n !== node) : [];
+  }
+
+  private unlink(node: FsNode): void {
+    const names = node.fileKey ? this.links.get(node.fileKey) : undefined;
+    if (!names) return;
+    const i = names.indexOf(node);
+    if (i >= 0) names.splice(i, 1);
+    if (names.length === 0) this.links.delete(node.fileKey!);
+    node.fileKey = null;
+  }
+
   observe(node: FsNode, st: FsStat): boolean {
     let changed = false;
     if (node.ctimeNs !== -1 && (st.ctimeNs !== node.ctimeNs || st.kind !== node.kind)) {

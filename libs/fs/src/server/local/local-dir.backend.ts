@@ -80,6 +80,7 @@ export function toFsStat(st: BigIntStats): FsStat {
     atimeNs: Number(st.atimeNs),
     mtimeNs: Number(st.mtimeNs),
     ctimeNs: Number(st.ctimeNs),
+    fileKey: `${st.dev}:${st.ino}`,
   };
 }
 
