@@ -188,6 +188,8 @@ export interface Attr {
   mt: number;
   ct: number;
   gen: number;
+  /** The device number (`st_rdev`) of a character or block device (the `posix` extension); absent otherwise. */
+  rd?: number;
 }
 
 /** One `readdirp` entry (never `.` or `..`). */

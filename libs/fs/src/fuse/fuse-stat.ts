@@ -26,6 +26,7 @@ export function toKernelAttr(a: Attr, ino: number): KernelAttr {
     atimeNs: usTimeNs(a.at),
     mtimeNs: usTimeNs(a.mt),
     ctimeNs: usTimeNs(a.ct),
+    rdev: a.rd ?? 0,
   };
 }
 

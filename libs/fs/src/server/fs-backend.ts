@@ -30,6 +30,8 @@ export interface FsStat {
    * name of one file (hard links); absent when the backend cannot tell.
    */
   fileKey?: string;
+  /** The device number of a character or block device (`st_rdev`); absent or 0 otherwise. */
+  rdev?: number;
 }
 
 /** Attribute changes of `setattr`/`truncate`; `size` in bytes, times in ns since the epoch. */

@@ -462,6 +462,8 @@ describe('posix (locks)', () => {
     expect(statSync(join(root, 'd', 'made-fifo')).isFIFO()).toBe(true);
     expect((await n.service.mknod(session, dir, 'made-sock', 0o140755, 0)).attr.m).toBe(0o140755);
     expect((await rejection(n.service.mknod(session, dir, 'made-fifo', 0o010640, 0))).errno).toBe(Errno.EEXIST);
+    // A character device (as root): its device number in `rd`.
+    if (process.getuid?.() === 0) expect((await n.service.mknod(session, dir, 'made-null', 0o020666, 0x103)).attr.rd).toBe(0x103);
     expect((await rejection(n.service.mknod(session, dir, 'dir', 0o040755, 0))).errno).toBe(Errno.EINVAL);
     // A hard link: nlink 2 through both names.
     const file = (await n.service.lookup(session, dir, 'f10.txt')).attr.id;

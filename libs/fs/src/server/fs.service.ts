@@ -186,6 +186,7 @@ export class FsService implements OnModuleDestroy {
       mt: st.mtimeNs,
       ct: st.ctimeNs,
       gen: shown.gen,
+      ...(st.rdev && session.features.has('posix') ? { rd: st.rdev } : {}),
     };
   }
 

@@ -81,6 +81,7 @@ export function toFsStat(st: BigIntStats): FsStat {
     mtimeNs: Number(st.mtimeNs),
     ctimeNs: Number(st.ctimeNs),
     fileKey: `${st.dev}:${st.ino}`,
+    ...(st.rdev !== 0n ? { rdev: Number(st.rdev) } : {}),
   };
 }
 
