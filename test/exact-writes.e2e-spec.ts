@@ -46,7 +46,7 @@ import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, sleep, tmpDir, waitFor } from './support/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
 import { fuseUnavailable, killMount, startFsNode } from './helpers/fs-mount';
-import { has, itWith, ok, python, run, startMount, started } from './helpers/mount-tools';
+import { endMounts, has, itWith, ok, python, run, startMount } from './helpers/mount-tools';
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
@@ -100,12 +100,7 @@ describeFuse('exact writes through FUSE mounts', () => {
     a2 = join(m2.dir, 'a');
   }, 60_000);
 
-  afterAll(async () => {
-    for (const m of started) killMount(m.proc, m.dir);
-    ws?.close();
-    await killAll();
-    cleanupTmp();
-  });
+  afterAll(() => endMounts(ws));
 
   itWith(
     SUITE,

@@ -26,10 +26,10 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanupTmp, killAll, sleep, tmpDir, waitFor } from './support/processes';
+import { sleep, tmpDir, waitFor } from './support/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
 import { fuseUnavailable, killMount } from './helpers/fs-mount';
-import { itWith, ok, python, run, startMount, started, tail } from './helpers/mount-tools';
+import { endMounts, itWith, ok, python, run, startMount, tail } from './helpers/mount-tools';
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
@@ -303,10 +303,7 @@ describeFuse('locks across two FUSE mounts', () => {
 
   afterAll(async () => {
     for (const c of children) c.kill('SIGKILL');
-    for (const m of started) killMount(m.proc, m.dir);
-    ws?.close();
-    await killAll();
-    cleanupTmp();
+    await endMounts(ws);
   });
 
   itWith(

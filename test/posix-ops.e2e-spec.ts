@@ -23,10 +23,10 @@
  */
 import { chmodSync, lstatSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { cleanupTmp, killAll, tmpDir } from './support/processes';
+import { tmpDir } from './support/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
-import { fuseUnavailable, killMount } from './helpers/fs-mount';
-import { itWith, ok, python, startMount, started } from './helpers/mount-tools';
+import { fuseUnavailable } from './helpers/fs-mount';
+import { endMounts, itWith, ok, python, startMount } from './helpers/mount-tools';
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
@@ -50,12 +50,7 @@ describeFuse('POSIX operations through FUSE mounts', () => {
     a2 = join(m2.dir, 'a');
   }, 60_000);
 
-  afterAll(async () => {
-    for (const m of started) killMount(m.proc, m.dir);
-    ws?.close();
-    await killAll();
-    cleanupTmp();
-  });
+  afterAll(() => endMounts(ws));
 
   itWith(
     SUITE,

@@ -6,8 +6,8 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, tmpDir, waitFor } from '../support/processes';
-import { fuseUnavailable } from './fs-mount';
+import { BIN, cleanupTmp, killAll, tmpDir, waitFor } from '../support/processes';
+import { fuseUnavailable, killMount } from './fs-mount';
 import type { Workspace } from './workspace';
 
 const installed = new Map<string, boolean>();
@@ -145,4 +145,15 @@ export async function startMount(ws: Workspace, logDir: string, name: string, ex
     throw new Error(`${(e as Error).message}\n${name} output: ${readFileSync(log, 'utf8')}`);
   });
   return { dir, proc, log };
+}
+
+/**
+ * Ends what a mount suite started, for its afterAll: every mount in {@link started} (unmounted
+ * lazily), the workspace `ws`, every process, and the temporary directories.
+ */
+export async function endMounts(ws: Workspace | undefined): Promise<void> {
+  for (const m of started.splice(0)) killMount(m.proc, m.dir);
+  ws?.close();
+  await killAll();
+  cleanupTmp();
 }

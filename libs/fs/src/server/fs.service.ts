@@ -65,6 +65,24 @@ function errnoOf(e: unknown): number {
   return e instanceof FsError ? (e.errno ?? Errno.EIO) : Errno.EIO;
 }
 
+/** The wire attr of `node` with what the backend reported (`st`); `posix`: with the `posix` extension's members (`rd`). */
+function wireAttr(node: FsNode, st: FsStat, posix: boolean): Attr {
+  return {
+    id: node.id,
+    k: st.kind,
+    m: st.mode,
+    n: st.nlink,
+    u: st.uid,
+    g: st.gid,
+    sz: st.size,
+    at: st.atimeNs,
+    mt: st.mtimeNs,
+    ct: st.ctimeNs,
+    gen: node.gen,
+    ...(st.rdev && posix ? { rd: st.rdev } : {}),
+  };
+}
+
 /** Default permission bits of `create` and `mkdir`. */
 const DEFAULT_FILE_MODE = 0o644;
 const DEFAULT_DIR_MODE = 0o755;
@@ -174,20 +192,7 @@ export class FsService implements OnModuleDestroy {
       this.table.observe(shown, st);
       session.seen.add(shown.id);
     }
-    return {
-      id: shown.id,
-      k: st.kind,
-      m: st.mode,
-      n: st.nlink,
-      u: st.uid,
-      g: st.gid,
-      sz: st.size,
-      at: st.atimeNs,
-      mt: st.mtimeNs,
-      ct: st.ctimeNs,
-      gen: shown.gen,
-      ...(st.rdev && session.features.has('posix') ? { rd: st.rdev } : {}),
-    };
+    return wireAttr(shown, st, session.features.has('posix'));
   }
 
   private writable(exp: FsExport): void {
@@ -595,22 +600,7 @@ export class FsService implements OnModuleDestroy {
     const handle = session.handle(h);
     if (!handle.file.stat) throw new FsError(Errno.ENOTSUP, 'this export cannot tell the attributes of an open file');
     const st = await handle.file.stat();
-    const node = handle.node;
-    return {
-      attr: {
-        id: node.id,
-        k: st.kind,
-        m: st.mode,
-        n: st.nlink,
-        u: st.uid,
-        g: st.gid,
-        sz: st.size,
-        at: st.atimeNs,
-        mt: st.mtimeNs,
-        ct: st.ctimeNs,
-        gen: node.gen,
-      },
-    };
+    return { attr: wireAttr(handle.node, st, true) };
   }
 
   /**
