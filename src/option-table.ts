@@ -3,7 +3,7 @@
  * the parser (src/config.ts), rendered into `svc --help` and into docs/configuration.md
  * (`npm run docs:config`).
  */
-import { DEFAULT_STATE_DIR, DEFAULT_SVC_PORT } from '@svc/protocol';
+import { DEFAULT_STATE_DIR, DEFAULT_SVC_PORT, FS_FEATURES } from '@svc/protocol';
 import { helpLines, OptionSpec, sectionEntries, SERVER_COMMON_OPTIONS } from '@svc/ops';
 
 /** Availability sweep period, ms, unless `SVC_SWEEP_INTERVAL_MS` says otherwise; and the shortest it accepts. */
@@ -155,8 +155,7 @@ export const SERVER_OPTIONS = {
   fsClientFeatures: {
     env: 'SVC_FS_CLIENT_FEATURES',
     default: 'all',
-    description:
-      'FS extensions the runtime namespace asks nodes for: comma-separated names (`open_read`, `prefetch`, `dir_estale`, `inval_ack`), `all` or `none`',
+    description: `FS extensions the runtime namespace asks nodes for: comma-separated names (${FS_FEATURES.map((f) => `\`${f}\``).join(', ')}), \`all\` or \`none\``,
   },
   auditRetentionDays: {
     env: 'SVC_AUDIT_RETENTION_DAYS',

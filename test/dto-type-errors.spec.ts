@@ -79,6 +79,23 @@ const VALID: Record<string, unknown> = {
   names: ['a', 'b'],
   max_file: 65536,
   max_total: 1048576,
+  // FS, the posix extension
+  kind: 'posix',
+  owner: 'owner-1',
+  wait: true,
+  pid: 4242,
+  tag: 7,
+  start: 0,
+  rdev: 0,
+  size: 64,
+  value_b64: 'aGk=',
+  cred: { uid: 1000, gid: 1000 },
+};
+
+/** Valid values of members whose name another DTO uses for something else, by DTO class. */
+const VALID_IN: Record<string, Record<string, unknown>> = {
+  GetlkDto: { type: 'wr' },
+  LockDto: { type: 'wr' },
 };
 
 /** Values of the wrong JSON type for each type constraint. */
@@ -129,6 +146,11 @@ function membersOf(cls: Cls): Map<string, Member> {
 function baseOf(cls: Cls): Record<string, unknown> {
   const base: Record<string, unknown> = {};
   for (const key of membersOf(cls).keys()) {
+    const own = VALID_IN[cls.name];
+    if (own && key in own) {
+      base[key] = structuredClone(own[key]);
+      continue;
+    }
     if (!(key in VALID)) throw new Error(`${cls.name}.${key}: add a valid value to VALID`);
     base[key] = structuredClone(VALID[key]);
   }

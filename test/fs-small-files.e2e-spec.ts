@@ -42,7 +42,8 @@ async function connect(url: string, options: { binary?: boolean; features?: stri
 
 /** A counter of the node's Prometheus metrics (summed over its label sets). */
 async function counter(node: Running, name: string, labels: Record<string, string> = {}): Promise<number> {
-  const text = await (await fetch(`${node.opsUrl}/metrics`)).text();
+  // A new connection each time: a kept-alive one the server closes meanwhile fails the fetch.
+  const text = await (await fetch(`${node.opsUrl}/metrics`, { headers: { connection: 'close' } })).text();
   const family = parsePrometheus(text).find((f) => f.name === name);
   return (family?.metrics ?? []).filter((m) => Object.entries(labels).every(([k, v]) => m.labels?.[k] === v)).reduce((s, m) => s + Number(m.value ?? 0), 0);
 }

@@ -594,6 +594,10 @@ describe('FuseFs extended attributes', () => {
     // Other names always go to the node.
     await expect(ops.getxattr(ino, 'user.a', ctx())).rejects.toMatchObject({ errno: Errno.ENODATA });
     expect(router.getxattrCalls).toBe(2);
+    // ACLs and SELinux labels are not carried (ls -l asks for them of every file): never the node.
+    for (const name of ['system.posix_acl_access', 'security.selinux'])
+      await expect(ops.getxattr(ino, name, ctx())).rejects.toMatchObject({ errno: Errno.ENOTSUP });
+    expect(router.getxattrCalls).toBe(2);
     // Set on the node by another client: the push drops what this mount knew.
     await router.setxattr('/w/bin', 'security.capability', Buffer.from([1, 2]));
     router.emit('inval', { mount_path: '/w', paths: ['/w/bin'], node: 10, what: 'attr' });

@@ -44,6 +44,17 @@ const CREATE_FLAGS = OpenFlags.O_ACCMODE | OpenFlags.O_EXCL | OpenFlags.O_TRUNC 
 
 /** The extended attribute of a file's capabilities, which the kernel reads before each write. */
 const SECURITY_CAPABILITY = 'security.capability';
+/**
+ * Extended attributes the mount does not carry (EOPNOTSUPP, answered here): POSIX ACLs (the
+ * kernel checks the mode bits the mount presents, not ACLs) and SELinux labels (a label of the
+ * node's machine means nothing on this one). `ls -l` asks for them of every file it lists.
+ */
+const NOT_CARRIED = new Set(['system.posix_acl_access', 'system.posix_acl_default', 'security.selinux']);
+
+/** @throws FsError ENOTSUP for an extended attribute the mount does not carry ({@link NOT_CARRIED}) */
+function carried(name: string): void {
+  if (NOT_CARRIED.has(name)) throw new FsError(Errno.ENOTSUP, `${name} is not carried through the mount`);
+}
 /** Largest extended attribute value or name list asked of a node, bytes (XATTR_SIZE_MAX). */
 const XATTR_SIZE_MAX = 65536;
 
@@ -580,6 +591,7 @@ export class FuseOperations implements Operations {
    */
   getxattr(ino: number, name: string, ctx: RequestContext): Promise<Buffer> {
     return this.poller.run('getxattr', ctx.id, async () => {
+      carried(name);
       const caps = name === SECURITY_CAPABILITY;
       if (caps && this.noCaps.has(ino)) throw new FsError(Errno.ENODATA);
       try {
@@ -600,6 +612,7 @@ export class FuseOperations implements Operations {
   /** FUSE setxattr; `flags` XATTR_CREATE or XATTR_REPLACE. */
   setxattr(ino: number, name: string, value: Buffer, flags: number, ctx: RequestContext): Promise<void> {
     return this.poller.run('setxattr', ctx.id, async () => {
+      carried(name);
       const path = this.pathOf(ino);
       this.refuseWrite();
       this.xattrsChanged(ino);
@@ -610,12 +623,15 @@ export class FuseOperations implements Operations {
 
   /** FUSE listxattr: the names of the file's extended attributes. */
   listxattr(ino: number, ctx: RequestContext): Promise<string[]> {
-    return this.poller.run('listxattr', ctx.id, async () => (await this.router.listxattr(this.pathOf(ino), XATTR_SIZE_MAX)).names ?? []);
+    return this.poller.run('listxattr', ctx.id, async () =>
+      ((await this.router.listxattr(this.pathOf(ino), XATTR_SIZE_MAX)).names ?? []).filter((n) => !NOT_CARRIED.has(n)),
+    );
   }
 
   /** FUSE removexattr. */
   removexattr(ino: number, name: string, ctx: RequestContext): Promise<void> {
     return this.poller.run('removexattr', ctx.id, async () => {
+      carried(name);
       const path = this.pathOf(ino);
       this.refuseWrite();
       this.xattrsChanged(ino);

@@ -6,7 +6,8 @@
  * (`FsRequests`, libs/protocol/src/fs.ts). Units: bytes for offsets and sizes, ns since the epoch for times.
  */
 import 'reflect-metadata';
-import { IsArray, IsBoolean, IsIn, IsInt, IsOptional, IsString, Max, MaxLength, Min, ValidateBy } from 'class-validator';
+import { Type } from 'class-transformer';
+import { IsArray, IsBoolean, IsIn, IsInt, IsObject, IsOptional, IsString, Max, MaxLength, Min, ValidateBy, ValidateNested } from 'class-validator';
 import { Cred, FsPayload, LockKind, LockType, PREFETCH_MAX_NAMES } from '@svc/protocol';
 
 const U32_MAX = 0xffff_ffff;
@@ -37,16 +38,22 @@ export class AckDto implements FsPayload<'ack'> {
   seq: number;
 }
 
-/** A `cred` member: `{uid, gid}`, each an integer from 0 to 2^32 - 2. */
+/** `cred` `{uid, gid}` of `create`, `mkdir`, `symlink` and `mknod` (the `posix` extension): the caller's ids. */
+export class CredDto implements Cred {
+  @UInt('cred.uid', U32_MAX - 1)
+  uid: number;
+
+  @UInt('cred.gid', U32_MAX - 1)
+  gid: number;
+}
+
+/** A `cred` member: an object `{uid, gid}` ({@link CredDto}). */
 function IsCred(): PropertyDecorator {
-  const id = (v: unknown) => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= U32_MAX - 1;
-  return ValidateBy({
-    name: 'isCred',
-    validator: {
-      validate: (v: unknown) => typeof v === 'object' && v !== null && id((v as Cred).uid) && id((v as Cred).gid),
-      defaultMessage: () => 'cred must be {uid, gid} with integer ids from 0 to 4294967294',
-    },
-  });
+  return (target: object, key: string | symbol) => {
+    IsObject({ message: 'cred must be an object {uid, gid}' })(target, key);
+    ValidateNested()(target, key);
+    Type(() => CredDto)(target, key);
+  };
 }
 
 /** Longest lock owner name accepted, characters. */
@@ -54,9 +61,11 @@ const LOCK_OWNER_MAX = 128;
 
 /** `getlk` `{kind, type, start?, len?, owner}` (the `posix` extension): a lock to test; bytes. */
 export class GetlkDto implements FsPayload<'getlk'> {
+  @Str('kind')
   @IsIn(['posix', 'flock'], { message: 'kind must be "posix" or "flock"' })
   kind: LockKind;
 
+  @Str('type')
   @IsIn(['rd', 'wr', 'un'], { message: 'type must be "rd", "wr" or "un"' })
   type: LockType;
 
