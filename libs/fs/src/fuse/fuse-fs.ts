@@ -309,7 +309,7 @@ export class FuseFs {
     // Names the kernel holds as missing in this directory: one of them may exist now.
     for (const name of negatives) {
       this.invalidations.entry++;
-      this.track(e.ino, this.session.notifyInvalEntry(e.ino, name));
+      void this.session.notifyInvalEntry(e.ino, name).catch(() => undefined);
     }
   }
 
@@ -320,12 +320,15 @@ export class FuseFs {
   private invalEntry(e: InodeEntry): void {
     if (!this.session || !e.parent) return;
     this.invalidations.entry++;
-    this.track(e.ino, this.session.notifyExpireEntry(e.parent.ino, e.name));
+    // Not waited for by kernelSettled: an entry notification takes the directory's lock, which
+    // the kernel may hold while it asks for attributes (a permission check in a create): a
+    // getattr waiting for it would wait for itself.
+    void this.session.notifyExpireEntry(e.parent.ino, e.name).catch(() => undefined);
   }
 
   /**
-   * Remembers a kernel invalidation of inode `ino` in progress (it runs on the binding's notify
-   * thread) until it is done, for {@link kernelSettled}.
+   * Remembers a kernel invalidation of inode `ino` (its attributes and pages) in progress (it
+   * runs on the binding's notify thread) until it is done, for {@link kernelSettled}.
    */
   private track(ino: number, done: Promise<boolean>): void {
     const p = done.then(

@@ -438,7 +438,12 @@ export class FuseOperations implements Operations {
     return this.poller.run('getattr', ctx.id, async () => {
       const path = this.inodes.pathOf(ino);
       if (path === null) return this.detachedAttr(ino, fh);
-      await this.kernelSettled(ino);
+      // A file's pages and size go before its new attributes. Not a directory's: the kernel asks
+      // for a directory's attributes while it holds the directory's lock (the permission check
+      // of a create in it), and the notification queue may hold, before the directory's own
+      // invalidation, an entry notification that waits for that lock.
+      const e0 = this.inodes.get(ino);
+      if (ino !== ROOT_INO && e0?.type !== FileType.S_IFDIR) await this.kernelSettled(ino);
       await this.flushPath(path);
       const attr = await this.caches.attrOf(path);
       const e = this.inodes.get(ino);
