@@ -13,8 +13,10 @@
  *    BatchMode=yes,LogLevel=ERROR USER@127.0.0.1:EXPORT MNT`
  * i.e. sshfs's defaults for everything that affects speed (its own caches on, no kernel_cache);
  * `-f` only keeps sshfs in the foreground as the bench's child, BatchMode/LogLevel only stop ssh
- * from prompting or chattering. When `sshfs` or `sshd` is missing it installs them with `apt-get
- * install -y sshfs openssh-server` when running as root; otherwise it says why there is no peer.
+ * from prompting or chattering; a bench may add `-o` options after these (bench/posix.bench.ts:
+ * `allow_other,default_permissions`, for pjdfstest's steps as other users). When `sshfs` or
+ * `sshd` is missing it installs them with `apt-get install -y sshfs openssh-server` when running
+ * as root; otherwise it says why there is no peer.
  *
  * Everything listens on and connects to 127.0.0.1 only.
  */
@@ -195,6 +197,8 @@ export class SshfsPeer implements Peer {
     private readonly createdRunSshd: boolean,
     /** sshfs's version, e.g. `3.7.3`. */
     readonly version: string,
+    /** More `-o` options after the defaults, e.g. `allow_other`. */
+    private readonly options: readonly string[] = [],
   ) {
     this.root = mnt;
   }
@@ -203,10 +207,12 @@ export class SshfsPeer implements Peer {
    * Installs sshfs/openssh-server when missing (as root), starts sshd with its files in `dir`
    * (created; must not exist) and mounts `exp` on `mnt` (which shows `exp` at its root). The sshd
    * process is added to `processes`, so the caller can stop it even when this throws.
+   * @param options more `-o` options of sshfs after the defaults (e.g. `allow_other`,
+   *   `default_permissions`); default none
    * @returns the mounted peer, or why there is none (a sentence)
    * @throws Error when sshd or sshfs fail to start (10 s each) although installed
    */
-  static async start(dir: string, exp: string, mnt: string, processes: Set<ChildProcess>): Promise<SshfsPeer | string> {
+  static async start(dir: string, exp: string, mnt: string, processes: Set<ChildProcess>, options: readonly string[] = []): Promise<SshfsPeer | string> {
     if (!which('sshfs') || !which('sshd')) {
       if (process.getuid?.() !== 0)
         return `sshfs or sshd is missing and this bench is not root, so it cannot install them (apt-get install sshfs openssh-server)`;
@@ -271,7 +277,7 @@ export class SshfsPeer implements Peer {
     let sshdErr = '';
     sshd.stderr.setEncoding('utf8').on('data', (d: string) => (sshdErr += d));
     await waitForPort(port, 10_000, sshd, 'sshd', () => sshdErr);
-    const peer = new SshfsPeer(sshd, port, dir, exp, mnt, createdRunSshd, version);
+    const peer = new SshfsPeer(sshd, port, dir, exp, mnt, createdRunSshd, version, options);
     try {
       await peer.remount();
     } catch (e) {
@@ -289,6 +295,7 @@ export class SshfsPeer implements Peer {
       'UserKnownHostsFile=/dev/null',
       'BatchMode=yes',
       'LogLevel=ERROR',
+      ...this.options,
     ];
     return ['-f', '-p', String(this.port), '-o', options.join(','), `${userInfo().username}@127.0.0.1:${this.exp}`, this.mnt];
   }
