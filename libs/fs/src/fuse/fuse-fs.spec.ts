@@ -598,6 +598,10 @@ describe('FuseFs extended attributes', () => {
     for (const name of ['system.posix_acl_access', 'security.selinux'])
       await expect(ops.getxattr(ino, name, ctx())).rejects.toMatchObject({ errno: Errno.ENOTSUP });
     expect(router.getxattrCalls).toBe(2);
+    // A push of a content change (a write) says nothing of xattrs: still known.
+    router.emit('inval', { mount_path: '/w', paths: ['/w/bin'], node: 10, what: 'data' });
+    await expect(ops.getxattr(ino, 'security.capability', ctx())).rejects.toMatchObject({ errno: Errno.ENODATA });
+    expect(router.getxattrCalls).toBe(2);
     // Set on the node by another client: the push drops what this mount knew.
     await router.setxattr('/w/bin', 'security.capability', Buffer.from([1, 2]));
     router.emit('inval', { mount_path: '/w', paths: ['/w/bin'], node: 10, what: 'attr' });

@@ -187,7 +187,7 @@ export class FuseFs {
       for (const p of e.paths) {
         caches.forget(p);
         if (e.what !== 'attr') this.handles.changedElsewhere(p);
-        this.invalPath(p, e.what === 'all');
+        this.invalPath(p, e.what === 'all', e.what !== 'data');
       }
     });
     router.on('inval_dir', (e: DirInval) => {
@@ -281,12 +281,13 @@ export class FuseFs {
 
   /**
    * The kernel drops what it holds of `path` (attributes, pages, a directory's entries); with
-   * `entry`, also the name (its next use is a lookup: the file may be gone or replaced).
+   * `entry`, also the name (its next use is a lookup: the file may be gone or replaced); with
+   * `xattrs` false, what the mount knows of its extended attributes stays (a content change).
    */
-  private invalPath(path: string, entry: boolean): void {
+  private invalPath(path: string, entry: boolean, xattrs = true): void {
     const e = this.inodes.find(path);
     if (!e) return;
-    this.invalInode(e);
+    this.invalInode(e, xattrs);
     if (entry) this.invalEntry(e);
   }
 
@@ -299,9 +300,10 @@ export class FuseFs {
     else if (top.children) for (const c of top.children.values()) this.invalEntry(c);
   }
 
-  private invalInode(e: InodeEntry): void {
+  /** The kernel drops what it holds of inode `e`; `xattrs` false: its extended attributes are known unchanged (a push of a content change). */
+  private invalInode(e: InodeEntry, xattrs = true): void {
     this.operations.denyFast(e.ino);
-    this.operations.xattrsChanged(e.ino);
+    if (xattrs) this.operations.xattrsChanged(e.ino);
     const negatives = this.operations.negatives.take(e.ino);
     if (!this.session) return;
     this.invalidations.inode++;
