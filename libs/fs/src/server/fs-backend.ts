@@ -166,7 +166,7 @@ export interface FsBackend {
   statfs(path: readonly string[]): Promise<StatFs>;
   /**
    * Watches the entries of directory `dir` (not recursive). Returns null when the backend cannot
-   * watch it (no watch support, watch limit reached).
+   * watch it (no watch support, watch limit reached, a directory deeper than PATH_MAX).
    */
   watch?(dir: readonly string[], listener: (event: FsWatchEvent) => void): Promise<FsWatch | null>;
   /** Releases what the backend holds (called at shutdown). */

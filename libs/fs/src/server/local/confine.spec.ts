@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import {
   constants as C,
   lstatSync,
@@ -15,7 +16,9 @@ import { lstat, open } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Errno, FsError } from '@svc/protocol';
-import { confinedAt, confinedResolve, isInside, validateName } from './confine';
+import { OpenFlags } from '@svc/protocol';
+import { confinedAt, confinedResolve, depthBelowSync, dirKeyOf, isInside, validateName } from './confine';
+import { LocalDirBackend } from './local-dir.backend';
 
 function errnoOf(fn: () => unknown): number | undefined {
   try {
@@ -245,6 +248,64 @@ describe('confinedAt', () => {
     expect([...seen.keys()].filter((k) => !allowed.includes(k))).toEqual([]);
     expect(seen.get('ok')).toBeGreaterThan(0);
     expect(lstatSync(join(outside, 'f.txt')).size).toBe(7);
+  });
+});
+
+describe('paths longer than PATH_MAX', () => {
+  /** 17 names of 250 bytes: 4,267 bytes below the root, more than the kernel prints. */
+  const chain = Array.from({ length: 17 }, (_, i) => `${String(i).padStart(3, '0')}${'x'.repeat(247)}`);
+  let base: string;
+  let root: string;
+
+  beforeEach(() => {
+    base = realpathSync(mkdtempSync(join(tmpdir(), 'svc-longpath-')));
+    root = join(base, 'root');
+    mkdirSync(root);
+  });
+  // rm(1) walks with *at() calls; Node's rmSync stops at paths over PATH_MAX.
+  afterEach(() => execFileSync('rm', ['-rf', base]));
+
+  it('depthBelowSync places the root at 0, a directory by its depth, and what is outside as null, leaking no descriptor', async () => {
+    mkdirSync(join(root, 'a', 'b', 'c'), { recursive: true });
+    const key = dirKeyOf(lstatSync(root, { bigint: true }));
+    const fds = countFds();
+    for (const [path, depth] of [
+      [root, 0],
+      [join(root, 'a', 'b', 'c'), 3],
+      [base, null],
+      ['/', null],
+    ] as const) {
+      const fh = await open(path, C.O_RDONLY | C.O_DIRECTORY);
+      try {
+        expect(depthBelowSync(key, fh.fd)).toBe(depth);
+      } finally {
+        await fh.close();
+      }
+    }
+    expect(countFds()).toBe(fds);
+  });
+
+  it('LocalDirBackend serves a tree deeper than PATH_MAX: mkdir, create, write, stat, readdir, rename, symlink confined', async () => {
+    const backend = await LocalDirBackend.at(root, { ro: false });
+    try {
+      for (let i = 0; i < chain.length; i++) await backend.mkdir(chain.slice(0, i), chain[i], 0o755);
+      expect(Buffer.byteLength(chain.join('/'))).toBeGreaterThan(4096);
+      const { file } = await backend.create(chain, 'f', 0o644, OpenFlags.O_RDWR);
+      await file.write(Buffer.from('deep'), 0);
+      await file.close();
+      expect((await backend.getattr([...chain, 'f'])).size).toBe(4);
+      expect(await backend.readdir(chain)).toEqual(['f']);
+      const { file: dir } = await backend.open(chain, OpenFlags.O_RDONLY);
+      await dir.close();
+      await backend.rename(chain, 'f', chain, 'g');
+      expect(await backend.readdir(chain)).toEqual(['g']);
+      // A relative target that stays inside is made; one that climbs above the root is refused.
+      await backend.symlink(chain, 'in', `${'../'.repeat(chain.length)}x`);
+      expect(await backend.readlink([...chain, 'in'])).toBe(`${'../'.repeat(chain.length)}x`);
+      await expect(backend.symlink(chain, 'out', `${'../'.repeat(chain.length + 1)}x`)).rejects.toMatchObject({ errno: Errno.EACCES });
+    } finally {
+      await backend.close();
+    }
   });
 });
 

@@ -14,9 +14,12 @@
  *   ancestor is swapped meanwhile) and answers a link or directory that vanishes or changes
  *   during the walk with the errno the filesystem would give (ENOENT, ENOTDIR, ELOOP; EACCES
  *   for what leads outside), never an internal error; whatever is opened is checked again by
- *   the real path of its descriptor ({@link realPathOfFd}).
+ *   the real path of its descriptor ({@link realPathOfFd});
+ * - a descriptor whose real path is longer than the kernel will print (over PATH_MAX: reading
+ *   its `/proc/self/fd` link is ENAMETOOLONG) is placed by walking `..` up from it to the root,
+ *   compared by device and inode ({@link depthBelowSync}).
  */
-import { closeSync, constants as C, open as openCb, readlinkSync, Stats } from 'node:fs';
+import { closeSync, constants as C, fstatSync, open as openCb, openSync, readlinkSync, Stats } from 'node:fs';
 import { lstat, readlink, stat } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { Errno, FsError, NAME_MAX, OpenFlags } from '@svc/protocol';
@@ -71,6 +74,51 @@ export function realPathOfFdSync(fd: number): string {
   const real = readlinkSync(fdPath(fd));
   if (real.endsWith(' (deleted)') || !real.startsWith('/')) throw new FsError(Errno.ENOENT);
   return real;
+}
+
+/** Device and inode number of a directory: what {@link depthBelowSync} compares. */
+export interface DirKey {
+  dev: bigint;
+  ino: bigint;
+}
+
+/** The device and inode number of `st`. */
+export function dirKeyOf(st: { dev: bigint; ino: bigint }): DirKey {
+  return { dev: st.dev, ino: st.ino };
+}
+
+/** True when `e` is the ENAMETOOLONG of reading a `/proc/self/fd` link of a path over PATH_MAX. */
+export function isPathTooLong(e: unknown): boolean {
+  return (e as NodeJS.ErrnoException | null)?.code === 'ENAMETOOLONG';
+}
+
+/**
+ * How many directories below `root` directory descriptor `fd` is, found by walking `..` up from
+ * it, one `O_PATH` descriptor at a time, until a directory with the root's device and inode
+ * number (inside: its depth) or `/` (whose `..` is itself: outside). This places a directory
+ * whose real path the kernel will not print (longer than PATH_MAX); it costs an open and an
+ * fstat per level, all in the dentry cache (a pinned directory's ancestors stay cached), so it
+ * is synchronous like {@link realPathOfFdSync}.
+ * @param root device and inode number of the export root
+ * @param fd a directory descriptor (any open mode, O_PATH included)
+ * @returns 0 for the root itself, n for a directory n levels below it; null when outside
+ * @throws Node system errors of open(2)/fstat(2) (ENOTDIR when `fd` is not a directory)
+ */
+export function depthBelowSync(root: DirKey, fd: number): number | null {
+  let cur = fd;
+  try {
+    for (let depth = 0; ; depth++) {
+      const st = fstatSync(cur, { bigint: true });
+      if (st.dev === root.dev && st.ino === root.ino) return depth;
+      const up = openSync(fdPath(cur, '..'), O_PATH | C.O_DIRECTORY);
+      const upSt = fstatSync(up, { bigint: true });
+      if (cur !== fd) closeFd(cur);
+      cur = up;
+      if (upSt.dev === st.dev && upSt.ino === st.ino) return null;
+    }
+  } finally {
+    if (cur !== fd) closeFd(cur);
+  }
 }
 
 /** open(2) returning the descriptor number. */

@@ -45,7 +45,7 @@ import {
 } from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
 import type { FsAttrChanges, FsBackend, FsOpenFile, FsOwner, FsStat, FsWatch, FsWatchEvent, SmallFileRead } from '../fs-backend';
-import { confinedAt, fdPath, isInside, realPathOfFdSync } from './confine';
+import { confinedAt, depthBelowSync, DirKey, dirKeyOf, fdPath, isInside, isPathTooLong, realPathOfFdSync } from './confine';
 import { toFsError } from './errno';
 import { loadPosixNative, PosixNative } from './posix-native';
 
@@ -207,9 +207,11 @@ export class LocalDirBackend implements FsBackend {
 
   /**
    * @param root the real path of the export root (no symlinks, absolute); see {@link LocalDirBackend.at}
+   * @param rootKey its device and inode number
    */
   private constructor(
     readonly root: string,
+    private readonly rootKey: DirKey,
     private readonly options: LocalDirOptions,
   ) {
     this.maxWatches = options.maxWatches ?? DEFAULT_MAX_WATCHES;
@@ -300,9 +302,9 @@ export class LocalDirBackend implements FsBackend {
    */
   static async at(path: string, options: LocalDirOptions): Promise<LocalDirBackend> {
     const real = await realpath(path);
-    const st = await stat(real);
+    const st = await stat(real, { bigint: true });
     if (!st.isDirectory()) throw Object.assign(new Error(`${path} is not a directory`), { code: 'ENOTDIR' });
-    return new LocalDirBackend(real, options);
+    return new LocalDirBackend(real, dirKeyOf(st), options);
   }
 
   private join(path: readonly string[]): string {
@@ -336,12 +338,51 @@ export class LocalDirBackend implements FsBackend {
       }
     }
     try {
-      const real = realPathOfFdSync(fd);
-      if (!isInside(this.root, real)) throw new FsError(Errno.EACCES, 'outside the export root');
+      this.checkInside(fd, true);
       return fd;
     } catch (e) {
       closePath(fd);
       throw toFsError(e);
+    }
+  }
+
+  /**
+   * Where directory descriptor `fd` is: its real path, or, when that is longer than the kernel
+   * prints (over PATH_MAX), a stand-in with as many components below the root as it has (all
+   * that judging a relative symlink target needs).
+   * @throws FsError EACCES when it is outside the root; ENOENT when it was deleted
+   */
+  private placeOf(fd: number): string {
+    try {
+      const real = realPathOfFdSync(fd);
+      if (!isInside(this.root, real)) throw new FsError(Errno.EACCES, 'outside the export root');
+      return real;
+    } catch (e) {
+      if (!isPathTooLong(e)) throw e;
+    }
+    const depth = depthBelowSync(this.rootKey, fd);
+    if (depth === null) throw new FsError(Errno.EACCES, 'outside the export root');
+    return [this.root === '/' ? '' : this.root, ...new Array<string>(depth).fill('d')].join('/') || '/';
+  }
+
+  /**
+   * Throws EACCES unless descriptor `fd` is inside the root, judged by its real path. A path
+   * longer than the kernel prints (over PATH_MAX) is judged for a directory by
+   * {@link depthBelowSync}; anything else was opened by name, without following a final
+   * symlink, in a directory pinned and checked this way (or by {@link confinedAt}), so it is
+   * inside as that directory is.
+   * @param isDir whether `fd` is a directory
+   * @throws FsError EACCES (outside), ENOENT (deleted)
+   */
+  private checkInside(fd: number, isDir: boolean): void {
+    if (isDir) {
+      this.placeOf(fd);
+      return;
+    }
+    try {
+      if (!isInside(this.root, realPathOfFdSync(fd))) throw new FsError(Errno.EACCES, 'outside the export root');
+    } catch (e) {
+      if (!isPathTooLong(e)) throw e;
     }
   }
 
@@ -371,7 +412,7 @@ export class LocalDirBackend implements FsBackend {
   private async atEntry<T>(path: readonly string[], fn: (fd: number) => Promise<T>): Promise<T> {
     const run = async (fd: number): Promise<T> => {
       try {
-        if (!isInside(this.root, realPathOfFdSync(fd))) throw new FsError(Errno.EACCES, 'outside the export root');
+        this.checkInside(fd, false);
         return await fn(fd);
       } catch (e) {
         throw toFsError(e);
@@ -545,7 +586,7 @@ export class LocalDirBackend implements FsBackend {
     try {
       const st = await fh.stat({ bigint: true });
       if (!isServable(Number(st.mode))) throw new FsError(Errno.EACCES, 'special files are not served');
-      if (!isInside(this.root, realPathOfFdSync(fh.fd))) throw new FsError(Errno.EACCES, 'outside the export root');
+      this.checkInside(fh.fd, st.isDirectory());
       const stat = toFsStat(st);
       const isDir = stat.kind === NodeKind.DIR;
       if (isDir && acc !== OpenFlags.O_RDONLY) throw new FsError(Errno.EISDIR);
@@ -641,7 +682,7 @@ export class LocalDirBackend implements FsBackend {
       // judged on its text resolved from the directory's real path; links found on disk that
       // lead out are still never followed (see atEntry and pinDir).
       if (target === '' || target.includes('\0')) throw new FsError(Errno.EINVAL, 'symlink target must be a non-empty string without NUL');
-      const resolved = resolvePath(realPathOfFdSync(fd), target);
+      const resolved = resolvePath(this.placeOf(fd), target);
       if (!isInside(this.root, resolved)) {
         throw new FsError(Errno.EACCES, `symlink target ${JSON.stringify(target)} leads outside the export root`);
       }
@@ -705,7 +746,15 @@ export class LocalDirBackend implements FsBackend {
       return null;
     }
     return this.inDir(dir, async (fd) => {
-      const real = realPathOfFdSync(fd);
+      let real: string;
+      try {
+        real = realPathOfFdSync(fd);
+      } catch (e) {
+        // Deeper than PATH_MAX: the watch could not tell its own removal by path. Such a
+        // directory gets no on-disk change events (changes through sessions are still pushed).
+        if (isPathTooLong(e)) return null;
+        throw e;
+      }
       const ino = (await stat(fdPath(fd), { bigint: true })).ino;
       // The watch is set on the pinned directory's inode through its descriptor, not by path:
       // a directory swapped for a symlink meanwhile cannot make it watch something outside.
