@@ -173,7 +173,7 @@ print(json.dumps(out))
   itWith(
     SUITE,
     ['python3'],
-    'keeps an unlinked open file readable and writable through its descriptor, with fstat telling its size and nlink 0',
+    'keeps an unlinked open file readable, writable and truncatable through its descriptor, with fstat telling its size and nlink 0',
     async () => {
       const script = `
 import json, os, sys
@@ -184,11 +184,28 @@ os.unlink(p)
 out = {'read': os.pread(fd, 100, 0).decode(), 'size': os.fstat(fd).st_size, 'nlink': os.fstat(fd).st_nlink, 'exists': os.path.exists(p)}
 os.write(fd, b' and more')
 out['after'] = [os.fstat(fd).st_size, os.pread(fd, 100, 0).decode()]
+os.ftruncate(fd, 5)
+out['truncated'] = [os.fstat(fd).st_size, os.pread(fd, 100, 0).decode()]
 os.close(fd)
+# ftruncate(2) goes by the descriptor's write access, not by the file's mode now.
+fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0)
+os.write(fd, b'abcdef')
+os.ftruncate(fd, 2)
+out['mode0'] = [os.fstat(fd).st_size, os.pread(fd, 100, 0).decode()]
+os.close(fd)
+os.unlink(p)
 print(json.dumps(out))
 `;
       const got = JSON.parse(ok(await python(script, [join(a1, 'tmpfile')]), 'unlinked file script')) as Record<string, unknown>;
-      expect(got).toEqual({ read: 'Hello, World!', size: 13, nlink: 0, exists: false, after: [22, 'Hello, World! and more'] });
+      expect(got).toEqual({
+        read: 'Hello, World!',
+        size: 13,
+        nlink: 0,
+        exists: false,
+        after: [22, 'Hello, World! and more'],
+        truncated: [5, 'Hello'],
+        mode0: [2, 'ab'],
+      });
     },
     30_000,
   );

@@ -68,7 +68,8 @@ export type FsOp = (typeof FS_OPS)[number];
  *   pushes, or after {@link INVAL_ACK_WAIT_MS}: what one client made durable is never read
  *   stale from another client's cache at its next open, however the two sockets are scheduled.
  * - `posix`: the POSIX operations the base protocol lacks: the attributes of an open file
- *   (`t_fs_fgetattr`, also once its name is gone), hard links (`t_fs_link`), special
+ *   (`t_fs_fgetattr`, also once its name is gone), truncation through an open file
+ *   (`t_fs_ftruncate`: ftruncate(2), whatever the file's mode now, also once its name is gone), hard links (`t_fs_link`), special
  *   files (`t_fs_mknod`), extended attributes (`t_fs_getxattr`, `setxattr`, `listxattr`,
  *   `removexattr`), `rename` flags, and locks held by the node for every session of every
  *   client (`t_fs_lock`, `t_fs_getlk`, `t_fs_lock_cancel`): POSIX byte-range locks per lock
@@ -486,6 +487,7 @@ export interface FsRequests {
   prefetch: { target: NodeTarget; payload: { names: readonly string[]; max_file?: number; max_total?: number }; reply: PrefetchReply };
   ack: { target: NoTarget; payload: { seq: number }; reply: EmptyReply };
   fgetattr: { target: HandleTarget; payload: EmptyPayload; reply: AttrReply };
+  ftruncate: { target: HandleTarget; payload: { sz: number }; reply: AttrReply };
   link: { target: NodeTarget; payload: { new_parent: number; new_name: string }; reply: AttrReply };
   mknod: { target: NodeTarget; payload: { name: string; mode: number; rdev?: number; cred?: Cred }; reply: AttrReply };
   getxattr: { target: NodeTarget; payload: { name: string; size: number }; reply: { n: number; value_b64?: string } };
@@ -499,7 +501,7 @@ export interface FsRequests {
 
 /** The operations of the FS extensions (docs/protocol.md "FS extensions") that are requests of their own. */
 export type FsExtensionOp =
-  'prefetch' | 'ack' | 'fgetattr' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr' | 'lock' | 'getlk' | 'lock_cancel';
+  'prefetch' | 'ack' | 'fgetattr' | 'ftruncate' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr' | 'lock' | 'getlk' | 'lock_cancel';
 
 /** Every request a session may send: the base operations ({@link FS_OPS}) and the extensions'. Each has its entry in {@link FsRequests}. */
 export type FsRequestOp = FsOp | FsExtensionOp;

@@ -453,17 +453,31 @@ export class FuseOperations implements Operations {
     });
   }
 
-  setattr(ino: number, toSet: number, v: SetattrValues, _fh: number | undefined, ctx: RequestContext): Promise<AttrReply> {
+  /**
+   * setattr; a size given with a file handle (ftruncate(2)) goes through the node's handle of
+   * that open, so the open's write access decides (not the file's mode now) and a file whose
+   * name is gone is truncated too.
+   */
+  setattr(ino: number, toSet: number, v: SetattrValues, fh: number | undefined, ctx: RequestContext): Promise<AttrReply> {
     return this.poller.run('setattr', ctx.id, async () => {
-      const path = this.pathOf(ino);
+      const named = this.inodes.pathOf(ino);
       this.refuseWrite();
       this.denyFast(ino);
+      const open = fh !== undefined && toSet & SETATTR.SIZE ? this.handles.get(fh) : undefined;
+      const viaHandle = open !== undefined && open.fh !== null ? open.fh : null;
+      // A file whose name is gone: only ftruncate, through its handle.
+      if (named === null && (viaHandle === null || (toSet & ~SETATTR.SIZE) !== 0)) throw new FsError(Errno.ESTALE);
+      const path = named ?? open!.path;
       await this.flushPath(path);
       let attr: Attr | undefined;
       if (toSet & SETATTR.SIZE) {
-        attr = await this.router.truncate(path, v.size);
+        attr = viaHandle !== null ? await this.ftruncate(viaHandle, v.size, named) : await this.router.truncate(path, v.size);
         // Handles of the file must not answer reads from what they hold of the old content.
         for (const s of this.handles.ofPath(path)) s.reads.reset(true);
+        if (named === null) {
+          this.lastAttr.set(ino, { attr, path });
+          return this.kernelAttr(path, attr);
+        }
       }
       const change: SetAttr = {};
       if (toSet & SETATTR.MODE) change.mode = v.mode & 0o7777;
@@ -476,6 +490,20 @@ export class FuseOperations implements Operations {
       if (attr) this.caches.remember(path, attr);
       return this.kernelAttr(path, attr ?? (await this.caches.attrOf(path)));
     });
+  }
+
+  /**
+   * ftruncate(2) through router handle `fh`; by path `named` when the node cannot (no `posix`).
+   * @throws FsError as {@link WorkspaceRouter.ftruncate}; ESTALE when the node cannot and the name is gone
+   */
+  private async ftruncate(fh: number, size: number, named: string | null): Promise<Attr> {
+    try {
+      return await this.router.ftruncate(fh, size);
+    } catch (e) {
+      if (!(e instanceof FsError && e.errno === Errno.ENOTSUP)) throw e;
+      if (named === null) throw new FsError(Errno.ESTALE);
+      return this.router.truncate(named, size);
+    }
   }
 
   readlink(ino: number, ctx: RequestContext): Promise<string> {

@@ -329,6 +329,29 @@ export class OpenFiles {
     }
   }
 
+  /**
+   * Sets the size of the open file of handle `fh` to `size` bytes on the node (`ftruncate`):
+   * allowed by the handle's write access whatever the file's mode now, also once its name is
+   * gone.
+   * @throws FsError EBADF, EINVAL (not open for writing), ENOTSUP (the node does not grant
+   *   `posix`, or the handle's node handle is closed: truncate by path instead), EIO (its
+   *   session was lost)
+   */
+  async ftruncate(fh: number, size: number): Promise<Attr> {
+    const f = this.file(fh);
+    const client = f.active.session.client;
+    if (f.closed || !client.has('posix')) throw new FsError(Errno.ENOTSUP, `${f.path}: the node cannot truncate this open file`);
+    try {
+      return (await client.request('ftruncate', { h: f.h }, { sz: size })).attr;
+    } catch (e) {
+      if (isEndpointFailure(e)) {
+        this.routes.endpointFailed(this.routes.route(f.mountPath), f.active, e);
+        throw new FsError(Errno.EIO, `${f.path}: the session to ${f.active.session.url} was lost during a truncate`);
+      }
+      throw e;
+    }
+  }
+
   /** Handle `fh` with a node handle on a session that holds its locks. @throws FsError EBADF, ENOLCK */
   private async lockable(fh: number): Promise<OpenFile> {
     const f = this.file(fh);

@@ -403,6 +403,17 @@ export class WorkspaceRouter extends EventEmitter {
   }
 
   /**
+   * Sets the size of the open file of handle `fh` (ftruncate(2): its write access decides, also
+   * once its name is gone).
+   * @throws FsError EBADF, EINVAL (not open for writing; a size that is not a safe integer
+   *   >= 0), ENOTSUP (the node cannot: truncate by path), EIO
+   */
+  async ftruncate(fh: number, size: number): Promise<Attr> {
+    if (!Number.isSafeInteger(size) || size < 0) throw new FsError(Errno.EINVAL, `invalid size ${size}`);
+    return this.files.ftruncate(fh, size);
+  }
+
+  /**
    * Takes, changes or releases a POSIX or `flock` lock on the file of handle `fh`, held by the
    * node that serves it for every client; a waiting one is cancelled when `signal` aborts.
    * @throws FsError EAGAIN (conflict without wait), EDEADLK, EINTR (cancelled), ENOLCK (the

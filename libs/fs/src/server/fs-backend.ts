@@ -62,6 +62,13 @@ export interface FsOpenFile {
   sync(): Promise<void>;
   /** The attributes of the open file (also once its name is gone: nlink 0). Absent: the backend cannot tell (ENOTSUP). */
   stat?(): Promise<FsStat>;
+  /**
+   * Sets the file's size to `size` bytes through this open file (ftruncate(2): allowed by the
+   * open's write access, whatever the file's mode now, also once its name is gone) and returns
+   * its attributes. Absent: the backend cannot (ENOTSUP).
+   * @throws FsError EBADF (not open for writing), EFBIG, ENOSPC
+   */
+  truncate?(size: number): Promise<FsStat>;
   /** Closes the file; further calls fail with EBADF. */
   close(): Promise<void>;
 }

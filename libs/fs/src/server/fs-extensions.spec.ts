@@ -524,6 +524,32 @@ describe('posix (locks)', () => {
     expect((await rejection(n.service.fgetattr(session, 999))).errno).toBe(Errno.EBADF);
   });
 
+  it('truncates through an open file whatever its mode now and once its name is gone (ftruncate), and pushes the change', async () => {
+    const n = await startNode();
+    const { session, h } = await holder(n, 'u', 'f15.txt');
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    const file = (await n.service.lookup(session, dir, 'f15.txt')).attr.id;
+    const pushes: Array<{ type: string; payload: { node?: number; what?: string } }> = [];
+    const other = n.sessions.open('o', false, (type, payload) => pushes.push({ type, payload: payload as { node?: number } }), ['posix']);
+    await n.service.lookup(other, dir, 'f15.txt');
+    const { h: oh } = (await n.service.open(other, file, OpenFlags.O_RDONLY)) as { h: number };
+    await n.service.write(session, h, 0, Buffer.from('0123456789'));
+    await n.service.setattr(session, file, { mode: 0 });
+    pushes.length = 0;
+    expect((await n.service.ftruncate(session, h, 4)).attr).toMatchObject({ sz: 4 });
+    expect(pushes.some((p) => p.type === 'acheron.e_fs_inval' && p.payload.node === file)).toBe(true);
+    await n.service.unlink(session, dir, 'f15.txt');
+    expect((await n.service.ftruncate(session, h, 7)).attr).toMatchObject({ sz: 7, n: 0 });
+    const buf = Buffer.alloc(16);
+    const { file: f } = other.handle(oh);
+    expect(buf.subarray(0, await f.read(buf, 0))).toEqual(Buffer.from('0123\0\0\0'));
+    expect((await rejection(n.service.ftruncate(session, 999, 0))).errno).toBe(Errno.EBADF);
+    const ro = n.sessions.open('r', false, () => undefined, n.service.hello({ ...HELLO, features: ['posix'] }).caps.features);
+    const g = (await n.service.lookup(ro, dir, 'f16.txt')).attr.id;
+    const { h: rh } = (await n.service.open(ro, g, OpenFlags.O_RDONLY)) as { h: number };
+    expect((await rejection(n.service.ftruncate(ro, rh, 0))).errno).toBe(Errno.EINVAL);
+  });
+
   it('is unknown to a session not granted posix, and refuses a malformed lock payload', async () => {
     const n = await startNode();
     expect(() => validatePayload(LockDto, { kind: 'posix', type: 'wr', owner: 'x' })).not.toThrow();

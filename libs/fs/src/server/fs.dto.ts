@@ -229,8 +229,8 @@ export class WriteDto implements FsPayload<'write'> {
   n?: number;
 }
 
-/** `truncate` `{sz}` in bytes. */
-export class TruncateDto implements FsPayload<'truncate'> {
+/** `truncate` and `ftruncate` `{sz}` in bytes. */
+export class TruncateDto implements FsPayload<'truncate'>, FsPayload<'ftruncate'> {
   @UInt('sz')
   sz: number;
 }

@@ -133,7 +133,10 @@ function fsOf(session: WsSession): FsSession {
  */
 function posixOf(
   session: WsSession,
-  op: Extract<FsRequestOp, 'lock' | 'getlk' | 'lock_cancel' | 'fgetattr' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr'>,
+  op: Extract<
+    FsRequestOp,
+    'lock' | 'getlk' | 'lock_cancel' | 'fgetattr' | 'ftruncate' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr'
+  >,
 ): FsSession {
   const fs = fsOf(session);
   if (!fs.features.has('posix')) {
@@ -303,6 +306,12 @@ export class FsGateway {
   @FsHandler('fgetattr')
   fgetattr(@Session() session: WsSession, @Frame() frame: FrameT) {
     return this.fs.fgetattr(posixOf(session, 'fgetattr'), rootId(frame, 'h'));
+  }
+
+  /** `acheron.t_fs_ftruncate` (the `posix` extension): {@link FsService.ftruncate}. */
+  @FsHandler('ftruncate')
+  ftruncate(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: TruncateDto) {
+    return this.fs.ftruncate(posixOf(session, 'ftruncate'), rootId(frame, 'h'), body.sz);
   }
 
   /** `acheron.t_fs_link` (the `posix` extension): {@link FsService.link}. */

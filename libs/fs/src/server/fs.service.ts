@@ -604,6 +604,23 @@ export class FsService implements OnModuleDestroy {
   }
 
   /**
+   * `ftruncate` `h` `{sz}` -> `{attr}`: sets the size of the open file of `h` to `sz` bytes
+   * (ftruncate(2): the open's write access decides, not the file's mode now; also once its name
+   * was removed), and pushes the change to the other sessions as `truncate` would.
+   * @throws FsError EBADF (unknown handle), EINVAL (not open for writing), EROFS, ENOTSUP (a
+   *   backend that cannot), EFBIG, ENOSPC
+   */
+  async ftruncate(session: FsSession, h: number, size: number): Promise<FsReply<'ftruncate'>> {
+    const handle = session.handle(h);
+    this.writable(this.registry.of(handle.node));
+    if (!handle.file.truncate) throw new FsError(Errno.ENOTSUP, 'this export cannot truncate an open file');
+    const st = await handle.file.truncate(size);
+    this.inval.nodeChanged(handle.node, 'data');
+    await this.inval.flushNow(session);
+    return { attr: wireAttr(handle.node, st, true) };
+  }
+
+  /**
    * `mknod` `node`=dir `{name, mode, rdev}` -> `{attr}`: a FIFO, socket, device or regular file
    * with the type and permission bits of `mode`.
    * @throws FsError EINVAL (a directory or symlink type), EEXIST, EPERM (the backend makes none,

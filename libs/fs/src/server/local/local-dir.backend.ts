@@ -172,6 +172,14 @@ class LocalOpenFile implements FsOpenFile {
     await fsCall(() => this.fh.sync());
   }
 
+  /** ftruncate(2) of the descriptor (EINVAL when it is not open for writing, as Linux says). */
+  async truncate(size: number): Promise<FsStat> {
+    if (this.closed) throw new FsError(Errno.EBADF);
+    if (!this.writable) throw new FsError(Errno.EINVAL, 'the file is not open for writing');
+    await fsCall(() => this.fh.truncate(size));
+    return this.stat();
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
