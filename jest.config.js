@@ -5,19 +5,13 @@
  * off (docs/protocol.md "FS extensions"), through the environment the spawned programs and the
  * in-process clients inherit: `fs-ext-off-client` (clients ask for none, nodes offer all) and
  * `fs-ext-off-node` (clients ask for all, nodes grant none). For a quick run of one file:
- * `npx jest test/fuse.e2e-spec.ts --selectProjects=default`.
+ * `npx jest test/fuse.e2e-spec.ts --selectProjects=default`. The conformance suites
+ * (`test/conformance/*.conformance-spec.ts`) run after this suite, from jest.conformance.config.js.
  */
 const base = {
-  testEnvironment: 'node',
+  ...require('./jest.base.js'),
   roots: ['<rootDir>/libs', '<rootDir>/src', '<rootDir>/apps', '<rootDir>/test'],
   testMatch: ['**/*.spec.ts', '**/*.e2e-spec.ts'],
-  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.spec.json', diagnostics: false }] },
-  moduleNameMapper: {
-    '^@svc/protocol/wire$': '<rootDir>/libs/protocol/src/wire',
-    '^@svc/fs/router$': '<rootDir>/libs/fs/src/router',
-    '^@svc/fs/fuse$': '<rootDir>/libs/fs/src/fuse/fuse-fs',
-    '^@svc/(.*)$': '<rootDir>/libs/$1/src',
-  },
 };
 
 /** The FS e2e files (real nodes, mounts and routers), run again with the extensions off. */

@@ -239,9 +239,16 @@ export function sha256(data: Buffer): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
-/** Starts the built `svc-fs-node` on a free port with the given exports (`name=path[:ro]`) and extra args. */
-export function startFsNode(exportSpecs: string[], options: { args?: string[]; env?: NodeJS.ProcessEnv } = {}): Promise<Running> {
-  return startProcess(BIN.fsNode, ['--port', '0', ...exportSpecs.flatMap((e) => ['--export', e]), ...(options.args ?? [])], options.env ?? {});
+/**
+ * Starts the built `svc-fs-node` on a free port with the given exports (`name=path[:ro]`) and
+ * extra args; as `options.user` (uid and gid) when given.
+ */
+export function startFsNode(
+  exportSpecs: string[],
+  options: { args?: string[]; env?: NodeJS.ProcessEnv; user?: { uid: number; gid: number } } = {},
+): Promise<Running> {
+  const args = ['--port', '0', ...exportSpecs.flatMap((e) => ['--export', e]), ...(options.args ?? [])];
+  return startProcess(BIN.fsNode, args, options.env ?? {}, 20_000, options.user);
 }
 
 /** Runs the built `svc-fs-node` to completion (for start-up failures). */

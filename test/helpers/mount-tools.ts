@@ -133,7 +133,7 @@ export const started: Mount[] = [];
  * Resolves once it says it is mounted (within 20 s).
  * @throws Error with its output when it did not say so in time
  */
-export async function startMount(ws: Workspace, logDir: string, name: string, extraArgs: string[] = []): Promise<Mount> {
+export async function startMount(ws: Pick<Workspace, 'mountArgs'>, logDir: string, name: string, extraArgs: string[] = []): Promise<Mount> {
   const dir = join(tmpDir(`${name}-`), 'ws');
   mkdirSync(dir);
   const log = join(logDir, `${name}.log`);

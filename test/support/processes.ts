@@ -78,12 +78,20 @@ export async function killAll(): Promise<void> {
 
 /**
  * Spawns `node <script> ...args` and waits for its `listening on <url>` line.
+ * @param user run it as this uid and gid (the test process must be root), without supplementary groups
  * @throws Error with the process's stderr when it exits first or does not listen in time
  */
-export function startProcess(script: string, args: string[], env: NodeJS.ProcessEnv = {}, timeoutMs = 20_000): Promise<Running> {
+export function startProcess(
+  script: string,
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  timeoutMs = 20_000,
+  user?: { uid: number; gid: number },
+): Promise<Running> {
   const proc = spawn(process.execPath, [script, ...args], {
     env: { ...process.env, SVC_LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    ...(user ? { uid: user.uid, gid: user.gid } : {}),
   });
   running.add(proc);
   let out = '';
