@@ -94,6 +94,7 @@ const VALID: Record<string, unknown> = {
 
 /** Valid values of members whose name another DTO uses for something else, by DTO class. */
 const VALID_IN: Record<string, Record<string, unknown>> = {
+  FallocateDto: { mode: 1 },
   GetlkDto: { type: 'wr' },
   LockDto: { type: 'wr' },
 };

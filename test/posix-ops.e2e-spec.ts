@@ -12,8 +12,11 @@
  *   processes on the node's machine; a UNIX socket bound in the mount is a socket there;
  * - renameat2 RENAME_NOREPLACE onto an existing name is EEXIST and changes nothing, and
  *   RENAME_EXCHANGE swaps two files for the other mount too;
- * - a file unlinked while open stays readable and writable through its descriptor, and fstat
- *   gives its size as it grows and nlink 0;
+ * - a file unlinked while open stays readable, writable and truncatable through its
+ *   descriptor, fstat gives its size as it changes and nlink 0, and ftruncate(2) goes by the
+ *   descriptor's write access, not the file's mode;
+ * - fallocate(1) through mount 1 (allocate, punch a hole, zero a range, keep the size) is seen
+ *   through mount 2, and a mode the node does not take is EOPNOTSUPP;
  * - identities (only when the test runs as root): a file, directory, symlink and FIFO made
  *   through the mount by uid 65534 belong to 65534 on the node's disk; that user cannot write a
  *   root-owned 0644 file (EACCES, as on a local disk) and can write its own; a chown made
@@ -26,7 +29,7 @@ import { join } from 'node:path';
 import { tmpDir } from './support/processes';
 import { startWorkspace, Workspace } from './helpers/workspace';
 import { fuseUnavailable } from './helpers/fs-mount';
-import { endMounts, itWith, ok, python, startMount } from './helpers/mount-tools';
+import { endMounts, itWith, ok, python, run, startMount } from './helpers/mount-tools';
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE e2e tests skipped: ${reason}\n`);
@@ -206,6 +209,33 @@ print(json.dumps(out))
         truncated: [5, 'Hello'],
         mode0: [2, 'ab'],
       });
+    },
+    30_000,
+  );
+
+  itWith(
+    SUITE,
+    ['fallocate', 'python3'],
+    'allocates, punches holes and zeroes ranges through one mount (fallocate) as the other mount and the node disk see it',
+    async () => {
+      const f1 = join(a1, 'alloc.bin');
+      writeFileSync(f1, Buffer.alloc(12_288, 'x'));
+      ok(await run('fallocate', ['-l', String(1 << 20), join(a1, 'grown.bin')]), 'fallocate -l');
+      ok(await run('fallocate', ['-p', '-o', '0', '-l', '4096', f1]), 'fallocate --punch-hole');
+      ok(await run('fallocate', ['-z', '-o', '8192', '-l', '100', f1]), 'fallocate --zero-range');
+      ok(await run('fallocate', ['-n', '-o', '12288', '-l', '65536', f1]), 'fallocate --keep-size');
+      const collapse = await run('fallocate', ['-c', '-o', '0', '-l', '4096', f1]);
+      expect(collapse.code).not.toBe(0);
+      expect(collapse.stderr).toMatch(/not supported/i);
+      const want = Buffer.alloc(12_288, 'x');
+      want.fill(0, 0, 4096);
+      want.fill(0, 8192, 8292);
+      for (const dir of [a1, a2, ws.dirs.a]) {
+        expect(statSync(join(dir, 'grown.bin')).size).toBe(1 << 20);
+        expect(readFileSync(join(dir, 'alloc.bin')).equals(want)).toBe(true);
+      }
+      // KEEP_SIZE allocated blocks past the end without growing the file.
+      expect(statSync(join(ws.dirs.a, 'alloc.bin')).blocks * 512).toBeGreaterThan(12_288);
     },
     30_000,
   );

@@ -48,6 +48,14 @@ export const FS_OPS = [
 export type FsOp = (typeof FS_OPS)[number];
 
 /**
+ * The fallocate(2) modes `t_fs_fallocate` takes (Linux values): 0 (allocate, the size grows
+ * to cover the range), KEEP_SIZE (1: allocate, the size stays), PUNCH_HOLE|KEEP_SIZE (3:
+ * deallocate, reads give zeros), ZERO_RANGE (0x10) and ZERO_RANGE|KEEP_SIZE (0x11: zeros,
+ * allocated). Any other mode is 95 EOPNOTSUPP (ENOTSUP, the same number on Linux).
+ */
+export const FALLOCATE_MODES: readonly number[] = [0, 1, 3, 0x10, 0x11];
+
+/**
  * FS extensions (docs/protocol.md "FS extensions"): a client lists the names it wants in the hello payload `features`, the node
  * answers with those it grants in `caps.features`; a session that was granted none speaks the
  * base protocol exactly.
@@ -69,8 +77,9 @@ export type FsOp = (typeof FS_OPS)[number];
  *   stale from another client's cache at its next open, however the two sockets are scheduled.
  * - `posix`: the POSIX operations the base protocol lacks: the attributes of an open file
  *   (`t_fs_fgetattr`, also once its name is gone), truncation through an open file
- *   (`t_fs_ftruncate`: ftruncate(2), whatever the file's mode now, also once its name is gone), hard links (`t_fs_link`), special
- *   files (`t_fs_mknod`), extended attributes (`t_fs_getxattr`, `setxattr`, `listxattr`,
+ *   (`t_fs_ftruncate`: ftruncate(2), whatever the file's mode now, also once its name is gone),
+ *   space allocation through an open file (`t_fs_fallocate`, {@link FALLOCATE_MODES}), hard
+ *   links (`t_fs_link`), special files (`t_fs_mknod`), extended attributes (`t_fs_getxattr`, `setxattr`, `listxattr`,
  *   `removexattr`), `rename` flags, and locks held by the node for every session of every
  *   client (`t_fs_lock`, `t_fs_getlk`, `t_fs_lock_cancel`): POSIX byte-range locks per lock
  *   owner and `flock` locks per open file description, so two clients exclude each other as
@@ -488,6 +497,7 @@ export interface FsRequests {
   ack: { target: NoTarget; payload: { seq: number }; reply: EmptyReply };
   fgetattr: { target: HandleTarget; payload: EmptyPayload; reply: AttrReply };
   ftruncate: { target: HandleTarget; payload: { sz: number }; reply: AttrReply };
+  fallocate: { target: HandleTarget; payload: { mode?: number; off: number; len: number }; reply: AttrReply };
   link: { target: NodeTarget; payload: { new_parent: number; new_name: string }; reply: AttrReply };
   mknod: { target: NodeTarget; payload: { name: string; mode: number; rdev?: number; cred?: Cred }; reply: AttrReply };
   getxattr: { target: NodeTarget; payload: { name: string; size: number }; reply: { n: number; value_b64?: string } };
@@ -501,7 +511,20 @@ export interface FsRequests {
 
 /** The operations of the FS extensions (docs/protocol.md "FS extensions") that are requests of their own. */
 export type FsExtensionOp =
-  'prefetch' | 'ack' | 'fgetattr' | 'ftruncate' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr' | 'lock' | 'getlk' | 'lock_cancel';
+  | 'prefetch'
+  | 'ack'
+  | 'fgetattr'
+  | 'ftruncate'
+  | 'fallocate'
+  | 'link'
+  | 'mknod'
+  | 'getxattr'
+  | 'setxattr'
+  | 'listxattr'
+  | 'removexattr'
+  | 'lock'
+  | 'getlk'
+  | 'lock_cancel';
 
 /** Every request a session may send: the base operations ({@link FS_OPS}) and the extensions'. Each has its entry in {@link FsRequests}. */
 export type FsRequestOp = FsOp | FsExtensionOp;

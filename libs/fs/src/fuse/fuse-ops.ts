@@ -850,6 +850,28 @@ export class FuseOperations implements Operations {
   }
 
   /**
+   * FUSE fallocate: every pending write of the file reaches the node first (a hole punched or a
+   * range zeroed must not be overwritten by older data), then the node's handle of this open
+   * allocates; the handles of the file drop what they read of it before.
+   * @throws FsError EBADF, ENOTSUP (a mode the node does not take, or a node without `posix`), ENOSPC, EROFS
+   */
+  fallocate(_ino: number, fh: number, mode: number, offset: number, length: number, ctx: RequestContext): Promise<void> {
+    return this.poller.run('fallocate', ctx.id, async () => {
+      this.refuseWrite();
+      if (fh === this.fast.fh) throw new FsError(Errno.EBADF);
+      const s = this.state(fh);
+      if (s.content) throw new FsError(Errno.EBADF);
+      if (s.ino !== 0) this.denyFast(s.ino);
+      await this.flushPath(s.path);
+      await this.writes.flush(s.writes);
+      await this.router.fallocate(s.fh ?? (await this.handles.nodeHandle(s)), mode, offset, length);
+      s.reads.reset(true);
+      this.handles.contentChanged(s);
+      this.caches.forget(s.path);
+    });
+  }
+
+  /**
    * FUSE flush (each close(2) of a descriptor): the handle's pending writes reach the node
    * (their errors are reported here), then the POSIX locks of `lockOwner` on the file go.
    */

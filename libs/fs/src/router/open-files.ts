@@ -352,6 +352,28 @@ export class OpenFiles {
     }
   }
 
+  /**
+   * fallocate(2) on the node through handle `fh` (`fallocate`; `mode` one of FALLOCATE_MODES,
+   * `off` and `len` in bytes).
+   * @throws FsError EBADF, ENOTSUP (the node does not grant `posix`, the handle's node handle is
+   *   closed, or the mode or the node's filesystem has no such allocation), ENOSPC, EIO (its
+   *   session was lost)
+   */
+  async fallocate(fh: number, mode: number, off: number, len: number): Promise<Attr> {
+    const f = this.file(fh);
+    const client = f.active.session.client;
+    if (f.closed || !client.has('posix')) throw new FsError(Errno.ENOTSUP, `${f.path}: the node cannot allocate space for this open file`);
+    try {
+      return (await client.request('fallocate', { h: f.h }, { mode, off, len })).attr;
+    } catch (e) {
+      if (isEndpointFailure(e)) {
+        this.routes.endpointFailed(this.routes.route(f.mountPath), f.active, e);
+        throw new FsError(Errno.EIO, `${f.path}: the session to ${f.active.session.url} was lost during a fallocate`);
+      }
+      throw e;
+    }
+  }
+
   /** Handle `fh` with a node handle on a session that holds its locks. @throws FsError EBADF, ENOLCK */
   private async lockable(fh: number): Promise<OpenFile> {
     const f = this.file(fh);

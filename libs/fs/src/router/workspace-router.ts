@@ -414,6 +414,15 @@ export class WorkspaceRouter extends EventEmitter {
   }
 
   /**
+   * fallocate(2) of `len` bytes at `off` through handle `fh`, `mode` one of FALLOCATE_MODES.
+   * @throws FsError EBADF, EINVAL (offsets that are not safe integers >= 0), ENOTSUP, ENOSPC, EIO
+   */
+  async fallocate(fh: number, mode: number, off: number, len: number): Promise<Attr> {
+    if (!Number.isSafeInteger(off) || off < 0 || !Number.isSafeInteger(len) || len < 0) throw new FsError(Errno.EINVAL, `invalid range ${off}+${len}`);
+    return this.files.fallocate(fh, mode, off, len);
+  }
+
+  /**
    * Takes, changes or releases a POSIX or `flock` lock on the file of handle `fh`, held by the
    * node that serves it for every client; a waiting one is cancelled when `signal` aborts.
    * @throws FsError EAGAIN (conflict without wait), EDEADLK, EINTR (cancelled), ENOLCK (the

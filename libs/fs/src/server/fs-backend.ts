@@ -69,6 +69,13 @@ export interface FsOpenFile {
    * @throws FsError EBADF (not open for writing), EFBIG, ENOSPC
    */
   truncate?(size: number): Promise<FsStat>;
+  /**
+   * fallocate(2) of `length` bytes at `offset` with `mode` (one of FALLOCATE_MODES) through
+   * this open file; returns its attributes. Absent: the backend cannot (ENOTSUP).
+   * @throws FsError EBADF (not open for writing), ENOTSUP (the filesystem has no such mode),
+   *   ENOSPC, EFBIG
+   */
+  allocate?(mode: number, offset: number, length: number): Promise<FsStat>;
   /** Closes the file; further calls fail with EBADF. */
   close(): Promise<void>;
 }

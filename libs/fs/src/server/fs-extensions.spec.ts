@@ -550,6 +550,32 @@ describe('posix (locks)', () => {
     expect((await rejection(n.service.ftruncate(ro, rh, 0))).errno).toBe(Errno.EINVAL);
   });
 
+  it('allocates, punches holes and zeroes ranges through an open file (fallocate), and refuses other modes', async () => {
+    const n = await startNode();
+    const { session, h } = await holder(n, 'u', 'f17.txt');
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    const file = (await n.service.lookup(session, dir, 'f17.txt')).attr.id;
+    await n.service.setattr(session, file, { sz: 0 });
+    await n.service.write(session, h, 0, Buffer.alloc(8192, 'x'));
+    expect((await n.service.fallocate(session, h, 0, 0, 65_536)).attr).toMatchObject({ sz: 65_536 });
+    expect((await n.service.fallocate(session, h, 1, 65_536, 4096)).attr).toMatchObject({ sz: 65_536 });
+    await n.service.fallocate(session, h, 3, 0, 4096);
+    await n.service.fallocate(session, h, 0x10, 8000, 100);
+    const { file: f } = session.handle(h);
+    const buf = Buffer.alloc(8192);
+    await f.read(buf, 0);
+    const want = Buffer.alloc(8192, 'x');
+    want.fill(0, 0, 4096);
+    want.fill(0, 8000, 8100);
+    expect(buf.equals(want)).toBe(true);
+    for (const mode of [2, 8, 0x20, 0x40]) expect((await rejection(n.service.fallocate(session, h, mode, 0, 4096))).errno).toBe(Errno.ENOTSUP);
+    expect((await rejection(n.service.fallocate(session, h, 0, 0, 0))).errno).toBe(Errno.EINVAL);
+    expect((await rejection(n.service.fallocate(session, 999, 0, 0, 1))).errno).toBe(Errno.EBADF);
+    const ro = n.sessions.open('r', false, () => undefined, ['posix']);
+    const { h: rh } = (await n.service.open(ro, file, OpenFlags.O_RDONLY)) as { h: number };
+    expect((await rejection(n.service.fallocate(ro, rh, 0, 0, 1))).errno).toBe(Errno.EBADF);
+  });
+
   it('is unknown to a session not granted posix, and refuses a malformed lock payload', async () => {
     const n = await startNode();
     expect(() => validatePayload(LockDto, { kind: 'posix', type: 'wr', owner: 'x' })).not.toThrow();

@@ -235,6 +235,19 @@ export class TruncateDto implements FsPayload<'truncate'>, FsPayload<'ftruncate'
   sz: number;
 }
 
+/** `fallocate` `{mode?, off, len}`: a fallocate(2) mode (FALLOCATE_MODES, checked by the service), offset and length in bytes. */
+export class FallocateDto implements FsPayload<'fallocate'> {
+  @IsOptional()
+  @UInt('mode', 0xff)
+  mode?: number;
+
+  @UInt('off')
+  off: number;
+
+  @UInt('len')
+  len: number;
+}
+
 /** `mkdir` `{name, mode}` (permission bits, default 0755). */
 export class MkdirDto implements FsPayload<'mkdir'> {
   @Str('name')

@@ -57,6 +57,7 @@ import {
   SetattrDto,
   SymlinkDto,
   TruncateDto,
+  FallocateDto,
   WriteDto,
 } from './fs.dto';
 
@@ -135,7 +136,7 @@ function posixOf(
   session: WsSession,
   op: Extract<
     FsRequestOp,
-    'lock' | 'getlk' | 'lock_cancel' | 'fgetattr' | 'ftruncate' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr'
+    'lock' | 'getlk' | 'lock_cancel' | 'fgetattr' | 'ftruncate' | 'fallocate' | 'link' | 'mknod' | 'getxattr' | 'setxattr' | 'listxattr' | 'removexattr'
   >,
 ): FsSession {
   const fs = fsOf(session);
@@ -312,6 +313,12 @@ export class FsGateway {
   @FsHandler('ftruncate')
   ftruncate(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: TruncateDto) {
     return this.fs.ftruncate(posixOf(session, 'ftruncate'), rootId(frame, 'h'), body.sz);
+  }
+
+  /** `acheron.t_fs_fallocate` (the `posix` extension): {@link FsService.fallocate}. */
+  @FsHandler('fallocate')
+  fallocate(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: FallocateDto) {
+    return this.fs.fallocate(posixOf(session, 'fallocate'), rootId(frame, 'h'), body.mode ?? 0, body.off, body.len);
   }
 
   /** `acheron.t_fs_link` (the `posix` extension): {@link FsService.link}. */

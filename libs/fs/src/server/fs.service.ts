@@ -25,6 +25,7 @@ import {
   FsReply,
   GetlkReply,
   LockPayload,
+  FALLOCATE_MODES,
   FEATURE_NAME_MAX,
   FS_FEATURES,
   HELLO_MAX_FEATURES,
@@ -615,6 +616,25 @@ export class FsService implements OnModuleDestroy {
     this.writable(this.registry.of(handle.node));
     if (!handle.file.truncate) throw new FsError(Errno.ENOTSUP, 'this export cannot truncate an open file');
     const st = await handle.file.truncate(size);
+    this.inval.nodeChanged(handle.node, 'data');
+    await this.inval.flushNow(session);
+    return { attr: wireAttr(handle.node, st, true) };
+  }
+
+  /**
+   * `fallocate` `h` `{mode?, off, len}` -> `{attr}`: fallocate(2) of `len` bytes at `off`
+   * (bytes) through the open file of `h`, with `mode` one of FALLOCATE_MODES (default 0:
+   * allocate, the size grows to cover the range); the change is pushed as a write's is.
+   * @throws FsError EBADF (unknown handle, or not open for writing), EINVAL (`len` 0),
+   *   ENOTSUP (another mode, or the export's filesystem has none), EROFS, ENOSPC, EFBIG
+   */
+  async fallocate(session: FsSession, h: number, mode: number, offset: number, length: number): Promise<FsReply<'fallocate'>> {
+    const handle = session.handle(h);
+    this.writable(this.registry.of(handle.node));
+    if (!FALLOCATE_MODES.includes(mode)) throw new FsError(Errno.ENOTSUP, `fallocate mode ${mode} is not supported`);
+    if (length <= 0) throw new FsError(Errno.EINVAL, 'fallocate needs a length above 0');
+    if (!handle.file.allocate) throw new FsError(Errno.ENOTSUP, 'this export cannot allocate space');
+    const st = await handle.file.allocate(mode, offset, length);
     this.inval.nodeChanged(handle.node, 'data');
     await this.inval.flushNow(session);
     return { attr: wireAttr(handle.node, st, true) };

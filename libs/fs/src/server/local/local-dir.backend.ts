@@ -172,6 +172,16 @@ class LocalOpenFile implements FsOpenFile {
     await fsCall(() => this.fh.sync());
   }
 
+  /** fallocate(2) of the descriptor through native/posix (EBADF when it is not open for writing, as Linux says). */
+  async allocate(mode: number, offset: number, length: number): Promise<FsStat> {
+    if (this.closed) throw new FsError(Errno.EBADF);
+    if (!this.writable) throw new FsError(Errno.EBADF, 'the file is not open for writing');
+    const posix = loadPosixNative();
+    if (!posix) throw new FsError(Errno.ENOTSUP, 'fallocate needs native/posix');
+    await fsCall(() => posix.fallocate(this.fh.fd, mode, offset, length));
+    return this.stat();
+  }
+
   /** ftruncate(2) of the descriptor (EINVAL when it is not open for writing, as Linux says). */
   async truncate(size: number): Promise<FsStat> {
     if (this.closed) throw new FsError(Errno.EBADF);
