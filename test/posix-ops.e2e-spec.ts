@@ -7,7 +7,7 @@
  *   are on the node's disk;
  * - a hard link made through mount 1 shows nlink 2 and one inode number through mount 2, a
  *   write or chmod through one name is seen through the other, and nlink is 1 again once a
- *   name is removed;
+ *   name is removed, the other keeping the inode number;
  * - a FIFO made through the mount is a FIFO on the node's disk that passes data between two
  *   processes on the node's machine; a UNIX socket bound in the mount is a socket there;
  * - renameat2 RENAME_NOREPLACE onto an existing name is EEXIST and changes nothing, and
@@ -110,12 +110,13 @@ with open(os.path.join(two, 'alias.txt'), 'w') as f: f.write('second')
 os.chmod(os.path.join(one, 'orig.txt'), 0o600)
 mode = oct(os.stat(os.path.join(two, 'alias.txt')).st_mode & 0o777)
 os.unlink(os.path.join(two, 'orig.txt'))
-print(json.dumps({'nlink': [s.st_nlink for s in st], 'sameIno': st[0].st_ino == st[1].st_ino, 'read': open(os.path.join(one, 'orig.txt') if os.path.exists(os.path.join(one, 'orig.txt')) else os.path.join(one, 'alias.txt')).read(), 'mode': mode, 'after': os.stat(os.path.join(one, 'alias.txt')).st_nlink}))
+kept = [os.stat(os.path.join(d, 'alias.txt')).st_ino == st[0].st_ino for d in (one, two)]
+print(json.dumps({'nlink': [s.st_nlink for s in st], 'sameIno': st[0].st_ino == st[1].st_ino, 'read': open(os.path.join(one, 'orig.txt') if os.path.exists(os.path.join(one, 'orig.txt')) else os.path.join(one, 'alias.txt')).read(), 'mode': mode, 'after': os.stat(os.path.join(one, 'alias.txt')).st_nlink, 'kept': kept}))
 `;
       const got = JSON.parse(ok(await python(script, [a1, a2]), 'link script')) as Record<string, unknown>;
       // One file: one inode number through both names, a chmod through one name seen through
-      // the other, and nlink back to 1 once a name is gone.
-      expect(got).toEqual({ nlink: [2, 2], sameIno: true, read: 'second', mode: '0o600', after: 1 });
+      // the other, and nlink back to 1 once a name is gone, the inode number staying the file's.
+      expect(got).toEqual({ nlink: [2, 2], sameIno: true, read: 'second', mode: '0o600', after: 1, kept: [true, true] });
       expect(statSync(join(ws.dirs.a, 'alias.txt')).nlink).toBe(1);
     },
     30_000,

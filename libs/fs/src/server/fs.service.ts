@@ -234,7 +234,8 @@ export class FsService implements OnModuleDestroy {
     const others = this.table.otherNames(node);
     const gone = this.table.forget(node);
     for (const n of gone) this.inval.nodeChanged(n, 'all');
-    for (const n of others) if (n.live) this.inval.nodeChanged(n, 'attr');
+    // A name whose id the file keeps (node itself, now at another of its names) included.
+    for (const n of [node, ...others]) if (n.live) this.inval.nodeChanged(n, 'attr');
     this.inval.release(gone);
   }
 
@@ -898,7 +899,7 @@ export class FsService implements OnModuleDestroy {
       const replaced = this.table.peek(to, newName);
       const others = replaced && replaced !== moved ? this.table.otherNames(replaced) : [];
       const gone = this.table.move(moved, to, newName);
-      for (const n of others) if (n.live) this.inval.nodeChanged(n, 'attr');
+      for (const n of [replaced, ...others]) if (n?.live && n !== moved) this.inval.nodeChanged(n, 'attr');
       for (const n of gone) this.inval.nodeChanged(n, 'all');
       this.inval.release(gone);
       this.inval.nodeChanged(moved, 'attr');

@@ -37,12 +37,43 @@ describe('NodeTable', () => {
     expect(t.otherNames(c)).toEqual([]);
     // A directory, or a file without a key, is never paired.
     expect(t.linkPrimary(c, stat({ kind: 2, nlink: 3, fileKey: '1:7' }))).toBe(c);
-    // The oldest name removed: the next one stands for the file.
-    t.forget(a);
-    expect(t.linkPrimary(b, linked)).toBe(b);
-    expect(t.otherNames(b)).toEqual([]);
-    // Back to one link: no longer paired.
-    expect(t.linkPrimary(b, stat({ fileKey: '1:7' }))).toBe(b);
+    // The name whose id is shown removed: the id stays with the file (as its inode number
+    // does), at the remaining name; that name's own id goes.
+    const aId = a.id;
+    expect(t.forget(a)).toEqual([b]);
+    expect(a.live).toBe(true);
+    expect(a.path()).toEqual(['b']);
+    expect(t.peek(root, 'a')).toBeUndefined();
+    expect(t.peek(root, 'b')).toBe(a);
+    expect(t.get(aId)).toBe(a);
+    expect(t.get(b.id)).toBeUndefined();
+    expect(t.linkPrimary(a, linked)).toBe(a);
+    expect(t.otherNames(a)).toEqual([]);
+    // Back to one link: no longer paired; then it is forgotten like any name.
+    expect(t.linkPrimary(a, stat({ fileKey: '1:7' }))).toBe(a);
+    expect(t.forget(a)).toEqual([a]);
+    expect(t.get(aId)).toBeUndefined();
+  });
+
+  it('keeps the id shown for a file with three names whichever names go, and ignores a rename between two of them', () => {
+    const t = new NodeTable();
+    const root = t.addRoot('w');
+    const dir = t.child(root, 'd');
+    const [x, y, z] = [t.child(root, 'x'), t.child(dir, 'y'), t.child(root, 'z')];
+    const linked = stat({ nlink: 3, fileKey: '1:9' });
+    for (const n of [x, y, z]) t.linkPrimary(n, linked);
+    // rename(2) from one name of a file onto another does nothing.
+    expect(t.move(z, root, 'x')).toEqual([]);
+    expect(t.peek(root, 'z')).toBe(z);
+    // A name that is not the shown one goes on its own.
+    expect(t.forget(z)).toEqual([z]);
+    expect(t.linkPrimary(y, stat({ nlink: 2, fileKey: '1:9' }))).toBe(x);
+    // The shown one replaced by a rename: x's id moves to d/y.
+    const other = t.child(root, 'other');
+    expect(t.move(other, root, 'x')).toEqual([y]);
+    expect(x.path()).toEqual(['d', 'y']);
+    expect(t.peek(root, 'x')).toBe(other);
+    expect(t.get(x.id)).toBe(x);
   });
 
   it('moves a directory with its subtree: descendants keep their ids under the new path', () => {

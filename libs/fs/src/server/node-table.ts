@@ -125,6 +125,8 @@ export class NodeTable {
   move(node: FsNode, newParent: FsNode, newName: string): FsNode[] {
     if (node.parent === newParent && node.name === newName) return [];
     const displaced = newParent.children?.get(newName);
+    // rename(2) between two names of one file does nothing.
+    if (displaced && displaced !== node && displaced.fileKey !== null && displaced.fileKey === node.fileKey) return [];
     const gone = displaced && displaced !== node ? this.forget(displaced) : [];
     node.parent?.children?.delete(node.name);
     node.parent = newParent;
@@ -134,12 +136,26 @@ export class NodeTable {
   }
 
   /**
-   * Forgets `node` and its subtree: their ids become stale (ENOENT).
-   * @returns the forgotten nodes
+   * Forgets `node` and its subtree: their ids become stale (ENOENT). When `node` is the name
+   * whose id every name of its file is handed out under (see {@link linkPrimary}) and the file
+   * keeps other names, the id stays with the file, as an inode number does: `node` takes the
+   * place of the next of those names, whose own id is forgotten instead.
+   * @returns the forgotten nodes (`node` itself stays live in the second case)
    */
   forget(node: FsNode): FsNode[] {
     if (!node.parent) return [];
     node.parent.children?.delete(node.name);
+    const heir = this.heirOf(node);
+    if (heir) {
+      const parent = heir.parent!;
+      node.parent = parent;
+      node.name = heir.name;
+      parent.children!.set(heir.name, node);
+      heir.live = false;
+      this.unlink(heir);
+      this.byId.delete(heir.id);
+      return [heir];
+    }
     const gone: FsNode[] = [];
     const stack = [node];
     while (stack.length > 0) {
@@ -182,6 +198,20 @@ export class NodeTable {
     let primary = node;
     for (const n of this.links.get(key)!) if (n.id < primary.id) primary = n;
     return primary;
+  }
+
+  /**
+   * The name that `node` hands its id on to when it goes: the other live name of its file with
+   * the lowest id, when `node`'s id is the one shown for the file (lower than the others').
+   */
+  private heirOf(node: FsNode): FsNode | undefined {
+    let heir: FsNode | undefined;
+    for (const n of this.otherNames(node)) {
+      if (!n.live || !n.parent) continue;
+      if (n.id < node.id) return undefined;
+      if (!heir || n.id < heir.id) heir = n;
+    }
+    return heir;
   }
 
   /** The other live names of `node`'s file known to have more than one name (hard links). */
