@@ -11,6 +11,10 @@
  *   50-149 fails (EAGAIN/EACCES), on 200-299 succeeds, F_GETLK on 0-9 reports the write lock
  *   over 0-99; F_SETLKW on 50-149 gets the lock only after mount 1 unlocked, and then mount 1's
  *   F_SETLK on bytes mount 2 holds fails while one on bytes it does not hold succeeds;
+ * - a process on the node's machine, locking the file on the node's disk directly, takes part:
+ *   its write lock on 0-99 makes F_SETLK from mount 1 on 50-149 fail and not on 200-249, and
+ *   holds back F_SETLKW on 50-59 until it unlocks; then its own F_SETLK on 55 fails, on 100-109
+ *   succeeds; an exclusive flock held through mount 1 makes its `flock -n` fail until released;
  * - SIGKILL of the mount process whose client holds a flock and a write lock releases both on
  *   the node: a blocking flock and F_SETLKW from mount 2 get them within 5 s of the kill;
  * - a waiter in F_SETLKW on mount 2 ended by SIGKILL, or interrupted by a handled signal while
@@ -413,6 +417,62 @@ describeFuse('locks across two FUSE mounts', () => {
         m1OnHeld: CONFLICT,
         m1OnFree: true,
         m1Probe: { type: 'wr', start: 50, len: 100 },
+      });
+    },
+    60_000,
+  );
+
+  itWith(
+    SUITE,
+    ['python3', 'flock'],
+    "a process on the node's machine takes part: its locks hold back the mounts' and theirs hold back its",
+    async () => {
+      const name = 'local.bin';
+      writeFileSync(join(a1, name), Buffer.alloc(300));
+      const onDisk = join(ws.dirs.a, name);
+      const local = new LockShell("fcntl on the node's machine", onDisk);
+      const m1 = new LockShell('fcntl on mount 1', join(a1, name));
+      await Promise.all([local.ready(), m1.ready()]);
+      const localHeld = await local.call({ op: 'setlk', type: 'wr', start: 0, len: 100 });
+      const refused = await m1.call({ op: 'setlk', type: 'wr', start: 50, len: 100 });
+      const apart = await m1.call({ op: 'setlk', type: 'wr', start: 200, len: 50 });
+      m1.send({ op: 'setlkw', type: 'wr', start: 50, len: 10 });
+      await m1.calling();
+      await sleep(500);
+      const waitingBeforeUnlock = !m1.replied();
+      const unlock = await local.call({ op: 'setlk', type: 'un', start: 0, len: 100 });
+      const waited = await m1.reply(30_000);
+      const localOnHeld = await local.call({ op: 'setlk', type: 'wr', start: 55, len: 1 });
+      const localOnFree = await local.call({ op: 'setlk', type: 'wr', start: 100, len: 10 });
+      const m1Flock = await m1.call({ op: 'flock', type: 'ex', nb: true });
+      const localFlock = await run('flock', ['-n', '-x', onDisk, 'true'], { timeoutMs: 20_000 });
+      await m1.call({ op: 'flock', type: 'un' });
+      const localFlockAfter = await run('flock', ['-n', '-x', onDisk, 'true'], { timeoutMs: 20_000 });
+      await Promise.all([local.end(), m1.end()]);
+      expect({
+        localHeld: localHeld.ok,
+        refused: refused.errno,
+        apart: apart.ok,
+        waitingBeforeUnlock,
+        waited: waited.ok,
+        waitedGotAfterUnlock: waited.t >= unlock.t0,
+        localOnHeld: localOnHeld.errno,
+        localOnFree: localOnFree.ok,
+        m1Flock: m1Flock.ok,
+        localFlock: localFlock.code,
+        localFlockAfter: localFlockAfter.code,
+      }).toEqual({
+        localHeld: true,
+        refused: CONFLICT,
+        apart: true,
+        waitingBeforeUnlock: true,
+        waited: true,
+        waitedGotAfterUnlock: true,
+        localOnHeld: CONFLICT,
+        localOnFree: true,
+        m1Flock: true,
+        localFlock: 1,
+        localFlockAfter: 0,
       });
     },
     60_000,

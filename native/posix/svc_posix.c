@@ -1,9 +1,10 @@
 /*
  * svc_posix: Linux file system calls that Node.js has no API for, through Node-API: mknod,
- * the l* and f* xattr calls, renameat2, fallocate, utimensat with AT_FDCWD, linkat.
+ * the l* and f* xattr calls, renameat2, fallocate, utimensat with AT_FDCWD, linkat, and the
+ * node's own locks on an open file (open file description locks and flock, never waiting).
  *
- * Every function checks its arguments on the JS thread (a wrong type throws a TypeError there),
- * copies them, runs its one system call on the libuv thread pool (napi_create_async_work) and
+ * Every function but hostLock checks its arguments on the JS thread (a wrong type throws a
+ * TypeError there), copies them, runs its one system call on the libuv thread pool (napi_create_async_work) and
  * returns a Promise. The Promise resolves with the call's result (undefined, a Buffer, or the
  * list of names) or rejects with an Error carrying `errno` (the positive errno number), `code`
  * (its name: ENOENT, ...), `syscall`, `path` (the path, or the descriptor as a number) and, for
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -632,6 +634,36 @@ static napi_value js_utimensat(napi_env env, napi_callback_info info) {
   return start(env, w);
 }
 
+/* hostLock(fd, kind, type, start, len): a lock of the process's own on open file `fd`, never
+   waiting. kind 0: an open file description lock (fcntl F_OFD_SETLK) of type 0 (unlock), 1
+   (read) or 2 (write) over [start, start + len) bytes (len 0: to the end of the file); kind 1:
+   flock(2) LOCK_UN, LOCK_SH or LOCK_EX with LOCK_NB (start and len unused). Runs on the JS
+   thread, as neither call waits: a conflicting lock held elsewhere answers EAGAIN at once.
+   Returns 0, or the errno (a number); a wrong argument throws a TypeError. */
+static napi_value js_host_lock(napi_env env, napi_callback_info info) {
+  napi_value argv[5];
+  get_args(env, info, 5, argv);
+  int fd;
+  double kind, type, off, len;
+  if (!get_fd(env, argv[0], &fd) || !get_int(env, argv[1], "kind", 0, 1, &kind) || !get_int(env, argv[2], "type", 0, 2, &type) ||
+      !get_int(env, argv[3], "start", 0, 9007199254740991.0, &off) || !get_int(env, argv[4], "len", 0, 9007199254740991.0, &len)) {
+    return NULL;
+  }
+  int rc;
+  if (kind == 0) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = type == 0 ? F_UNLCK : type == 1 ? F_RDLCK : F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = (off_t) off;
+    fl.l_len = (off_t) len;
+    rc = fcntl(fd, F_OFD_SETLK, &fl);
+  } else {
+    rc = flock(fd, (type == 0 ? LOCK_UN : type == 1 ? LOCK_SH : LOCK_EX) | LOCK_NB);
+  }
+  return num(env, rc == 0 ? 0 : errno);
+}
+
 /* ---- module ------------------------------------------------------------------------------ */
 
 static void export_fn(napi_env env, napi_value exports, const char *name, napi_callback cb) {
@@ -654,6 +686,7 @@ static napi_value init_module(napi_env env, napi_value exports) {
   export_fn(env, exports, "fallocate", js_fallocate);
   export_fn(env, exports, "utimensat", js_utimensat);
   export_fn(env, exports, "linkat", js_linkat);
+  export_fn(env, exports, "hostLock", js_host_lock);
 
   napi_value constants;
   napi_create_object(env, &constants);

@@ -54,6 +54,8 @@ export interface FsOwner {
 export interface FsOpenFile {
   readonly readable: boolean;
   readonly writable: boolean;
+  /** The operating system's descriptor of the file, when the backend has one (the node's own locks on it go through it). */
+  readonly descriptor?: number;
   /** Reads up to `buffer.length` bytes at `position`; returns the count (0 at end of file). @throws FsError EISDIR for a directory */
   read(buffer: Buffer, position: number): Promise<number>;
   /** Writes all of `data` at `position` (appends when opened with O_APPEND); returns the count. */

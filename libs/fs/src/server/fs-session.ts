@@ -8,6 +8,8 @@ import { Errno, FsError, INVAL_ACK_WAIT_MS } from '@svc/protocol';
 import type { FsOpenFile } from './fs-backend';
 import type { FsNode } from './node-table';
 import { LockTable } from './lock-table';
+import { LocalHostLocks } from './local/host-locks';
+import { loadPosixNative } from './local/posix-native';
 
 /** Most handles one session may hold open at once (more: EMFILE). */
 export const MAX_HANDLES_PER_SESSION = 4096;
@@ -159,8 +161,13 @@ export class FsSession {
 export class FsSessionService {
   private readonly log = new Logger('FsSessionService');
   private readonly sessions = new Set<FsSession>();
+  /**
+   * The node's own locks on the files of its local exports, standing for the table's so that
+   * processes on the node's machine take part (none without native/posix).
+   */
+  readonly hostLocks: LocalHostLocks | null = ((posix) => (posix ? new LocalHostLocks(posix) : null))(loadPosixNative());
   /** The locks of every session (the `posix` extension): one table for the node, released with their session. */
-  readonly locks = new LockTable();
+  readonly locks = new LockTable(this.hostLocks);
 
   /** Starts the FS state of a session after a good hello; `features`: the extensions granted. */
   open(id: string, binary: boolean, push: PushFn, features: readonly string[] = []): FsSession {

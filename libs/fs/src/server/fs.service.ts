@@ -771,6 +771,8 @@ export class FsService implements OnModuleDestroy {
     const owner = FsService.lockOwner(session, p.owner);
     const wait = p.wait === true && p.type !== 'un';
     const req = { node: handle.node.id, kind: p.kind, type: p.type, start: p.start ?? 0, len: p.len ?? 0, owner, session: session.id, pid: p.pid };
+    const fd = handle.file.descriptor;
+    if (fd !== undefined && p.type !== 'un') this.sessions.hostLocks?.attach(handle.node.id, fd);
     await this.sessions.locks.lock(req, wait, wait && tag !== null ? `${session.id}\u0000${tag}` : undefined);
     if (p.type === 'un') return {};
     if (session.handles.get(h) !== handle) {

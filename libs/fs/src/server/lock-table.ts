@@ -11,12 +11,44 @@
  * conversion is not atomic). Waiting requests queue per file in arrival order and are granted
  * when they no longer conflict with the held locks; queued requests never block new ones.
  *
- * The table is pure state: no I/O, no timers. Owners and sessions are opaque strings chosen by
- * the caller.
+ * Without a {@link HostLocks}, the table is pure state: no I/O, no timers. With one, every lock
+ * the table grants is first taken on the node's machine too (the union of the table's locks of
+ * a file, as one more owner there), so that processes on that machine that lock the file
+ * directly take part: a request they conflict with is EAGAIN, or waits (retried every
+ * {@link HOST_RETRY_MS}) until they let go; and what the table releases is let go there. Owners
+ * and sessions are opaque strings chosen by the caller.
  */
 import { Errno, FsError, type LockKind, type LockType } from '@svc/protocol';
 
 export type { LockKind, LockType };
+
+/** How often a wait that only a lock held on the node's machine blocks is tried again, ms. */
+export const HOST_RETRY_MS = 20;
+
+/** A range of a lock: [start, end) bytes, end exclusive (Infinity: to the end of the file; a flock is [0, Infinity)). */
+export interface LockRange {
+  type: 'rd' | 'wr';
+  start: number;
+  end: number;
+}
+
+/**
+ * The locks of the node's own on its machine that stand for the table's (see the module
+ * documentation). Per file and kind it holds the union of `held`: over each byte, a write lock
+ * where any owner holds one, else a read lock where any does.
+ */
+export interface HostLocks {
+  /**
+   * Takes on the node's machine what the union of `held` needs beyond what is held there for
+   * `node` and `kind`, without waiting; lets nothing go.
+   * @returns false when a process there holds a conflicting lock (then nothing changed)
+   */
+  grow(node: number, kind: LockKind, held: readonly LockRange[]): boolean;
+  /** Makes the locks held there for `node` and `kind` the union of `held` (after a release: lets go what is no longer held). */
+  fit(node: number, kind: LockKind, held: readonly LockRange[]): void;
+  /** The table holds no lock and no wait on `node` any more: lets the file go. */
+  forget(node: number): void;
+}
 
 /** A lock request (or, for `test`, the lock asked about). */
 export interface LockRequest {
@@ -79,6 +111,8 @@ interface NodeLocks {
   flock: Held[];
   waiters: Waiter[];
   sessions: Set<string>;
+  /** A waiter the table would grant waits for a lock held on the node's machine (tried again by the retry timer). */
+  hostBlocked: boolean;
 }
 
 const overlaps = (a: { start: number; end: number }, b: { start: number; end: number }): boolean => a.start < b.end && b.start < a.end;
@@ -93,6 +127,11 @@ export class LockTable {
   private readonly posixWaitersByOwner = new Map<string, Set<Waiter>>();
   /** wait id -> queued waiter. */
   private readonly waitIds = new Map<string, Waiter>();
+  /** Tries the waits blocked only on the node's machine again, while there are any. */
+  private hostRetry: NodeJS.Timeout | null = null;
+
+  /** @param host the node's own locks on its machine, kept as the union of the table's (none: the table alone) */
+  constructor(private readonly host: HostLocks | null = null) {}
 
   /**
    * Takes, changes or releases a lock. Resolves when applied (the table already reflects it when a
@@ -126,13 +165,15 @@ export class LockTable {
       this.wake(entry);
     }
     const type = want.type;
-    if (type === 'un' || !this.conflicts(entry, want).length) {
+    const free = type === 'un' || !this.conflicts(entry, want).length;
+    const local = free && type !== 'un' && !this.hostGrow(entry, want);
+    if (free && !local) {
       this.apply(entry, want);
       this.settle(want.node, entry);
       return Promise.resolve();
     }
     let err: FsError | null = null;
-    if (!wait) err = new FsError(Errno.EAGAIN, `lock on node ${want.node} held by another owner`);
+    if (!wait) err = new FsError(Errno.EAGAIN, `lock on node ${want.node} held by ${local ? "a process on the node's machine" : 'another owner'}`);
     else if (want.kind === 'posix' && this.wouldDeadlock(entry, want)) err = new FsError(Errno.EDEADLK, `waiting on node ${want.node} would deadlock`);
     if (err) {
       this.settle(want.node, entry);
@@ -141,6 +182,7 @@ export class LockTable {
     return new Promise<void>((resolve, reject) => {
       const w: Waiter = { ...want, type, id: waitId, resolve, reject };
       entry.waiters.push(w);
+      if (local) entry.hostBlocked = true;
       if (w.id !== undefined) this.waitIds.set(w.id, w);
       if (w.kind === 'posix') {
         let set = this.posixWaitersByOwner.get(w.owner);
@@ -247,7 +289,7 @@ export class LockTable {
 
   private entry(node: number): NodeLocks {
     let entry = this.nodes.get(node);
-    if (!entry) this.nodes.set(node, (entry = { posix: [], flock: [], waiters: [], sessions: new Set() }));
+    if (!entry) this.nodes.set(node, (entry = { posix: [], flock: [], waiters: [], sessions: new Set(), hostBlocked: false }));
     return entry;
   }
 
@@ -311,6 +353,11 @@ export class LockTable {
           i++;
           continue;
         }
+        if (!this.hostGrow(entry, w)) {
+          entry.hostBlocked = true;
+          i++;
+          continue;
+        }
         entry.waiters.splice(i, 1);
         this.apply(entry, w);
         this.dropWaiter(w, null);
@@ -328,9 +375,40 @@ export class LockTable {
     else w.resolve();
   }
 
+  /** True when the node's machine grants what `w` adds to the locks of its kind (always, without a host). */
+  private hostGrow(entry: NodeLocks, w: Want): boolean {
+    if (!this.host || w.type === 'un') return true;
+    return this.host.grow(w.node, w.kind, [...entry[w.kind], { type: w.type, start: w.start, end: w.end }]);
+  }
+
+  /** Tries the waits blocked on the node's machine again every {@link HOST_RETRY_MS} while there are any. */
+  private retryHostLater(): void {
+    if (this.hostRetry) return;
+    this.hostRetry = setInterval(() => {
+      let blocked = false;
+      for (const [node, entry] of [...this.nodes]) {
+        if (!entry.hostBlocked) continue;
+        entry.hostBlocked = false;
+        this.settle(node, entry, false);
+        blocked ||= entry.hostBlocked;
+      }
+      if (!blocked && this.hostRetry) {
+        clearInterval(this.hostRetry);
+        this.hostRetry = null;
+      }
+    }, HOST_RETRY_MS);
+    this.hostRetry.unref();
+  }
+
   /** After a change on `node`: wakes its waiters, brings the session index up to date, forgets the node when empty. */
-  private settle(node: number, entry: NodeLocks): void {
+  private settle(node: number, entry: NodeLocks, retry = true): void {
+    entry.hostBlocked = false;
     this.wake(entry);
+    if (this.host) {
+      this.host.fit(node, 'posix', entry.posix);
+      this.host.fit(node, 'flock', entry.flock);
+      if (entry.hostBlocked && retry) this.retryHostLater();
+    }
     const now = new Set<string>();
     for (const x of [...entry.posix, ...entry.flock, ...entry.waiters]) now.add(x.session);
     for (const s of entry.sessions) {
@@ -346,6 +424,9 @@ export class LockTable {
       set.add(node);
     }
     entry.sessions = now;
-    if (!now.size) this.nodes.delete(node);
+    if (!now.size) {
+      this.nodes.delete(node);
+      this.host?.forget(node);
+    }
   }
 }

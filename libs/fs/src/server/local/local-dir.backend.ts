@@ -135,6 +135,10 @@ class LocalOpenFile implements FsOpenFile {
     private readonly isDir: boolean,
   ) {}
 
+  get descriptor(): number {
+    return this.fh.fd;
+  }
+
   async read(buffer: Buffer, position: number): Promise<number> {
     if (this.closed) throw new FsError(Errno.EBADF);
     if (this.isDir) throw new FsError(Errno.EISDIR);

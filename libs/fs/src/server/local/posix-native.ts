@@ -101,6 +101,15 @@ export interface PosixNative {
    * @param flags 0 (a symlink at oldPath is linked itself) or AT_SYMLINK_FOLLOW
    */
   linkat(oldPath: string, newPath: string, flags: number): Promise<void>;
+  /**
+   * A lock of the node's own on open file `fd`, never waiting, on the calling thread:
+   * `kind` 0 an open file description lock (fcntl F_OFD_SETLK) over [start, start + len) bytes
+   * (len 0: to the end of the file), 1 flock(2) with LOCK_NB (start and len unused); `type` 0
+   * unlock, 1 read (shared), 2 write (exclusive).
+   * @returns 0, or the errno (11 EAGAIN: a conflicting lock is held elsewhere)
+   * @throws TypeError for a wrong argument
+   */
+  hostLock(fd: number, kind: 0 | 1, type: 0 | 1 | 2, start: number, len: number): number;
   readonly constants: PosixConstants;
 }
 
@@ -119,6 +128,7 @@ const FUNCTIONS = [
   'fallocate',
   'utimensat',
   'linkat',
+  'hostLock',
 ] as const;
 
 let loaded: PosixNative | null = null;
