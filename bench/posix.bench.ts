@@ -4,9 +4,10 @@
  * figures and asserts nothing.
  *
  * pjdfstest (test/conformance/pjdfstest-85a8aea.tar.gz, see its README there): unpacked in the
- * bench's temporary directory and built (`autoreconf -ifs && ./configure && make pjdfstest`,
- * untimed), then the same built suite runs as `prove -r -v TESTS` (as root) from a new
- * directory of each filesystem, one after the other:
+ * bench's temporary directory and built (test/support/pjdfstest.ts, untimed), then the same
+ * built suite runs as `prove -r -v TESTS` (as root) from a new directory of each filesystem,
+ * one after the other, the two mounts told they are the filesystem they serve (`PJDFSTEST_FS`,
+ * so they run the checks pjdfstest keeps for EXT4, UFS and ZFS as the local disk does):
  *  - `local`: a directory of the bench's temporary directory (BENCH_DIR, default the OS temp dir);
  *  - `sshfs`: a private `sshd` on a loopback port and `sshfs` mounting a sibling directory
  *    (bench/peers.ts), with sshfs's defaults plus `-o allow_other,default_permissions`:
@@ -101,7 +102,8 @@ import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { chmodSync, closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
 import { cpus, loadavg, release, tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { freePort, ROOT, sleep } from '../test/support/processes';
+import { buildPjdfstest, compactRanges, expandRanges, fsTypeOf, PJDFSTEST_COMMIT, PJDFSTEST_TARBALL } from '../test/support/pjdfstest';
+import { freePort, sleep } from '../test/support/processes';
 import { median } from './measure';
 import { fuseBindingBuild, fuseUnavailable, fuseUnmount, Peer, SshfsPeer, SvcPeer } from './peers';
 import { envWords, exitOf, log, startFsNode, stopProcess, which } from './programs';
@@ -126,8 +128,6 @@ const WITH_SSHFS = process.env.BENCH_SSHFS !== '0';
 const MOUNT_ARGS = envWords('BENCH_MOUNT_ARGS');
 const NODE_FLAGS = envWords('BENCH_NODE_FLAGS');
 /** The vendored suite (test/conformance/README.md) and its commit. */
-const PJD_TARBALL = join(ROOT, 'test', 'conformance', 'pjdfstest-85a8aea.tar.gz');
-const PJD_COMMIT = '85a8aea';
 /** sshfs options that let pjdfstest's other-user steps in, with the kernel checking their permissions. */
 const SSHFS_OPTIONS = ['allow_other', 'default_permissions'];
 /** The hand-over target on loopback, ms (median). */
@@ -199,31 +199,6 @@ function perUnit(after: Map<string, number>, before: Map<string, number>, per: n
 
 /** A failed assertion's message, with every word over 60 characters (pjdfstest's long paths) given as its length. */
 const shorten = (msg: string) => msg.replace(/[^\s']{61,}/g, (w) => `<${w.length} chars>`);
-
-/** `1-3, 5` -> [1, 2, 3, 5]. */
-function expandRanges(text: string): number[] {
-  const out: number[] = [];
-  for (const part of text.split(',')) {
-    const m = /^\s*(\d+)(?:-(\d+))?\s*$/.exec(part);
-    if (!m) continue;
-    const [a, b] = [Number(m[1]), Number(m[2] ?? m[1])];
-    for (let i = a; i <= b; i++) out.push(i);
-  }
-  return out;
-}
-
-/** [1, 2, 3, 5] -> `1-3, 5`. */
-function compactRanges(xs: readonly number[]): string {
-  const s = [...xs].sort((a, b) => a - b);
-  const parts: string[] = [];
-  for (let i = 0; i < s.length;) {
-    let j = i;
-    while (j + 1 < s.length && s[j + 1] === s[j] + 1) j++;
-    parts.push(j === i ? String(s[i]) : `${s[i]}-${s[j]}`);
-    i = j + 1;
-  }
-  return parts.join(', ');
-}
 
 /**
  * Reads the output of `prove -r -v`: the verbose part (a `path .. ` line per test file, then its
@@ -303,34 +278,8 @@ function pjdUnavailable(): string | null {
   const missing = ['autoreconf', 'make', 'prove', 'tar'].filter((t) => !which(t));
   if (!which('cc') && !which('gcc')) missing.push('a C compiler (cc)');
   if (missing.length > 0) return `${missing.join(', ')} missing (Debian: apt-get install autoconf automake gcc make perl)`;
-  if (!existsSync(PJD_TARBALL)) return `${PJD_TARBALL} is missing`;
+  if (!existsSync(PJDFSTEST_TARBALL)) return `${PJDFSTEST_TARBALL} is missing`;
   return null;
-}
-
-/**
- * Unpacks the vendored pjdfstest in `dir` and builds it (`autoreconf -ifs && ./configure && make
- * pjdfstest`), with its output in `dir/build.log`.
- * @returns the suite's tests directory
- * @throws Error naming the step that failed, with the end of the build log
- */
-function buildPjd(dir: string): string {
-  execFileSync('tar', ['-xzf', PJD_TARBALL, '-C', dir]);
-  const src = join(dir, 'pjdfstest');
-  const logFile = join(dir, 'build.log');
-  const fd = openSync(logFile, 'w');
-  try {
-    for (const [cmd, ...args] of [['autoreconf', '-ifs'], ['./configure'], ['make', 'pjdfstest']]) {
-      try {
-        execFileSync(cmd, args, { cwd: src, stdio: ['ignore', fd, fd] });
-      } catch (e) {
-        const tail = readFileSync(logFile, 'utf8').trim().split('\n').slice(-4).join(' / ');
-        throw new Error(`${cmd} ${args.join(' ')}: ${firstLine(e)}: ${tail}`);
-      }
-    }
-  } finally {
-    closeSync(fd);
-  }
-  return join(src, 'tests');
 }
 
 /** Kills a process started with `detached` and everything in its process group. Never throws. */
@@ -348,12 +297,12 @@ function killGroup(p: ChildProcess): void {
  * leave a child behind), stdout to `out`, stderr to `out.err`.
  * @throws Error (rejects) when prove cannot be started
  */
-async function runProve(testsDir: string, cwd: string, out: string, groups: Set<ChildProcess>): Promise<ProveRun> {
+async function runProve(testsDir: string, cwd: string, out: string, groups: Set<ChildProcess>, env: NodeJS.ProcessEnv = {}): Promise<ProveRun> {
   const targets = PJD_ONLY.length > 0 ? PJD_ONLY.map((g) => join(testsDir, g)) : [testsDir];
   const outFd = openSync(out, 'w');
   const errFd = openSync(`${out}.err`, 'w');
   const t0 = performance.now();
-  const p = spawn('prove', ['-r', '-v', ...targets], { cwd, detached: true, stdio: ['ignore', outFd, errFd] });
+  const p = spawn('prove', ['-r', '-v', ...targets], { cwd, env: { ...process.env, ...env }, detached: true, stdio: ['ignore', outFd, errFd] });
   closeSync(outFd);
   closeSync(errFd);
   groups.add(p);
@@ -686,9 +635,9 @@ async function main(): Promise<void> {
   try {
     let testsDir = '';
     if (!pjdSkipped) {
-      log(`building pjdfstest ${PJD_COMMIT} in ${dirs.build}`);
+      log(`building pjdfstest ${PJDFSTEST_COMMIT} in ${dirs.build}`);
       try {
-        testsDir = buildPjd(dirs.build);
+        testsDir = buildPjdfstest(dirs.build);
         const unknown = PJD_ONLY.filter((g) => !existsSync(join(testsDir, g)));
         if (unknown.length > 0) pjdSkipped = `BENCH_PJD_ONLY names groups the suite does not have: ${unknown.join(', ')}`;
       } catch (e) {
@@ -758,7 +707,7 @@ async function main(): Promise<void> {
       } else pjd.set('sshfs', 'skipped: BENCH_SSHFS=0');
       targets.push({ name: 'svc', disk: join(dirs.svcExport, 'pjd'), view: join(svc.root, 'pjd') });
       notes.push(
-        `pjdfstest ${PJD_COMMIT} (test/conformance), ${versionOf('prove', ['--version'])}: prove -r -v ${PJD_ONLY.length > 0 ? `tests/{${PJD_ONLY.join(',')}}` : 'tests'} as root from a new directory of each filesystem`,
+        `pjdfstest ${PJDFSTEST_COMMIT} (test/conformance), ${versionOf('prove', ['--version'])}: prove -r -v ${PJD_ONLY.length > 0 ? `tests/{${PJD_ONLY.join(',')}}` : 'tests'} as root from a new directory of each filesystem`,
       );
       for (const t of targets) {
         if (stopping) throw new Error('interrupted');
@@ -766,7 +715,9 @@ async function main(): Promise<void> {
         log(`pjdfstest on ${t.name} (${t.view})`);
         try {
           if (!existsSync(t.view)) throw new Error(`${t.view} made on the disk is not visible through ${t.name}`);
-          const run = await runProve(testsDir, t.view, join(dirs.logs, `prove-${t.name}.out`), groups);
+          // A mount is tested as the filesystem it serves (see buildPjdfstest).
+          const env = t.name === 'local' ? {} : { PJDFSTEST_FS: fsTypeOf(t.disk) };
+          const run = await runProve(testsDir, t.view, join(dirs.logs, `prove-${t.name}.out`), groups, env);
           pjd.set(t.name, run);
           const failed = [...run.failed.values()].reduce((s, xs) => s + xs.length, 0);
           log(`  ${t.name}: ${fmtInt(run.tests)} assertions, ${fmtInt(failed)} failed, ${run.seconds.toFixed(0)} s${run.problem ? `; ${run.problem}` : ''}`);
@@ -819,7 +770,7 @@ function report(
     const cell = (f: (r: ProveRun) => string) => runs.map((r) => (r === undefined ? '-' : typeof r === 'string' ? r.split(':')[0] : f(r)));
     const failedOf = (r: ProveRun, file?: string) =>
       file === undefined ? [...r.failed.values()].reduce((s, xs) => s + xs.length, 0) : (r.failed.get(file)?.length ?? 0);
-    out(`pjdfstest ${PJD_COMMIT}: assertions (prove's "ok N" lines) per filesystem; a failed one is a "not ok" without TODO`);
+    out(`pjdfstest ${PJDFSTEST_COMMIT}: assertions (prove's "ok N" lines) per filesystem; a failed one is a "not ok" without TODO`);
     table(
       ['', ...FILESYSTEMS],
       [

@@ -3,8 +3,7 @@
  * mounts. A step of `npm test` of its own, after the jest suite (jest.conformance.config.js;
  * alone: `npm run test:conformance`).
  *
- * The suite is unpacked and built in a temporary directory (`autoreconf -ifs && ./configure &&
- * make pjdfstest`), then every test file runs, {@link PARALLEL} at a time, on three directories
+ * The suite is unpacked and built in a temporary directory ({@link buildPjdfstest}), then every test file runs, {@link PARALLEL} at a time, on three directories
  * at once, all on the filesystem of the temporary directory:
  * - `local`: a directory of that filesystem itself, the baseline;
  * - `root node`: a mount (`--allow-other`) of an `svc-fs-node` running as root;
@@ -13,8 +12,8 @@
  * Each test file runs as its own `/bin/sh FILE` process with the mount's directory as working
  * directory (as `prove -r` runs it), and its TAP output is read per file. pjdfstest runs some
  * checks only on filesystems it knows (the ctime of a rename: ext4, UFS, ZFS); on the mounts it
- * is told the filesystem is the node's (`PJDFSTEST_FS`, added to its `tests/conf` here), since
- * the node's filesystem is what the mount serves.
+ * is told the filesystem is the node's (`PJDFSTEST_FS`), since the node's filesystem is what
+ * the mount serves.
  *
  * Asserted:
  * - root node: every assertion that passes on the local filesystem passes through the mount;
@@ -28,16 +27,16 @@
  * changes owners and runs steps as other users), or when autoreconf, make, a C compiler or
  * perl's prove is missing (`.ci/run` installs them).
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chmodSync, chownSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fuseUnavailable, killMount } from '../helpers/fs-mount';
 import { startFsNode } from '../helpers/fs-peer';
-import { has, Mount, startMount } from '../helpers/mount-tools';
+import { has, Mount, run, startMount } from '../helpers/mount-tools';
+import { buildPjdfstest, compactRanges, expandRanges, fsTypeOf } from '../support/pjdfstest';
 import { killAll, ROOT, Running, tmpDir } from '../support/processes';
 
 const SUITE = 'pjdfstest';
-const TARBALL = join(ROOT, 'test', 'conformance', 'pjdfstest-85a8aea.tar.gz');
 const USER_FAILURES = join(ROOT, 'test', 'conformance', 'pjdfstest-node-user-failures.txt');
 /** The ordinary user the second node runs as (pjdfstest itself steps as 65531..65534). */
 const NODE_USER = { uid: 54321, gid: 54321 };
@@ -84,30 +83,12 @@ function parseTap(out: string): FileResult {
   return r;
 }
 
-/** Runs `/bin/sh file` in `cwd`; resolves with its TAP results (never rejects). */
-function runFile(file: string, cwd: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
-  return new Promise((resolve) => {
-    const p = spawn('/bin/sh', [file], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'ignore'], detached: true });
-    let out = '';
-    let timedOut = false;
-    p.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    const timer = setTimeout(() => {
-      timedOut = true;
-      try {
-        process.kill(-p.pid!, 'SIGKILL');
-      } catch {
-        p.kill('SIGKILL');
-      }
-    }, FILE_TIMEOUT_MS);
-    const done = (problem: string | null) => {
-      clearTimeout(timer);
-      const r = parseTap(out);
-      r.problem = problem ?? (r.plan === 0 ? 'printed no plan' : null);
-      resolve(r);
-    };
-    p.once('error', (e) => done(e.message));
-    p.once('close', (_code, signal) => done(timedOut ? `killed after ${FILE_TIMEOUT_MS} ms` : signal ? `ended by ${signal}` : null));
-  });
+/** Runs `/bin/sh file` in `cwd` (as prove would); resolves with its TAP results (never rejects). */
+async function runFile(file: string, cwd: string, env: NodeJS.ProcessEnv): Promise<FileResult> {
+  const r = await run('/bin/sh', [file], { cwd, env, timeoutMs: FILE_TIMEOUT_MS });
+  const result = parseTap(r.stdout);
+  result.problem = r.timedOut ? `killed after ${FILE_TIMEOUT_MS} ms` : r.signal ? `ended by ${r.signal}` : result.plan === 0 ? 'printed no plan' : null;
+  return result;
 }
 
 /** Runs every test file in `files` (paths under `testsDir`), {@link PARALLEL} at a time, in `cwd`. */
@@ -133,30 +114,6 @@ function testFiles(dir: string): string[] {
     else if (e.name.endsWith('.t')) out.push(p);
   }
   return out.sort();
-}
-
-/** `1-3, 5` -> [1, 2, 3, 5]. */
-function expandRanges(text: string): number[] {
-  const out: number[] = [];
-  for (const part of text.split(',')) {
-    const m = /^\s*(\d+)(?:-(\d+))?\s*$/.exec(part);
-    if (!m) throw new Error(`not a range: ${JSON.stringify(part)}`);
-    for (let i = Number(m[1]); i <= Number(m[2] ?? m[1]); i++) out.push(i);
-  }
-  return out;
-}
-
-/** [1, 2, 3, 5] -> `1-3, 5`. */
-function compactRanges(xs: Iterable<number>): string {
-  const s = [...xs].sort((a, b) => a - b);
-  const parts: string[] = [];
-  for (let i = 0; i < s.length;) {
-    let j = i;
-    while (j + 1 < s.length && s[j + 1] === s[j] + 1) j++;
-    parts.push(j === i ? String(s[i]) : `${s[i]}-${s[j]}`);
-    i = j + 1;
-  }
-  return parts.join(', ');
 }
 
 /** pjdfstest-node-user-failures.txt: test file -> the assertion numbers listed. */
@@ -226,25 +183,7 @@ describeIf('pjdfstest through the mount', () => {
     chmodSync(base, 0o755);
     const build = join(base, 'build');
     mkdirSync(build);
-    execFileSync('tar', ['-xzf', TARBALL, '-C', build]);
-    const src = join(build, 'pjdfstest');
-    const log = join(base, 'build.log');
-    for (const [cmd, ...args] of [['autoreconf', '-ifs'], ['./configure'], ['make', 'pjdfstest']]) {
-      try {
-        execFileSync(cmd, args, { cwd: src, stdio: ['ignore', 'pipe', 'pipe'], timeout: 300_000 });
-      } catch (e) {
-        const err = e as { stdout?: Buffer; stderr?: Buffer };
-        writeFileSync(log, `${err.stdout?.toString() ?? ''}${err.stderr?.toString() ?? ''}`);
-        throw new Error(`building pjdfstest failed at ${cmd}: ${err.stderr?.toString().slice(-2000) ?? ''}`);
-      }
-    }
-    // Let the mounts be told the node's filesystem type (see the module documentation).
-    const conf = join(src, 'tests', 'conf');
-    const detect = "\tfs=`df -PT . | tail -1 | awk '{print toupper($2)}'`";
-    const text = readFileSync(conf, 'utf8');
-    if (!text.includes(detect)) throw new Error(`${conf} no longer has the Linux filesystem detection this test overrides`);
-    writeFileSync(conf, text.replace(detect, `\tfs=\${PJDFSTEST_FS:-${detect.slice('\tfs='.length)}}`));
-    const testsDir = join(src, 'tests');
+    const testsDir = buildPjdfstest(build);
     const files = testFiles(testsDir);
 
     const local = join(base, 'local');
@@ -252,7 +191,7 @@ describeIf('pjdfstest through the mount', () => {
     const userExport = join(base, 'user-export');
     for (const d of [local, rootExport, userExport]) mkdirSync(d, { mode: 0o755 });
     chownSync(userExport, NODE_USER.uid, NODE_USER.gid);
-    const fsType = execFileSync('df', ['-PT', local], { encoding: 'utf8' }).trim().split('\n').pop()!.split(/\s+/)[1].toUpperCase();
+    const fsType = fsTypeOf(local);
 
     const rootNode = await startFsNode([`work=${rootExport}`], { env: { SVC_LOG_LEVEL: 'warn' } });
     const userNode = await startFsNode([`work=${userExport}`], { env: { SVC_LOG_LEVEL: 'warn' }, user: NODE_USER });

@@ -67,12 +67,18 @@ export interface Ran {
  * Runs a program to completion without blocking the test process (its own process group,
  * killed with SIGKILL after `timeoutMs`).
  * @param options.cwd working directory
+ * @param options.env variables added to this process's environment
  * @param options.input bytes or text written to standard input, which is then closed (default: nothing)
  * @param options.timeoutMs ms before the whole process group is killed (default 60,000)
  */
-export function run(cmd: string, args: string[], options: { cwd?: string; input?: Buffer | string; timeoutMs?: number } = {}): Promise<Ran> {
+export function run(
+  cmd: string,
+  args: string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; input?: Buffer | string; timeoutMs?: number } = {},
+): Promise<Ran> {
   return new Promise((resolve) => {
-    const proc = spawn(cmd, args, { cwd: options.cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    const env = options.env ? { ...process.env, ...options.env } : undefined;
+    const proc = spawn(cmd, args, { cwd: options.cwd, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
     let stdout = '';
     let stderr = '';
     let timedOut = false;
