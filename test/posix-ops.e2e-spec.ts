@@ -111,12 +111,23 @@ os.chmod(os.path.join(one, 'orig.txt'), 0o600)
 mode = oct(os.stat(os.path.join(two, 'alias.txt')).st_mode & 0o777)
 os.unlink(os.path.join(two, 'orig.txt'))
 kept = [os.stat(os.path.join(d, 'alias.txt')).st_ino == st[0].st_ino for d in (one, two)]
-print(json.dumps({'nlink': [s.st_nlink for s in st], 'sameIno': st[0].st_ino == st[1].st_ino, 'read': open(os.path.join(one, 'orig.txt') if os.path.exists(os.path.join(one, 'orig.txt')) else os.path.join(one, 'alias.txt')).read(), 'mode': mode, 'after': os.stat(os.path.join(one, 'alias.txt')).st_nlink, 'kept': kept}))
+# The writer's own stat right after link and unlink sees the new count (each name is its own kernel inode).
+counts = []
+for i in range(20):
+    f, g = os.path.join(one, 'c%d' % i), os.path.join(one, 'c%d-link' % i)
+    open(f, 'w').close()
+    before = os.lstat(f).st_nlink
+    os.link(f, g)
+    linked = os.lstat(f).st_nlink
+    os.unlink(g)
+    counts.append([before, linked, os.lstat(f).st_nlink])
+    os.unlink(f)
+print(json.dumps({'counts': sorted(set(map(tuple, counts))), 'nlink': [s.st_nlink for s in st], 'sameIno': st[0].st_ino == st[1].st_ino, 'read': open(os.path.join(one, 'orig.txt') if os.path.exists(os.path.join(one, 'orig.txt')) else os.path.join(one, 'alias.txt')).read(), 'mode': mode, 'after': os.stat(os.path.join(one, 'alias.txt')).st_nlink, 'kept': kept}))
 `;
       const got = JSON.parse(ok(await python(script, [a1, a2]), 'link script')) as Record<string, unknown>;
       // One file: one inode number through both names, a chmod through one name seen through
       // the other, and nlink back to 1 once a name is gone, the inode number staying the file's.
-      expect(got).toEqual({ nlink: [2, 2], sameIno: true, read: 'second', mode: '0o600', after: 1, kept: [true, true] });
+      expect(got).toEqual({ counts: [[1, 2, 1]], nlink: [2, 2], sameIno: true, read: 'second', mode: '0o600', after: 1, kept: [true, true] });
       expect(statSync(join(ws.dirs.a, 'alias.txt')).nlink).toBe(1);
     },
     30_000,

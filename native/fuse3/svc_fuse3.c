@@ -2205,6 +2205,25 @@ static napi_value js_fast_locks(napi_env env, napi_callback_info info) {
   return boolean(env, ok);
 }
 
+/* invalAttr(handle, ino): the kernel drops the attributes it holds of `ino` (notify_inval_inode
+   with a negative offset: not its pages), now, on the JS thread: the kernel takes no lock for
+   it, so it cannot wait behind the notify thread's jobs, some of which wait for a directory's
+   lock the kernel holds while it waits for the reply this call comes before. Returns 0, or the
+   negative errno (-ENOENT: the kernel holds no such inode); -ENOTCONN when not running. */
+static napi_value js_inval_attr(napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  if (!get_args(env, info, 2, argv)) return NULL;
+  sess_t *s = get_sess(env, argv[0]);
+  if (!s) return NULL;
+  uint64_t ino;
+  if (get_u64v(env, argv[1], &ino) != 1 || ino == 0) return throw_type(env, "ino must be a positive integer");
+  pthread_mutex_lock(&s->lock);
+  int running = s->state == ST_RUNNING && !s->worker_quit;
+  pthread_mutex_unlock(&s->lock);
+  if (!running) return num(env, -ENOTCONN);
+  return num(env, fuse_lowlevel_notify_inval_inode(s->se, ino, -1, 0));
+}
+
 /* fastOpenStats(handle): {opens, releases} answered here so far. */
 static napi_value js_fast_open_stats(napi_env env, napi_callback_info info) {
   napi_value argv[1];
@@ -2417,6 +2436,7 @@ static napi_value init_module(napi_env env, napi_value exports) {
   export_fn(env, exports, "unmount", js_unmount);
   export_fn(env, exports, "closeSync", js_close_sync);
   export_fn(env, exports, "notify", js_notify);
+  export_fn(env, exports, "invalAttr", js_inval_attr);
   export_fn(env, exports, "fastOpen", js_fast_open);
   export_fn(env, exports, "fastOpenStats", js_fast_open_stats);
   export_fn(env, exports, "fastLocks", js_fast_locks);

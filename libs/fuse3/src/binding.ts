@@ -168,6 +168,8 @@ export interface Fuse3Binding {
    * the binding (off). False when `ino` could not be listed.
    */
   fastLocks(handle: NativeHandle, ino: number, on: boolean): boolean;
+  /** The kernel drops the attributes of `ino` now (not its pages): 0, or the negative errno (-ENOTCONN: not running). */
+  invalAttr(handle: NativeHandle, ino: number): number;
   /** errno 0 answers success to the operations that return nothing. */
   replyErr(handle: NativeHandle, id: number, errno: number): boolean;
   replyEntry(handle: NativeHandle, id: number, entry: Entry): boolean;

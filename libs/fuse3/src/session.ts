@@ -303,6 +303,18 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
     return this.binding.fastLocks(this.handle, ino, on);
   }
 
+  /**
+   * The kernel drops the attributes it holds of inode `ino` (not its pages), at once on this
+   * thread rather than through the notification queue: the kernel takes no lock for it, so it
+   * may be called while the kernel waits for the reply of an operation that holds a directory's
+   * lock (an entry notification in the queue may wait for that lock).
+   * @returns true when done; false when the kernel holds no such inode or the session ended
+   */
+  invalAttrNow(ino: number): boolean {
+    if (this.state === 'ended') return false;
+    return this.binding.invalAttr(this.handle, ino) === 0;
+  }
+
   /** Turns {@link fastOpen} off for every inode. */
   fastOpenNone(): void {
     if (this.state !== 'ended') this.binding.fastOpen(this.handle, 0, false);

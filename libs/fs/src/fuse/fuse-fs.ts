@@ -168,6 +168,7 @@ export class FuseFs {
       stIno: new FuseInodes(router),
       kernelTtlS: kernelTtl / 1000,
       kernelSettled: (ino) => this.kernelSettled(ino),
+      invalAttr: (ino) => this.invalAttr(ino),
       readOnly: this.readOnly,
       fastOpens: {
         fh: FAST_FH,
@@ -313,6 +314,17 @@ export class FuseFs {
       this.invalidations.entry++;
       void this.session.notifyInvalEntry(e.ino, name).catch(() => undefined);
     }
+  }
+
+  /**
+   * The kernel drops the attributes it holds of inode `ino`, not its pages, before this returns
+   * ({@link FuseSession.invalAttrNow}: safe while the kernel waits for a reply that holds a
+   * directory's lock).
+   */
+  private async invalAttr(ino: number): Promise<void> {
+    if (!this.session) return;
+    this.invalidations.inode++;
+    this.session.invalAttrNow(ino);
   }
 
   /**

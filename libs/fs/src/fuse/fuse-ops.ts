@@ -108,6 +108,8 @@ export interface FuseOperationsParts {
   kernelTtlS: number;
   /** Resolves once the kernel invalidations of an inode in progress are done (undefined: none). */
   kernelSettled?: (ino: number) => Promise<void> | undefined;
+  /** The kernel drops the attributes it holds of an inode (not its pages); resolves once it did. */
+  invalAttr?: (ino: number) => Promise<void>;
   /** Refuse every mutation with EROFS. */
   readOnly: boolean;
   /** Who files of a node that owns everything itself are shown as owned by (default: this process's uid and gid). */
@@ -132,6 +134,7 @@ export class FuseOperations implements Operations {
   private readonly readOnly: boolean;
   private readonly owner: Cred;
   private readonly kernelSettled: (ino: number) => Promise<void> | undefined;
+  private readonly invalAttr: (ino: number) => Promise<void>;
   /** The attributes the kernel was last given for each inode it holds, with its path then (fstat of a file whose name moved on). */
   private readonly lastAttr = new Map<number, { attr: Attr; path: string }>();
   /** Names the kernel holds as not existing, by directory inode. */
@@ -162,6 +165,7 @@ export class FuseOperations implements Operations {
     this.stIno = parts.stIno ?? { of: (_path, id) => id };
     this.ttl = parts.kernelTtlS;
     this.kernelSettled = parts.kernelSettled ?? (() => undefined);
+    this.invalAttr = parts.invalAttr ?? (() => Promise.resolve());
     this.readOnly = parts.readOnly;
     this.owner = parts.owner ?? { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 };
     this.fast = parts.fastOpens ?? { fh: -1, allow: () => undefined, deny: () => undefined, locks: () => undefined };
@@ -538,11 +542,28 @@ export class FuseOperations implements Operations {
       this.refuseWrite();
       await this.flushPath(path);
       await this.handles.pinOpenHandles(path);
+      const gone = this.inodes.child(parent, name);
       await this.router.unlink(path);
       this.caches.entryChanged(path);
       this.caches.markMissing(path);
       this.detach(parent, name);
+      if (gone) await this.linksChanged(gone.ino, gone.fileId);
     });
+  }
+
+  /**
+   * The link count of the file of node id `fileId` changed through the name of kernel inode
+   * `ino`: the kernel inodes of its other names (hard links) drop their attributes before the
+   * reply, so a stat right after the link or unlink sees the new count (the kernel updates only
+   * the inode of the name it acted on, and the node's push comes later).
+   */
+  private async linksChanged(ino: number, fileId: number): Promise<void> {
+    const others = this.inodes.sameFile(fileId, ino);
+    for (const e of others) {
+      const path = this.inodes.entryPath(e);
+      if (path !== null) this.caches.forget(path);
+    }
+    await Promise.all(others.map((e) => this.invalAttr(e.ino)));
   }
 
   rmdir(parent: number, name: string, ctx: RequestContext): Promise<void> {
@@ -613,7 +634,9 @@ export class FuseOperations implements Operations {
       this.caches.forget(path);
       this.caches.entryChanged(dest);
       this.caches.remember(dest, attr);
-      return this.entry(newParent, newName, dest, attr);
+      const reply = this.entry(newParent, newName, dest, attr);
+      await this.linksChanged(reply.ino, attr.id);
+      return reply;
     });
   }
 

@@ -69,6 +69,17 @@ export class InodeTable {
    * The workspace path of inode `ino` (`/` for the root, `/a/b` below it).
    * @returns null when the inode is unknown or detached (unlinked, replaced)
    */
+  /**
+   * The other inodes of the file with node id `fileId` (the names of a file with hard links,
+   * each its own kernel inode). A scan of the table: for the rare file with several names.
+   */
+  sameFile(fileId: number, except: number): InodeEntry[] {
+    if (fileId === 0) return [];
+    const out: InodeEntry[] = [];
+    for (const e of this.byIno.values()) if (e.fileId === fileId && e.ino !== except) out.push(e);
+    return out;
+  }
+
   pathOf(ino: number): string | null {
     const e = this.byIno.get(ino);
     return e ? this.entryPath(e) : null;
