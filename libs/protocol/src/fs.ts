@@ -85,7 +85,7 @@ export const FALLOCATE_MODES: readonly number[] = [0, 1, 3, 0x10, 0x11];
  *   owner and `flock` locks per open file description, so two clients exclude each other as
  *   two processes on one machine do ({@link LockPayload}).
  */
-export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix'] as const;
+export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix', 'inval_own'] as const;
 export type FsFeature = (typeof FS_FEATURES)[number];
 
 /**
@@ -358,6 +358,8 @@ export interface InvalEvent {
   gen: number;
   /** The push's number in this session (the `inval_ack` extension), to acknowledge with `ack`. */
   seq?: number;
+  /** Every change the push reports was made through this session's own requests (the `inval_own` extension). */
+  own?: boolean;
 }
 
 /** `acheron.e_fs_inval_dir` payload: the entries of directory `dir` changed; `dir_gen` is its new entry generation. */
@@ -366,6 +368,8 @@ export interface InvalDirEvent {
   dir_gen: number;
   /** As {@link InvalEvent.seq}. */
   seq?: number;
+  /** As {@link InvalEvent.own}. */
+  own?: boolean;
 }
 
 /** Root field of a request on a node: `node`, its node id. */

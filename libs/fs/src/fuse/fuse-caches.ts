@@ -119,6 +119,13 @@ export class FuseCaches {
     if (l) l.stale = true;
   }
 
+  /** Drops the cached attributes of `path` (a read of them in flight is not cached either). */
+  forgetAttr(path: string): void {
+    this.attrs.delete(path);
+    const reads = this.attrsInFlight.get(path);
+    if (reads) for (const r of reads) r.stale = true;
+  }
+
   /** Drops what is cached about `path` (its prefetched content included) and its parent's listing. */
   forget(path: string): void {
     this.attrs.delete(path);

@@ -185,6 +185,16 @@ export class FuseFs {
       },
     });
     router.on('inval', (e: PathInval) => {
+      if (this.ownHandled(e)) {
+        // Only the times the node gave the change are new (a directory's mtime after an entry
+        // was added here): the attributes are asked for again.
+        for (const p of e.paths) {
+          caches.forgetAttr(p);
+          const entry = this.inodes.find(p);
+          if (entry) void this.invalAttr(entry.ino);
+        }
+        return;
+      }
       for (const p of e.paths) {
         caches.forget(p);
         if (e.what !== 'attr') this.handles.changedElsewhere(p);
@@ -192,6 +202,7 @@ export class FuseFs {
       }
     });
     router.on('inval_dir', (e: DirInval) => {
+      if (this.ownHandled(e)) return;
       for (const p of e.paths) {
         caches.forgetDir(p);
         this.invalPath(p, false);
@@ -254,6 +265,22 @@ export class FuseFs {
     };
     this.session = await fuseMount(mountpoint, this.operations, opts);
     return this.session;
+  }
+
+  /**
+   * True when push `e` reports only this mount's own change (the router's `own`) of a file the
+   * kernel knows by one inode at most: the operation that made it already updated this mount's
+   * caches and the kernel's (the kernel updates what it holds after its own requests: pages
+   * written, names added or removed), so neither the kernel's pages nor the names it holds
+   * missing in a directory are dropped. A file with other names the kernel holds as other
+   * inodes (hard links) is invalidated as for any push.
+   */
+  private ownHandled(e: { own: boolean; paths: string[] }): boolean {
+    if (!e.own) return false;
+    const path = e.paths[0];
+    if (path === undefined) return true;
+    const entry = this.inodes.find(path);
+    return !entry || entry.fileId === 0 || this.inodes.sameFile(entry.fileId, entry.ino).length === 0;
   }
 
   /** Drops every cached attribute, listing, negative lookup and open proof, and what the kernel holds. */

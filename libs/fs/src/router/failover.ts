@@ -340,7 +340,7 @@ export class MountRoutes {
             cause,
           };
           if (previous) this.emit('failover', ev);
-          this.emit('inval_dir', { mount_path: route.mountPath, paths: [route.mountPath], dir: ex.root });
+          this.emit('inval_dir', { mount_path: route.mountPath, paths: [route.mountPath], dir: ex.root, own: false });
         }
         return active;
       } catch (e) {

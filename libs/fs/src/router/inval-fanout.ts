@@ -3,6 +3,12 @@
  * push on one FS session becomes, for every mount that session serves, a `inval` /
  * `inval_dir` event naming the workspace paths the mount's {@link LookupCache} knows for the
  * node (marking them unverified on the way).
+ *
+ * A push the node marks `own` (the `inval_own` extension: every change it reports was made
+ * through this client's own requests, which updated the caches already) changes nothing here
+ * and reaches the mount with `own` set when the session's mounts know the node under one path
+ * at most; a node known under several paths (two mounts of one export, a hard link) is
+ * handled as any push, since the request went through one of them only.
  */
 import type { EndpointSession } from './endpoint-pool';
 import type { MountRoutes } from './failover';
@@ -22,11 +28,12 @@ export class InvalFanout {
    * `all` (the node may have changed kind or existence) marks its cached paths unverified.
    */
   inval(s: EndpointSession, ev: InvalEvent): void {
+    const own = ev.own === true && this.knownOnce(s, ev.node);
     for (const route of this.routes.values()) {
       const a = route.active;
       if (!a || a.session !== s) continue;
-      const rels = ev.what === 'all' ? a.cache.nodeChanged(ev.node) : a.cache.pathsOf(ev.node);
-      this.emit('inval', { mount_path: route.mountPath, paths: rels.map((r) => workspacePath(route.mountPath, r)), node: ev.node, what: ev.what });
+      const rels = ev.what === 'all' && !own ? a.cache.nodeChanged(ev.node) : a.cache.pathsOf(ev.node);
+      this.emit('inval', { mount_path: route.mountPath, paths: rels.map((r) => workspacePath(route.mountPath, r)), node: ev.node, what: ev.what, own });
     }
   }
 
@@ -35,11 +42,22 @@ export class InvalFanout {
    * the directory's cached children become unverified.
    */
   invalDir(s: EndpointSession, ev: InvalDirEvent): void {
+    const own = ev.own === true && this.knownOnce(s, ev.dir);
     for (const route of this.routes.values()) {
       const a = route.active;
       if (!a || a.session !== s) continue;
-      const rels = a.cache.childrenChanged(ev.dir);
-      this.emit('inval_dir', { mount_path: route.mountPath, paths: rels.map((r) => workspacePath(route.mountPath, r)), dir: ev.dir });
+      const rels = own ? a.cache.pathsOf(ev.dir) : a.cache.childrenChanged(ev.dir);
+      this.emit('inval_dir', { mount_path: route.mountPath, paths: rels.map((r) => workspacePath(route.mountPath, r)), dir: ev.dir, own });
     }
+  }
+
+  /** True when the mounts served by session `s` know node `id` under one path at most. */
+  private knownOnce(s: EndpointSession, id: number): boolean {
+    let n = 0;
+    for (const route of this.routes.values()) {
+      const a = route.active;
+      if (a && a.session === s) n += a.cache.pathsOf(id).length;
+    }
+    return n <= 1;
   }
 }

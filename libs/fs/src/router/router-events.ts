@@ -36,6 +36,11 @@ export interface PathInval {
   paths: string[];
   node: number;
   what: 'attr' | 'data' | 'all';
+  /**
+   * The change was made through this mount's own request and is known under `paths` alone
+   * (see `inval-fanout.ts`): what the request's reply did to the caches is all there is to do.
+   */
+  own: boolean;
 }
 
 /** `inval_dir` event: a directory's entries changed. */
@@ -43,6 +48,8 @@ export interface DirInval {
   mount_path: string;
   paths: string[];
   dir: number;
+  /** As {@link PathInval.own}. */
+  own: boolean;
 }
 
 /** Event name -> payload of every router event. */

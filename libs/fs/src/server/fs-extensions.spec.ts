@@ -45,6 +45,7 @@ interface Node {
   session: FsSession;
   sessions: FsSessionService;
   inval: InvalidationService;
+  table: NodeTable;
   metrics: FsMetrics;
   /** Node id of export `name`'s root. */
   rootOf(name: string): number;
@@ -76,6 +77,7 @@ async function startNode(features?: FsNodeOptions['features']): Promise<Node> {
     session,
     sessions,
     inval,
+    table,
     metrics,
     rootOf: (name) => registry.list().find((e) => e.name === name)!.root,
   };
@@ -386,6 +388,76 @@ describe('inval_ack', () => {
     expect(() => validatePayload(AckDto, { seq: -1 })).toThrow(ProtocolError);
     expect(() => validatePayload(AckDto, { seq: 'x' })).toThrow(ProtocolError);
     expect(() => validatePayload(AckDto, {})).toThrow(ProtocolError);
+  });
+});
+
+describe('inval_own', () => {
+  type Push = { type: string; payload: { node?: number; dir?: number; own?: boolean; seq?: number } };
+
+  /** A session on node `n` asking for `features` that records its pushes. */
+  function recorder(n: Node, id: string, features: string[]): { session: FsSession; pushes: Push[] } {
+    const pushes: Push[] = [];
+    const granted = n.service.hello({ ...HELLO, features }).caps.features;
+    const session = n.sessions.open(id, false, (type, payload) => pushes.push({ type, payload: payload as Push['payload'] }), granted);
+    return { session, pushes };
+  }
+
+  const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it("marks the pushes of a session's own changes own, for it alone; a change from elsewhere in the same window is not", async () => {
+    const n = await startNode();
+    const mutator = recorder(n, 'm', ['inval_ack', 'inval_own']);
+    const other = recorder(n, 'o', ['inval_own']);
+    const plain = recorder(n, 'p', []);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    for (const r of [mutator, other, plain]) {
+      await n.service.lookup(r.session, n.rootOf('work'), 'd');
+      await n.service.lookup(r.session, dir, 'f07.txt');
+    }
+    const made = await n.service.create(mutator.session, dir, 'own-made.txt', 0o644, OpenFlags.O_WRONLY);
+    await n.service.close(mutator.session, made.h);
+    await n.service.unlink(mutator.session, dir, 'own-made.txt');
+    const ofDir = (r: { pushes: Push[] }) => r.pushes.filter((p) => p.payload.dir === dir || p.payload.node === dir);
+    expect(ofDir(mutator).length).toBeGreaterThan(0);
+    expect(ofDir(mutator).filter((p) => !(p.payload.own === true && p.payload.seq === undefined))).toEqual([]);
+    expect(ofDir(other).length).toBeGreaterThan(0);
+    expect(ofDir(other).some((p) => p.payload.own)).toBe(false);
+    expect(ofDir(plain).some((p) => p.payload.own !== undefined)).toBe(false);
+
+    // The same file changed by the mutator and by another session in one window: not own.
+    const file = await lookupId(n, dir, 'f07.txt');
+    mutator.pushes.length = 0;
+    await n.service.setattr(other.session, file, { mt: 7_000_000_000 });
+    await n.service.setattr(mutator.session, file, { mt: 8_000_000_000 });
+    await settle(60);
+    const ofFile = mutator.pushes.filter((p) => p.payload.node === file);
+    expect(ofFile.length).toBeGreaterThan(0);
+    expect(ofFile.some((p) => !p.payload.own)).toBe(true);
+  });
+
+  it("sends nothing more when the node's watch reports an entry it made and removed again, and pushes one made on its disk", async () => {
+    const n = await startNode();
+    const mutator = recorder(n, 'm', ['inval_own']);
+    const other = recorder(n, 'o', ['inval_own']);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    for (const r of [mutator, other]) {
+      await n.service.lookup(r.session, n.rootOf('work'), 'd');
+      await n.service.lookup(r.session, dir, 'f08.txt');
+    }
+    await n.inval.watchDir(n.table.get(dir)!);
+    const made = await n.service.create(mutator.session, dir, 'index.lock', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_EXCL);
+    await n.service.close(mutator.session, made.h);
+    await n.service.unlink(mutator.session, dir, 'index.lock');
+    await settle(60);
+    const counts = [mutator.pushes.length, other.pushes.length];
+    // The watch's events (raw window, then the push window) find the name gone, as the table has it.
+    await settle(300);
+    expect([mutator.pushes.length, other.pushes.length]).toEqual(counts);
+    // Made on the node's disk by someone else: every session that saw the directory hears of it.
+    writeFileSync(join(root, 'd', 'from-disk.txt'), 'x\n');
+    await settle(300);
+    for (const r of [mutator, other]) expect(r.pushes.some((p) => p.payload.dir === dir && !p.payload.own)).toBe(true);
+    rmSync(join(root, 'd', 'from-disk.txt'));
   });
 });
 

@@ -196,6 +196,14 @@ export class FsService implements OnModuleDestroy {
     return wireAttr(shown, st, session.features.has('posix'));
   }
 
+  /** {@link attr} of entry `name` of `dir`, just made by this node for `session` with attributes `st`. */
+  private madeAttr(session: FsSession, dir: FsNode, name: string, st: FsStat): Attr {
+    const node = this.table.child(dir, name);
+    const attr = this.attr(session, node, st);
+    node.madeHere = true;
+    return attr;
+  }
+
   private writable(exp: FsExport): void {
     if (exp.ro) throw new FsError(Errno.EROFS, `export ${exp.name} is read-only`);
   }
@@ -220,22 +228,22 @@ export class FsService implements OnModuleDestroy {
     return cred && session.features.has('posix') && exp.backend.caps.identity === 'caller' ? { uid: cred.uid, gid: cred.gid } : undefined;
   }
 
-  /** Entries of `dir` changed by this node: events for the directory; its watch is set up in the background. */
-  private entriesChanged(dir: FsNode): void {
-    this.inval.dirChanged(dir);
-    this.inval.nodeChanged(dir, 'attr');
+  /** Entries of `dir` changed by this node for `by`: events for the directory; its watch is set up in the background. */
+  private entriesChanged(dir: FsNode, by: FsSession): void {
+    this.inval.dirChanged(dir, by);
+    this.inval.nodeChanged(dir, 'attr', by);
     void this.inval.watchDir(dir);
   }
 
-  /** Forgets `node` (removed by this node) with its subtree and tells the sessions that saw them. */
-  private removed(node: FsNode | undefined): void {
+  /** Forgets `node` (removed by this node for `by`) with its subtree and tells the sessions that saw them. */
+  private removed(node: FsNode | undefined, by: FsSession): void {
     if (!node) return;
     // The other names of its file (hard links) lost a link: their nlink and ctime moved.
     const others = this.table.otherNames(node);
     const gone = this.table.forget(node);
-    for (const n of gone) this.inval.nodeChanged(n, 'all');
+    for (const n of gone) this.inval.nodeChanged(n, 'all', by);
     // A name whose id the file keeps (node itself, now at another of its names) included.
-    for (const n of [node, ...others]) if (n.live) this.inval.nodeChanged(n, 'attr');
+    for (const n of [node, ...others]) if (n.live) this.inval.nodeChanged(n, 'attr', by);
     this.inval.release(gone);
   }
 
@@ -276,7 +284,7 @@ export class FsService implements OnModuleDestroy {
     this.writable(exp);
     const c: FsAttrChanges = { mode: changes.mode, uid: changes.uid, gid: changes.gid, size: changes.sz, atimeNs: changes.at, mtimeNs: changes.mt };
     const st = await exp.backend.setattr(node.path(), c);
-    this.inval.nodeChanged(node, c.size !== undefined ? 'data' : 'attr');
+    this.inval.nodeChanged(node, c.size !== undefined ? 'data' : 'attr', session);
     await this.inval.flushNow(session);
     return { attr: this.attr(session, node, st) };
   }
@@ -338,7 +346,7 @@ export class FsService implements OnModuleDestroy {
       throw e;
     }
     if (flags & OpenFlags.O_TRUNC) {
-      this.inval.nodeChanged(node, 'data');
+      this.inval.nodeChanged(node, 'data', session);
       await this.inval.changedBy(node, session);
     }
     return { h, caps: { rd: file.readable, wr: file.writable }, gen: node.gen };
@@ -370,7 +378,7 @@ export class FsService implements OnModuleDestroy {
     const { file, stat } = await exp.backend.open(node.path(), flags & ~(OpenFlags.O_CREAT | OpenFlags.O_EXCL));
     const done = async (reply: OpenReadReply, data: Buffer) => {
       if (flags & OpenFlags.O_TRUNC) {
-        this.inval.nodeChanged(node, 'data');
+        this.inval.nodeChanged(node, 'data', session);
         await this.inval.changedBy(node, session);
       }
       return { reply, data };
@@ -521,6 +529,7 @@ export class FsService implements OnModuleDestroy {
     const { file, stat, created } = await exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f, this.owner(session, exp, cred));
     const child = this.table.child(dir, name);
     const attr = this.attr(session, child, stat);
+    child.madeHere = created;
     let h: number;
     try {
       h = session.addHandle(child, file);
@@ -528,8 +537,8 @@ export class FsService implements OnModuleDestroy {
       await file.close().catch(() => undefined);
       throw e;
     }
-    if (created) this.entriesChanged(dir);
-    else if (f & OpenFlags.O_TRUNC) this.inval.nodeChanged(child, 'data');
+    if (created) this.entriesChanged(dir, session);
+    else if (f & OpenFlags.O_TRUNC) this.inval.nodeChanged(child, 'data', session);
     await this.inval.watchDir(dir);
     await this.inval.flushNow(session);
     return { attr, h };
@@ -564,7 +573,7 @@ export class FsService implements OnModuleDestroy {
     const n = await handle.file.write(data, off);
     this.metrics.bytesWritten.inc(n);
     if (handle.node.live) {
-      this.inval.nodeChanged(handle.node, 'data');
+      this.inval.nodeChanged(handle.node, 'data', session);
       await this.inval.changedBy(handle.node, session);
     }
     return { n };
@@ -617,7 +626,7 @@ export class FsService implements OnModuleDestroy {
     this.writable(this.registry.of(handle.node));
     if (!handle.file.truncate) throw new FsError(Errno.ENOTSUP, 'this export cannot truncate an open file');
     const st = await handle.file.truncate(size);
-    this.inval.nodeChanged(handle.node, 'data');
+    this.inval.nodeChanged(handle.node, 'data', session);
     await this.inval.flushNow(session);
     return { attr: wireAttr(handle.node, st, true) };
   }
@@ -636,7 +645,7 @@ export class FsService implements OnModuleDestroy {
     if (length <= 0) throw new FsError(Errno.EINVAL, 'fallocate needs a length above 0');
     if (!handle.file.allocate) throw new FsError(Errno.ENOTSUP, 'this export cannot allocate space');
     const st = await handle.file.allocate(mode, offset, length);
-    this.inval.nodeChanged(handle.node, 'data');
+    this.inval.nodeChanged(handle.node, 'data', session);
     await this.inval.flushNow(session);
     return { attr: wireAttr(handle.node, st, true) };
   }
@@ -657,8 +666,8 @@ export class FsService implements OnModuleDestroy {
     this.writable(exp);
     if (!exp.backend.mknod) throw new FsError(Errno.EPERM, 'this export makes no special files');
     const st = await exp.backend.mknod(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev, this.owner(session, exp, cred));
-    const attr = this.attr(session, this.table.child(dir, name), st);
-    this.entriesChanged(dir);
+    const attr = this.madeAttr(session, dir, name, st);
+    this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
     return { attr };
   }
@@ -681,8 +690,8 @@ export class FsService implements OnModuleDestroy {
     this.table.linkPrimary(node, st);
     const attr = this.attr(session, this.table.child(dir, newName), st);
     // The other name's nlink and ctime moved.
-    this.inval.nodeChanged(node, 'attr');
-    this.entriesChanged(dir);
+    this.inval.nodeChanged(node, 'attr', session);
+    this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
     return { attr };
   }
@@ -716,7 +725,7 @@ export class FsService implements OnModuleDestroy {
     const { node, exp, fn } = this.xattrs(id, 'setxattr');
     this.writable(exp);
     await fn(node.path(), name, value, flags);
-    this.inval.nodeChanged(node, 'attr');
+    this.inval.nodeChanged(node, 'attr', session);
     await this.inval.flushNow(session);
     return {};
   }
@@ -739,7 +748,7 @@ export class FsService implements OnModuleDestroy {
     const { node, exp, fn } = this.xattrs(id, 'removexattr');
     this.writable(exp);
     await fn(node.path(), name);
-    this.inval.nodeChanged(node, 'attr');
+    this.inval.nodeChanged(node, 'attr', session);
     await this.inval.flushNow(session);
     return {};
   }
@@ -818,8 +827,8 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     await exp.backend.unlink(dir.path(), name);
-    this.removed(this.table.peek(dir, name));
-    this.entriesChanged(dir);
+    this.removed(this.table.peek(dir, name), session);
+    this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
     return {};
   }
@@ -830,8 +839,8 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     await exp.backend.rmdir(dir.path(), name);
-    this.removed(this.table.peek(dir, name));
-    this.entriesChanged(dir);
+    this.removed(this.table.peek(dir, name), session);
+    this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
     return {};
   }
@@ -842,8 +851,8 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     const st = await exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE, this.owner(session, exp, cred));
-    const attr = this.attr(session, this.table.child(dir, name), st);
-    this.entriesChanged(dir);
+    const attr = this.madeAttr(session, dir, name, st);
+    this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
     return { attr };
   }
@@ -860,8 +869,8 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     const st = await exp.backend.symlink(dir.path(), name, target, this.owner(session, exp, cred));
-    const attr = this.attr(session, this.table.child(dir, name), st);
-    this.entriesChanged(dir);
+    const attr = this.madeAttr(session, dir, name, st);
+    this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
     return { attr };
   }
@@ -896,20 +905,20 @@ export class FsService implements OnModuleDestroy {
       if (moved && other) this.table.exchange(moved, other);
       else if (moved) this.table.move(moved, to, newName);
       else if (other) this.table.move(other, from, oldName);
-      for (const n of [moved, other]) if (n) this.inval.nodeChanged(n, 'attr');
+      for (const n of [moved, other]) if (n) this.inval.nodeChanged(n, 'attr', session);
     } else if (moved) {
       const replaced = this.table.peek(to, newName);
       const others = replaced && replaced !== moved ? this.table.otherNames(replaced) : [];
       const gone = this.table.move(moved, to, newName);
-      for (const n of [replaced, ...others]) if (n?.live && n !== moved) this.inval.nodeChanged(n, 'attr');
-      for (const n of gone) this.inval.nodeChanged(n, 'all');
+      for (const n of [replaced, ...others]) if (n?.live && n !== moved) this.inval.nodeChanged(n, 'attr', session);
+      for (const n of gone) this.inval.nodeChanged(n, 'all', session);
       this.inval.release(gone);
-      this.inval.nodeChanged(moved, 'attr');
+      this.inval.nodeChanged(moved, 'attr', session);
     } else if (from !== to || oldName !== newName) {
-      this.removed(this.table.peek(to, newName));
+      this.removed(this.table.peek(to, newName), session);
     }
-    this.entriesChanged(from);
-    if (to !== from) this.entriesChanged(to);
+    this.entriesChanged(from, session);
+    if (to !== from) this.entriesChanged(to, session);
     await this.inval.flushNow(session);
     return {};
   }

@@ -14,9 +14,16 @@
  * Coalescing: raw watch events are gathered for {@link RAW_WINDOW_MS} and each changed entry is
  * stat'ed once; pushes are gathered for {@link FLUSH_WINDOW_MS}, one per node per window
  * (`attr` + `data` -> `data`, anything + `all` -> `all`).
+ *
+ * Origin: a change made through a session's request is queued with that session as its origin.
+ * A push whose every change since the last one came from the receiving session carries
+ * `own: true` when the session was granted `inval_own`, so its client can skip what its own
+ * handling of the reply already did. Changes of different origins (or from the disk) in one
+ * window make a push without `own`.
  */
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { FS_INVAL_DIR_EVENT, FS_INVAL_EVENT, InvalDirEvent, InvalEvent } from '@svc/protocol';
+import { Errno, FsError } from '@svc/protocol/wire';
 import type { FsWatchEvent } from './fs-backend';
 import { ExportRegistry } from './export-registry';
 import { FsSession, FsSessionService } from './fs-session';
@@ -28,6 +35,14 @@ export const RAW_WINDOW_MS = 25;
 export const FLUSH_WINDOW_MS = 20;
 
 type What = InvalEvent['what'];
+
+/** Where a queued change came from: the session whose request made it, or null (several, or the disk). */
+type Origin = FsSession | null;
+
+/** The origin of two changes merged into one push. */
+function mergeOrigin(a: Origin | undefined, b: Origin): Origin {
+  return a === undefined || a === b ? b : null;
+}
 
 /** A watch that could not be set up: remembered so it is not retried for every request. */
 const NO_WATCH = { close: () => undefined };
@@ -41,8 +56,8 @@ function merge(a: What | undefined, b: What): What {
 @Injectable()
 export class InvalidationService implements OnModuleDestroy {
   private readonly log = new Logger('InvalidationService');
-  private pendingNodes = new Map<number, { what: What; gen: number }>();
-  private pendingDirs = new Map<number, number>();
+  private pendingNodes = new Map<number, { what: What; gen: number; by: Origin }>();
+  private pendingDirs = new Map<number, { dirGen: number; by: Origin }>();
   /** Ids forgotten by the node table: dropped from the sessions' seen sets after their last push. */
   private pendingForgotten: number[] = [];
   private flushTimer: NodeJS.Timeout | null = null;
@@ -64,21 +79,29 @@ export class InvalidationService implements OnModuleDestroy {
     private readonly sessions: FsSessionService,
   ) {}
 
-  /** Node `node` changed (`what`): bumps its generation and queues an `e_fs_inval`, for the other names of its file too (hard links). */
-  nodeChanged(node: FsNode, what: What): void {
+  /**
+   * Node `node` changed (`what`): bumps its generation and queues an `e_fs_inval`, for the other
+   * names of its file too (hard links).
+   * @param by the session whose request made the change; null (default): found on disk
+   */
+  nodeChanged(node: FsNode, what: What, by: Origin = null): void {
     // A change through one name of a file with several is a change of every name.
     for (const n of [node, ...this.table.otherNames(node)]) {
       n.gen++;
       const prev = this.pendingNodes.get(n.id);
-      this.pendingNodes.set(n.id, { what: merge(prev?.what, what), gen: n.gen });
+      this.pendingNodes.set(n.id, { what: merge(prev?.what, what), gen: n.gen, by: mergeOrigin(prev?.by, by) });
     }
     this.scheduleFlush();
   }
 
-  /** The entries of directory `dir` changed: bumps its entry generation and queues an `e_fs_inval_dir`. */
-  dirChanged(dir: FsNode): void {
+  /**
+   * The entries of directory `dir` changed: bumps its entry generation and queues an `e_fs_inval_dir`.
+   * @param by as {@link nodeChanged}
+   */
+  dirChanged(dir: FsNode, by: Origin = null): void {
     dir.dirGen++;
-    this.pendingDirs.set(dir.id, dir.dirGen);
+    const prev = this.pendingDirs.get(dir.id);
+    this.pendingDirs.set(dir.id, { dirGen: dir.dirGen, by: mergeOrigin(prev?.by, by) });
     this.scheduleFlush();
   }
 
@@ -183,7 +206,8 @@ export class InvalidationService implements OnModuleDestroy {
    * Sends the queued pushes. Those sent for the commit of `mutator` to the other sessions that
    * acknowledge pushes carry `seq` (the commit waits for their acks); the mutator's own, and all
    * of a flush at the end of the coalescing window (`mutator` null: nobody waits), carry none
-   * and are not acknowledged.
+   * and are not acknowledged. A push of changes that all came from the receiving session carries
+   * `own` when it was granted `inval_own`.
    */
   private flush(mutator: FsSession | null): void {
     this.flushTimer = null;
@@ -195,16 +219,19 @@ export class InvalidationService implements OnModuleDestroy {
     this.pendingForgotten = [];
     for (const session of this.sessions.all()) {
       const acks = session.acks && mutator !== null && session !== mutator;
-      for (const [id, { what, gen }] of nodes) {
+      const tellsOwn = session.features.has('inval_own');
+      for (const [id, { what, gen, by }] of nodes) {
         if (!session.seen.has(id)) continue;
         const ev: InvalEvent = { node: id, what, gen };
-        if (acks) ev.seq = session.nextPushSeq();
+        if (by === session && tellsOwn) ev.own = true;
+        else if (acks) ev.seq = session.nextPushSeq();
         session.push(FS_INVAL_EVENT, ev);
       }
-      for (const [id, dirGen] of dirs) {
+      for (const [id, { dirGen, by }] of dirs) {
         if (!session.seen.has(id)) continue;
         const ev: InvalDirEvent = { dir: id, dir_gen: dirGen };
-        if (acks) ev.seq = session.nextPushSeq();
+        if (by === session && tellsOwn) ev.own = true;
+        else if (acks) ev.seq = session.nextPushSeq();
         session.push(FS_INVAL_DIR_EVENT, ev);
       }
       for (const id of forgotten) session.seen.delete(id);
@@ -250,8 +277,9 @@ export class InvalidationService implements OnModuleDestroy {
           this.nodeChanged(dir, 'all');
         }
         for (const [name, { type, seq }] of names) {
-          if (type === 'rename' || name === '') entriesChanged = true;
           const child = name === '' ? undefined : this.table.peek(dir, name);
+          if (type === 'rename' && name !== '' && (child ? await this.asMade(child) : await this.absent(dir, name))) continue;
+          if (type === 'rename' || name === '') entriesChanged = true;
           if (child) await this.restat(child, type, seq);
         }
         if (entriesChanged) {
@@ -263,6 +291,35 @@ export class InvalidationService implements OnModuleDestroy {
       this.log.warn({ msg: 'processing on-disk changes failed', err: (e as Error).message });
     } finally {
       this.processing = false;
+    }
+  }
+
+  /**
+   * True when entry `name` of `dir`, which no session was given (not in the node table), is not
+   * there either: it came and went between two looks (a lock file this node made and removed
+   * for a session, which was told by the replies), and nobody can hold anything of it.
+   */
+  private async absent(dir: FsNode, name: string): Promise<boolean> {
+    try {
+      await this.registry.of(dir).backend.getattr([...dir.path(), name]);
+      return false;
+    } catch (e) {
+      return e instanceof FsError && e.errno === Errno.ENOENT;
+    }
+  }
+
+  /**
+   * True when `node`, which this node made for a session ({@link FsNode.madeHere}), is on disk
+   * as it was made (kind, ctime, mtime, size): the watch reports that creation, which every
+   * session was told of already.
+   */
+  private async asMade(node: FsNode): Promise<boolean> {
+    if (!node.madeHere) return false;
+    try {
+      const st = await this.registry.of(node).backend.getattr(node.path());
+      return st.kind === node.kind && st.ctimeNs === node.ctimeNs && st.mtimeNs === node.mtimeNs && st.size === node.size;
+    } catch {
+      return false;
     }
   }
 

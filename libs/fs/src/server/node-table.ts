@@ -33,6 +33,12 @@ export class FsNode {
   size = -1;
   /** False once forgotten. */
   live = true;
+  /**
+   * The attributes last seen are those of the node's own creation of this name for a session
+   * (create, mkdir, symlink, mknod), and every look at it since found it so ({@link NodeTable.observe}
+   * clears it otherwise): every session was told of that creation by its reply or a push.
+   */
+  madeHere = false;
   /** Opaque per-node state of the invalidation service (its directory watch). */
   watch: { close(): void } | null = null;
   /** {@link FsStat.fileKey} last seen for a file with more than one name (null otherwise). */
@@ -229,6 +235,7 @@ export class NodeTable {
   }
 
   observe(node: FsNode, st: FsStat): boolean {
+    if (st.kind !== node.kind || st.ctimeNs !== node.ctimeNs || st.mtimeNs !== node.mtimeNs || st.size !== node.size) node.madeHere = false;
     let changed = false;
     if (node.ctimeNs !== -1 && (st.ctimeNs !== node.ctimeNs || st.kind !== node.kind)) {
       node.gen++;
