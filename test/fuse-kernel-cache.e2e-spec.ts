@@ -14,7 +14,7 @@
  * Skipped, with the reason printed, where FUSE is unavailable.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './support/processes';
 import { fuseUnavailable, killMount, startFsNode } from './helpers/fs-mount';
@@ -221,6 +221,25 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     expect(exists(other)).toBe(false);
     writeFileSync(join(m2.dir, 'dir', 'from-2.txt'), 'two\n');
     await within(50, 'created through mount 2', () => exists(other));
+  });
+
+  it("keeps the names the kernel holds missing in a directory when this mount adds and removes one there (git's index.lock), while the other mount sees it come and go", async () => {
+    const missing = join(m1.dir, 'dir', 'HEAD.lock');
+    const lock = join(m1.dir, 'dir', 'index.lock');
+    await quiet(m1, () => void exists(missing));
+    for (let round = 0; round < 4; round++) {
+      writeFileSync(lock, '', { flag: 'wx' });
+      expect(exists(join(m2.dir, 'dir', 'index.lock'))).toBe(true);
+      // Every other round long enough for the node's watch to report the name while it is there.
+      if (round % 2 === 1) await sleep(100);
+      unlinkSync(lock);
+      expect(exists(join(m2.dir, 'dir', 'index.lock'))).toBe(false);
+    }
+    // Every push of those changes (the replies' and the node's watch of its disk) has arrived.
+    await sleep(300);
+    const before = await requests(m1, 'lookup');
+    for (let i = 0; i < 200; i++) expect(exists(missing)).toBe(false);
+    expect((await requests(m1, 'lookup')) - before).toBe(0);
   });
 
   it('answers a warm read-only open in the binding, never reaching the mount process, until the file changes', async () => {

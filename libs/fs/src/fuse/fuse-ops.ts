@@ -259,7 +259,7 @@ export class FuseOperations implements Operations {
     if (known && this.otherFile(known, attr)) this.detach(parent, name);
     const e: InodeEntry = this.inodes.lookup(parent, name);
     e.type = attr.m & FileType.S_IFMT;
-    if (attr.id !== 0) e.fileId = attr.id;
+    if (attr.id !== 0) this.inodes.setFileId(e, attr.id);
     this.sawAttr(e.ino, path, attr);
     return { ino: e.ino, ...this.kernelAttr(path, attr), entryTimeout: this.ttl };
   }

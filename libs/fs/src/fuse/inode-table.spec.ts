@@ -116,6 +116,24 @@ describe('InodeTable', () => {
     expect(t.root.children?.size ?? 0).toBe(0);
   });
 
+  it('finds the other inodes of a file (hard links) by its node id, and forgets them with the kernel', () => {
+    const t = new InodeTable();
+    const a = t.lookup(ROOT_INO, 'a');
+    const b = t.lookup(ROOT_INO, 'b');
+    const c = t.lookup(ROOT_INO, 'c');
+    t.setFileId(a, 7);
+    t.setFileId(b, 7);
+    t.setFileId(c, 8);
+    expect(t.sameFile(7, a.ino)).toEqual([b]);
+    expect(t.sameFile(8, c.ino)).toEqual([]);
+    t.setFileId(b, 9);
+    expect(t.sameFile(7, a.ino)).toEqual([]);
+    expect(t.sameFile(9, a.ino)).toEqual([b]);
+    t.forget(b.ino, 1);
+    expect(t.sameFile(9, 0)).toEqual([]);
+    expect(t.sameFile(0, 0)).toEqual([]);
+  });
+
   it('throws on a lookup below an unknown inode', () => {
     expect(() => new InodeTable().lookup(42, 'x')).toThrow(/not known/);
   });

@@ -36,16 +36,19 @@ export interface InodeEntry {
   /** File type bits (`S_IFMT` of the mode) the kernel was told; 0 until set. The kernel cannot change an inode's type. */
   type: number;
   /**
-   * The node's id of the file the kernel was told of (0 until set): another id under the same
-   * name is another file (replaced by a rename), which needs an inode of its own, or the size and
-   * pages of one would be used for the other through files open on the first.
+   * The node's id of the file the kernel was told of (0 until set, through
+   * {@link InodeTable.setFileId}): another id under the same name is another file (replaced by a
+   * rename), which needs an inode of its own, or the size and pages of one would be used for the
+   * other through files open on the first.
    */
-  fileId: number;
+  readonly fileId: number;
 }
 
 /** See the module documentation. */
 export class InodeTable {
   private readonly byIno = new Map<number, InodeEntry>();
+  /** The entries of each file id (more than one: the names of a file with hard links). */
+  private readonly byFile = new Map<number, Set<InodeEntry>>();
   private nextIno = ROOT_INO + 1;
   /** The root directory's entry (inode {@link ROOT_INO}, never forgotten). */
   readonly root: InodeEntry;
@@ -66,20 +69,38 @@ export class InodeTable {
   }
 
   /**
-   * The workspace path of inode `ino` (`/` for the root, `/a/b` below it).
-   * @returns null when the inode is unknown or detached (unlinked, replaced)
-   */
-  /**
    * The other inodes of the file with node id `fileId` (the names of a file with hard links,
-   * each its own kernel inode). A scan of the table: for the rare file with several names.
+   * each its own kernel inode, and inodes detached from it that the kernel still holds).
    */
   sameFile(fileId: number, except: number): InodeEntry[] {
-    if (fileId === 0) return [];
+    const entries = this.byFile.get(fileId);
+    if (!entries) return [];
     const out: InodeEntry[] = [];
-    for (const e of this.byIno.values()) if (e.fileId === fileId && e.ino !== except) out.push(e);
+    for (const e of entries) if (e.ino !== except) out.push(e);
     return out;
   }
 
+  /** Records that entry `e` stands for the file of node id `fileId` (0: not known). */
+  setFileId(e: InodeEntry, fileId: number): void {
+    if (e.fileId === fileId) return;
+    this.unindex(e);
+    (e as { fileId: number }).fileId = fileId;
+    if (fileId === 0 || !this.byIno.has(e.ino)) return;
+    let entries = this.byFile.get(fileId);
+    if (!entries) this.byFile.set(fileId, (entries = new Set()));
+    entries.add(e);
+  }
+
+  private unindex(e: InodeEntry): void {
+    const entries = this.byFile.get(e.fileId);
+    if (!entries?.delete(e)) return;
+    if (entries.size === 0) this.byFile.delete(e.fileId);
+  }
+
+  /**
+   * The workspace path of inode `ino` (`/` for the root, `/a/b` below it).
+   * @returns null when the inode is unknown or detached (unlinked, replaced)
+   */
   pathOf(ino: number): string | null {
     const e = this.byIno.get(ino);
     return e ? this.entryPath(e) : null;
@@ -147,6 +168,7 @@ export class InodeTable {
     e.nlookup -= n;
     if (e.nlookup > 0) return;
     this.byIno.delete(ino);
+    this.unindex(e);
     if (e.attached && e.parent?.children?.get(e.name) === e) e.parent.children.delete(e.name);
     // A child still held by the kernel needs its parent for its path: children keep `parent`
     // pointing at this entry, which stays alive through them (not in the number map).

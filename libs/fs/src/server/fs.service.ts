@@ -526,7 +526,7 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     const f = flags ?? OpenFlags.O_RDWR;
-    const { file, stat, created } = await exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f, this.owner(session, exp, cred));
+    const { file, stat, created } = await this.inval.entryOp([[dir, name]], () => exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f, this.owner(session, exp, cred)));
     const child = this.table.child(dir, name);
     const attr = this.attr(session, child, stat);
     child.madeHere = created;
@@ -665,7 +665,7 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     if (!exp.backend.mknod) throw new FsError(Errno.EPERM, 'this export makes no special files');
-    const st = await exp.backend.mknod(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev, this.owner(session, exp, cred));
+    const st = await this.inval.entryOp([[dir, name]], () => exp.backend.mknod!(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev, this.owner(session, exp, cred)));
     const attr = this.madeAttr(session, dir, name, st);
     this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
@@ -685,7 +685,7 @@ export class FsService implements OnModuleDestroy {
     if (exp !== toExp) throw new FsError(Errno.EXDEV, 'link across exports');
     this.writable(exp);
     if (!exp.backend.link) throw new FsError(Errno.EPERM, 'this export has no hard links');
-    const st = await exp.backend.link(node.path(), dir.path(), newName);
+    const st = await this.inval.entryOp([[dir, newName]], () => exp.backend.link!(node.path(), dir.path(), newName));
     // The existing name first: the new one is handed out under its id.
     this.table.linkPrimary(node, st);
     const attr = this.attr(session, this.table.child(dir, newName), st);
@@ -826,7 +826,7 @@ export class FsService implements OnModuleDestroy {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    await exp.backend.unlink(dir.path(), name);
+    await this.inval.entryOp([[dir, name]], () => exp.backend.unlink(dir.path(), name));
     this.removed(this.table.peek(dir, name), session);
     this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
@@ -838,7 +838,7 @@ export class FsService implements OnModuleDestroy {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    await exp.backend.rmdir(dir.path(), name);
+    await this.inval.entryOp([[dir, name]], () => exp.backend.rmdir(dir.path(), name));
     this.removed(this.table.peek(dir, name), session);
     this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
@@ -850,7 +850,7 @@ export class FsService implements OnModuleDestroy {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    const st = await exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE, this.owner(session, exp, cred));
+    const st = await this.inval.entryOp([[dir, name]], () => exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE, this.owner(session, exp, cred)));
     const attr = this.madeAttr(session, dir, name, st);
     this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
@@ -868,7 +868,7 @@ export class FsService implements OnModuleDestroy {
     if (Buffer.byteLength(target, 'utf8') > SYMLINK_MAX) throw new FsError(Errno.ENAMETOOLONG, `target is longer than ${SYMLINK_MAX} bytes`);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    const st = await exp.backend.symlink(dir.path(), name, target, this.owner(session, exp, cred));
+    const st = await this.inval.entryOp([[dir, name]], () => exp.backend.symlink(dir.path(), name, target, this.owner(session, exp, cred)));
     const attr = this.madeAttr(session, dir, name, st);
     this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
@@ -897,7 +897,13 @@ export class FsService implements OnModuleDestroy {
     const { dir: to, exp: toExp } = this.dir(newParentId);
     if (exp !== toExp) throw new FsError(Errno.EXDEV, 'rename across exports');
     this.writable(exp);
-    await exp.backend.rename(from.path(), oldName, to.path(), newName, flags);
+    await this.inval.entryOp(
+      [
+        [from, oldName],
+        [to, newName],
+      ],
+      () => exp.backend.rename(from.path(), oldName, to.path(), newName, flags),
+    );
     const moved = this.table.peek(from, oldName);
     if (flags & RENAME_EXCHANGE) {
       // Each file keeps its node id under the other's name.

@@ -24,7 +24,7 @@
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { FS_INVAL_DIR_EVENT, FS_INVAL_EVENT, InvalDirEvent, InvalEvent } from '@svc/protocol';
 import { Errno, FsError } from '@svc/protocol/wire';
-import type { FsWatchEvent } from './fs-backend';
+import type { FsStat, FsWatchEvent } from './fs-backend';
 import { ExportRegistry } from './export-registry';
 import { FsSession, FsSessionService } from './fs-session';
 import { FsNode, NodeTable } from './node-table';
@@ -72,6 +72,8 @@ export class InvalidationService implements OnModuleDestroy {
   private stopped = false;
   /** Watches being set up. */
   private readonly watching = new Map<FsNode, Promise<void>>();
+  /** Entry operations of this node in progress, per directory and name (see {@link entryOp}). */
+  private readonly entryOps = new Map<FsNode, Map<string, number>>();
 
   constructor(
     private readonly registry: ExportRegistry,
@@ -103,6 +105,37 @@ export class InvalidationService implements OnModuleDestroy {
     const prev = this.pendingDirs.get(dir.id);
     this.pendingDirs.set(dir.id, { dirGen: dir.dirGen, by: mergeOrigin(prev?.by, by) });
     this.scheduleFlush();
+  }
+
+  /**
+   * Runs `fn`, this node's change on disk of `entries` (directory and name: create, unlink,
+   * rename, ...), whose caller updates the node table as soon as it resolves (in the same
+   * microtask run, before any other I/O callback). While it runs, the watch's reports of those
+   * names wait for the next batch: the disk may already show what the table does not yet.
+   */
+  async entryOp<T>(entries: ReadonlyArray<readonly [FsNode, string]>, fn: () => Promise<T>): Promise<T> {
+    for (const [dir, name] of entries) {
+      let names = this.entryOps.get(dir);
+      if (!names) this.entryOps.set(dir, (names = new Map<string, number>()));
+      names.set(name, (names.get(name) ?? 0) + 1);
+    }
+    try {
+      return await fn();
+    } finally {
+      for (const [dir, name] of entries) {
+        const names = this.entryOps.get(dir);
+        const n = (names?.get(name) ?? 1) - 1;
+        if (n > 0) names!.set(name, n);
+        else {
+          names?.delete(name);
+          if (names?.size === 0) this.entryOps.delete(dir);
+        }
+      }
+    }
+  }
+
+  private entryBusy(dir: FsNode, name: string): boolean {
+    return this.entryOps.get(dir)?.has(name) ?? false;
   }
 
   /**
@@ -277,8 +310,12 @@ export class InvalidationService implements OnModuleDestroy {
           this.nodeChanged(dir, 'all');
         }
         for (const [name, { type, seq }] of names) {
+          if (type === 'rename' && name !== '') {
+            const told = await this.toldAlready(dir, name);
+            if (told === 'busy') this.onRaw(dir, { type, name });
+            if (told !== false) continue;
+          }
           const child = name === '' ? undefined : this.table.peek(dir, name);
-          if (type === 'rename' && name !== '' && (child ? await this.asMade(child) : await this.absent(dir, name))) continue;
           if (type === 'rename' || name === '') entriesChanged = true;
           if (child) await this.restat(child, type, seq);
         }
@@ -295,32 +332,26 @@ export class InvalidationService implements OnModuleDestroy {
   }
 
   /**
-   * True when entry `name` of `dir`, which no session was given (not in the node table), is not
-   * there either: it came and went between two looks (a lock file this node made and removed
-   * for a session, which was told by the replies), and nobody can hold anything of it.
+   * True when what the watch reports of entry `name` of `dir` is what every session was told
+   * already by the replies and pushes of this node's own requests: the name is on disk as this
+   * node made it ({@link FsNode.madeHere}, same kind, ctime, mtime and size), or it is neither
+   * on disk nor in the node table (made and removed again between two looks, like git's
+   * `index.lock`, or never handed out: nobody can hold anything of it). 'busy' while an
+   * operation of this node on the name is in progress ({@link entryOp}): the report is looked
+   * at again in the next batch.
    */
-  private async absent(dir: FsNode, name: string): Promise<boolean> {
+  private async toldAlready(dir: FsNode, name: string): Promise<boolean | 'busy'> {
+    if (this.entryBusy(dir, name)) return 'busy';
+    let st: FsStat | null = null;
     try {
-      await this.registry.of(dir).backend.getattr([...dir.path(), name]);
-      return false;
+      st = await this.registry.of(dir).backend.getattr([...dir.path(), name]);
     } catch (e) {
-      return e instanceof FsError && e.errno === Errno.ENOENT;
+      if (!(e instanceof FsError && e.errno === Errno.ENOENT)) return false;
     }
-  }
-
-  /**
-   * True when `node`, which this node made for a session ({@link FsNode.madeHere}), is on disk
-   * as it was made (kind, ctime, mtime, size): the watch reports that creation, which every
-   * session was told of already.
-   */
-  private async asMade(node: FsNode): Promise<boolean> {
-    if (!node.madeHere) return false;
-    try {
-      const st = await this.registry.of(node).backend.getattr(node.path());
-      return st.kind === node.kind && st.ctimeNs === node.ctimeNs && st.mtimeNs === node.mtimeNs && st.size === node.size;
-    } catch {
-      return false;
-    }
+    if (this.entryBusy(dir, name)) return 'busy';
+    const child = this.table.peek(dir, name);
+    if (!child) return st === null;
+    return st !== null && child.madeHere && st.kind === child.kind && st.ctimeNs === child.ctimeNs && st.mtimeNs === child.mtimeNs && st.size === child.size;
   }
 
   /**
