@@ -14,7 +14,19 @@
  * Skipped, with the reason printed, where FUSE is unavailable.
  */
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { appendFileSync, mkdirSync, readdirSync, readFileSync, readlinkSync, renameSync, rmSync, statSync, truncateSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  renameSync,
+  rmSync,
+  statSync,
+  truncateSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './support/processes';
 import { fuseUnavailable, killMount, startFsNode } from './helpers/fs-mount';

@@ -526,7 +526,9 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     const f = flags ?? OpenFlags.O_RDWR;
-    const { file, stat, created } = await this.inval.entryOp([[dir, name]], () => exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f, this.owner(session, exp, cred)));
+    const { file, stat, created } = await this.inval.entryOp([[dir, name]], () =>
+      exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f, this.owner(session, exp, cred)),
+    );
     const child = this.table.child(dir, name);
     const attr = this.attr(session, child, stat);
     child.madeHere = created;
@@ -665,7 +667,9 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     if (!exp.backend.mknod) throw new FsError(Errno.EPERM, 'this export makes no special files');
-    const st = await this.inval.entryOp([[dir, name]], () => exp.backend.mknod!(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev, this.owner(session, exp, cred)));
+    const st = await this.inval.entryOp([[dir, name]], () =>
+      exp.backend.mknod!(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev, this.owner(session, exp, cred)),
+    );
     const attr = this.madeAttr(session, dir, name, st);
     this.entriesChanged(dir, session);
     await this.inval.flushNow(session);
