@@ -1,7 +1,9 @@
 /**
  * LocalDirBackend: an export served from a directory on the node's disk (`source_kind`
- * `local_dir`), through `fs/promises`, confined to its root (docs/protocol.md "Confinement"; see confine.ts for
- * the rules).
+ * `local_dir`), confined to its root (docs/protocol.md "Confinement"; see confine.ts for the
+ * rules). Metadata calls go through {@link MetaIo} (in place while the disk answers them
+ * quickly, else on the thread pool); opens, reads, writes, truncation and listings through
+ * `fs/promises`.
  *
  * Every operation pins the directory it works in: `open(dir, O_PATH|O_DIRECTORY)`, then checks
  * that the descriptor's real path is inside the root, then acts on `/proc/self/fd/<fd>/<name>`.
@@ -22,31 +24,12 @@ import { Logger } from '@nestjs/common';
 import { closeSync, constants as C, fstat, lstat as lstatCb, open as openCb, read as readCb, watch as fsWatch, BigIntStats } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { promisify } from 'node:util';
-import {
-  chmod,
-  chown,
-  lchown,
-  link,
-  lstat,
-  mkdir,
-  open,
-  readdir,
-  readlink,
-  realpath,
-  rename,
-  rmdir,
-  stat,
-  statfs,
-  symlink,
-  truncate,
-  unlink,
-  utimes,
-  FileHandle,
-} from 'node:fs/promises';
+import { lstat, open, readdir, realpath, stat, statfs, truncate, FileHandle } from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
 import type { FsAttrChanges, FsBackend, FsOpenFile, FsOwner, FsStat, FsWatch, FsWatchEvent, SmallFileRead } from '../fs-backend';
 import { confinedAt, depthBelowSync, DirKey, dirKeyOf, fdPath, isInside, isPathTooLong, realPathOfFdSync } from './confine';
 import { toFsError } from './errno';
+import { MetaIo, MetaIoMode } from './meta-io';
 import { loadPosixNative, PosixNative } from './posix-native';
 
 const O_PATH = OpenFlags.O_PATH;
@@ -97,11 +80,6 @@ function splitParent(path: readonly string[]): [readonly string[], string] {
 
 /** open(2) returning the descriptor number (O_PATH descriptors are closed with {@link closePath}). */
 const openFd = promisify(openCb) as (path: string, flags: number) => Promise<number>;
-
-/** fstat(2) of a descriptor with ns times. */
-function fstatBig(fd: number): Promise<BigIntStats> {
-  return new Promise((resolve, reject) => fstat(fd, { bigint: true }, (e, st) => (e ? reject(e) : resolve(st))));
-}
 
 /**
  * Closes an O_PATH or read-only descriptor at once, without a thread-pool round trip: closing
@@ -207,6 +185,8 @@ export interface LocalDirOptions {
   ro: boolean;
   /** Most directory watches at once (default {@link DEFAULT_MAX_WATCHES}). */
   maxWatches?: number;
+  /** Where metadata calls run (default `auto`: in place while the disk answers quickly; see {@link MetaIo}). */
+  metaIo?: MetaIoMode;
 }
 
 /**
@@ -224,6 +204,8 @@ export class LocalDirBackend implements FsBackend {
   readonly caps: Record<string, unknown>;
   private readonly log = new Logger('LocalDirBackend');
   private readonly maxWatches: number;
+  /** The metadata calls (stat, O_PATH opens, chmod, unlink, rename, ...). */
+  private readonly io: MetaIo;
   private readonly watches = new Set<ReturnType<typeof fsWatch>>();
   private watchLimitLogged = false;
 
@@ -237,6 +219,7 @@ export class LocalDirBackend implements FsBackend {
     private readonly options: LocalDirOptions,
   ) {
     this.maxWatches = options.maxWatches ?? DEFAULT_MAX_WATCHES;
+    this.io = new MetaIo(options.metaIo ?? 'auto', this.log, `export root ${root}`);
     this.posix = loadPosixNative();
     this.caps = {
       rw: !options.ro,
@@ -277,10 +260,10 @@ export class LocalDirBackend implements FsBackend {
     return this.inDir(dir, async (fd) => {
       const p = fdPath(fd, name);
       await posix.mknod(p, mode, rdev);
-      if (owner) await this.own(fd, owner, (uid, gid) => lchown(p, uid, gid));
+      if (owner) await this.own(fd, owner, (uid, gid) => this.io.lchown(p, uid, gid));
       // The requested permission bits exactly, whatever the process umask.
-      await chmod(p, mode & 0o7777);
-      return toFsStat(await lstat(p, { bigint: true }));
+      await this.io.chmod(p, mode & 0o7777);
+      return toFsStat(await this.io.lstat(p));
     });
   }
 
@@ -290,8 +273,8 @@ export class LocalDirBackend implements FsBackend {
     // link(2) does not follow a final symlink: the new name is another name of the link itself.
     return this.inDir(dir, (from) =>
       this.inDir(newDir, async (to) => {
-        await link(fdPath(from, name), fdPath(to, newName));
-        return toFsStat(await lstat(fdPath(to, newName), { bigint: true }));
+        await this.io.link(fdPath(from, name), fdPath(to, newName));
+        return toFsStat(await this.io.lstat(fdPath(to, newName)));
       }),
     );
   }
@@ -351,7 +334,7 @@ export class LocalDirBackend implements FsBackend {
   private async pinDir(dir: readonly string[]): Promise<number> {
     let fd: number;
     try {
-      fd = await openFd(this.join(dir), O_PATH | C.O_DIRECTORY);
+      fd = await this.io.openFd(this.join(dir), O_PATH | C.O_DIRECTORY);
     } catch {
       try {
         fd = await confinedAt(this.root, dir, (entry) => openFd(entry.path, O_PATH | C.O_DIRECTORY | entry.nofollow));
@@ -444,7 +427,7 @@ export class LocalDirBackend implements FsBackend {
     };
     if (path.length === 0) return run(await this.pinDir([]));
     const [dir, name] = splitParent(path);
-    return this.inDir(dir, async (dfd) => run(await openFd(fdPath(dfd, name), O_PATH | C.O_NOFOLLOW)));
+    return this.inDir(dir, async (dfd) => run(await this.io.openFd(fdPath(dfd, name), O_PATH | C.O_NOFOLLOW)));
   }
 
   private refuseIfRo(): void {
@@ -452,13 +435,13 @@ export class LocalDirBackend implements FsBackend {
   }
 
   async getattr(path: readonly string[]): Promise<FsStat> {
-    if (path.length === 0) return this.inDir([], async (fd) => toFsStat(await stat(fdPath(fd), { bigint: true })));
+    if (path.length === 0) return this.inDir([], async (fd) => toFsStat(await this.io.stat(fdPath(fd))));
     const [dir, name] = splitParent(path);
     return this.lookup(dir, name);
   }
 
   async lookup(dir: readonly string[], name: string): Promise<FsStat> {
-    return this.inDir(dir, async (fd) => toFsStat(await lstat(fdPath(fd, name), { bigint: true })));
+    return this.inDir(dir, async (fd) => toFsStat(await this.io.lstat(fdPath(fd, name))));
   }
 
   async readdir(dir: readonly string[]): Promise<string[]> {
@@ -541,16 +524,16 @@ export class LocalDirBackend implements FsBackend {
       // Through /proc/self/fd/<O_PATH fd> the kernel acts on exactly this inode: a symlink
       // itself (chmod ENOTSUP, truncate ELOOP), never its target.
       const p = fdPath(fd);
-      if (changes.mode !== undefined) await chmod(p, changes.mode & 0o7777);
-      if (changes.uid !== undefined || changes.gid !== undefined) await chown(p, changes.uid ?? -1, changes.gid ?? -1);
+      if (changes.mode !== undefined) await this.io.chmod(p, changes.mode & 0o7777);
+      if (changes.uid !== undefined || changes.gid !== undefined) await this.io.chown(p, changes.uid ?? -1, changes.gid ?? -1);
       if (changes.size !== undefined) await truncate(p, changes.size);
       if (changes.atimeNs !== undefined || changes.mtimeNs !== undefined) {
-        const now = await fstatBig(fd);
+        const now = await this.io.fstat(fd);
         const at = changes.atimeNs ?? Number(now.atimeNs);
         const mt = changes.mtimeNs ?? Number(now.mtimeNs);
-        await utimes(p, utimesSeconds(at), utimesSeconds(mt));
+        await this.io.utimes(p, utimesSeconds(at), utimesSeconds(mt));
       }
-      return toFsStat(await fstatBig(fd));
+      return toFsStat(await this.io.fstat(fd));
     });
   }
 
@@ -566,12 +549,12 @@ export class LocalDirBackend implements FsBackend {
     let fh: FileHandle;
     try {
       const entry = fdPath(dirFd, name);
-      const st = await fsCall(() => lstat(entry));
+      const st = await fsCall(() => this.io.lstat(entry));
       if (st.isSymbolicLink()) {
         if (flags & OpenFlags.O_NOFOLLOW) throw new FsError(Errno.ELOOP);
         return await this.openConfined(path, local, acc);
       }
-      if (!isServable(st.mode)) throw new FsError(Errno.EACCES, 'special files are not served');
+      if (!isServable(Number(st.mode))) throw new FsError(Errno.EACCES, 'special files are not served');
       try {
         fh = await open(entry, local);
       } catch (e) {
@@ -677,14 +660,14 @@ export class LocalDirBackend implements FsBackend {
     this.refuseIfRo();
     // A directory made in a set-group-ID directory is set-group-ID too (Linux).
     const inherited = await this.inDir(dir, async (fd) => {
-      await mkdir(fdPath(fd, name), mode & 0o7777);
-      if (owner) await this.own(fd, owner, (uid, gid) => lchown(fdPath(fd, name), uid, gid));
-      return (Number((await fstatBig(fd)).mode) & S_ISGID) !== 0 ? S_ISGID : 0;
+      await this.io.mkdir(fdPath(fd, name), mode & 0o7777);
+      if (owner) await this.own(fd, owner, (uid, gid) => this.io.lchown(fdPath(fd, name), uid, gid));
+      return (Number((await this.io.fstat(fd)).mode) & S_ISGID) !== 0 ? S_ISGID : 0;
     });
     // The requested permission bits exactly, whatever the process umask.
     return this.atEntry([...dir, name], async (fd) => {
-      await chmod(fdPath(fd), (mode & 0o7777) | inherited);
-      return toFsStat(await fstatBig(fd));
+      await this.io.chmod(fdPath(fd), (mode & 0o7777) | inherited);
+      return toFsStat(await this.io.fstat(fd));
     });
   }
 
@@ -693,7 +676,7 @@ export class LocalDirBackend implements FsBackend {
    * gid unless the directory has the set-group-ID bit (the entry keeps the directory's group).
    */
   private async own(dirFd: number, owner: FsOwner, chownTo: (uid: number, gid: number) => Promise<void>): Promise<void> {
-    const setgid = (Number((await fstatBig(dirFd)).mode) & S_ISGID) !== 0;
+    const setgid = (Number((await this.io.fstat(dirFd)).mode) & S_ISGID) !== 0;
     await chownTo(owner.uid, setgid ? -1 : owner.gid);
   }
 
@@ -708,25 +691,25 @@ export class LocalDirBackend implements FsBackend {
       if (!isInside(this.root, resolved)) {
         throw new FsError(Errno.EACCES, `symlink target ${JSON.stringify(target)} leads outside the export root`);
       }
-      await symlink(target, fdPath(fd, name));
-      if (owner) await this.own(fd, owner, (uid, gid) => lchown(fdPath(fd, name), uid, gid));
-      return toFsStat(await lstat(fdPath(fd, name), { bigint: true }));
+      await this.io.symlink(target, fdPath(fd, name));
+      if (owner) await this.own(fd, owner, (uid, gid) => this.io.lchown(fdPath(fd, name), uid, gid));
+      return toFsStat(await this.io.lstat(fdPath(fd, name)));
     });
   }
 
   async readlink(path: readonly string[]): Promise<string> {
     const [dir, name] = splitParent(path);
-    return this.inDir(dir, (fd) => readlink(fdPath(fd, name)));
+    return this.inDir(dir, (fd) => this.io.readlink(fdPath(fd, name)));
   }
 
   async unlink(dir: readonly string[], name: string): Promise<void> {
     this.refuseIfRo();
-    await this.inDir(dir, (fd) => unlink(fdPath(fd, name)));
+    await this.inDir(dir, (fd) => this.io.unlink(fdPath(fd, name)));
   }
 
   async rmdir(dir: readonly string[], name: string): Promise<void> {
     this.refuseIfRo();
-    await this.inDir(dir, (fd) => rmdir(fdPath(fd, name)));
+    await this.inDir(dir, (fd) => this.io.rmdir(fdPath(fd, name)));
   }
 
   async rename(oldDir: readonly string[], oldName: string, newDir: readonly string[], newName: string, flags = 0): Promise<void> {
@@ -734,7 +717,7 @@ export class LocalDirBackend implements FsBackend {
     const posix = flags === 0 ? null : this.native('rename flags', Errno.EINVAL);
     await this.inDir(oldDir, (from) =>
       this.inDir(newDir, (to) =>
-        posix ? posix.renameat2(fdPath(from, oldName), fdPath(to, newName), flags) : rename(fdPath(from, oldName), fdPath(to, newName)),
+        posix ? posix.renameat2(fdPath(from, oldName), fdPath(to, newName), flags) : this.io.rename(fdPath(from, oldName), fdPath(to, newName)),
       ),
     );
   }

@@ -1,0 +1,71 @@
+/**
+ * Unit tests of MetaIo: metadata calls run in place while quick, on the thread pool after a
+ * slow one, always on the pool in `pool` mode, and fail with Node's errors either way.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MetaIo, SLOW_CALL_MS } from './meta-io';
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'svc-meta-io-'));
+  writeFileSync(join(dir, 'f'), 'x');
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Keeps this thread busy for `ms`. */
+function busy(ms: number): void {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    /* a slow system call, as the event loop sees it */
+  }
+}
+
+describe('MetaIo', () => {
+  it('runs calls in place until one is slow, then on the pool', async () => {
+    const io = new MetaIo('auto');
+    const where: string[] = [];
+    const call = (ms: number) =>
+      io.run(
+        () => {
+          busy(ms);
+          where.push('in place');
+          return 1;
+        },
+        async () => {
+          where.push('pool');
+          return 2;
+        },
+      );
+    expect(await call(0)).toBe(1);
+    expect(io.inPlace).toBe(true);
+    expect(await call(SLOW_CALL_MS + 10)).toBe(1);
+    expect(io.inPlace).toBe(false);
+    expect(await call(0)).toBe(2);
+    expect(where).toEqual(['in place', 'in place', 'pool']);
+  });
+
+  it('never runs in place in pool mode', async () => {
+    const io = new MetaIo('pool');
+    expect(io.inPlace).toBe(false);
+    expect(
+      await io.run(
+        () => 'in place',
+        async () => 'pool',
+      ),
+    ).toBe('pool');
+  });
+
+  it.each(['auto', 'pool'] as const)('answers and fails as fs/promises does (%s)', async (mode) => {
+    const io = new MetaIo(mode);
+    expect((await io.lstat(join(dir, 'f'))).size).toBe(1n);
+    await expect(io.lstat(join(dir, 'missing'))).rejects.toMatchObject({ code: 'ENOENT', syscall: 'lstat' });
+    await expect(io.mkdir(join(dir, 'f'), 0o755)).rejects.toMatchObject({ code: 'EEXIST' });
+    await io.mkdir(join(dir, `d-${mode}`), 0o700);
+    expect(Number((await io.stat(join(dir, `d-${mode}`))).mode) & 0o777).toBe(0o700);
+    await io.rename(join(dir, `d-${mode}`), join(dir, `e-${mode}`));
+    await io.rmdir(join(dir, `e-${mode}`));
+    await expect(io.rmdir(join(dir, `e-${mode}`))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+});
