@@ -587,7 +587,7 @@ export class FsClient extends EventEmitter {
         this.removePending(tag);
         reject(new ConnectionError(`no reply from ${this.url} within ${timeoutMs} ms`, 'timeout'));
       }, timeoutMs);
-      this.addPending(tag, { resolve: resolve as Pending['resolve'], reject, timer });
+      this.addPending(tag, { resolve, reject, timer });
       try {
         send();
       } catch (e) {

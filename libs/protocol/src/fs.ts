@@ -84,8 +84,15 @@ export const FALLOCATE_MODES: readonly number[] = [0, 1, 3, 0x10, 0x11];
  *   client (`t_fs_lock`, `t_fs_getlk`, `t_fs_lock_cancel`): POSIX byte-range locks per lock
  *   owner and `flock` locks per open file description, so two clients exclude each other as
  *   two processes on one machine do ({@link LockPayload}).
+ * - `inval_own`: a push whose every change was made through the receiving session's own
+ *   requests carries `own: true` ({@link InvalEvent.own}).
+ * - `dir_attr`: the reply to an operation that adds, removes or renames an entry (`create` that
+ *   made the file, `mkdir`, `symlink`, `mknod`, `link`, `unlink`, `rmdir`, `rename`) carries the
+ *   directory's attributes after it as `dir_attr` ({@link DirAttrReply}; rename's old
+ *   directory, when another, as `old_dir_attr`), so a client knows the directory's new times,
+ *   size and link count without asking for them.
  */
-export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix', 'inval_own'] as const;
+export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix', 'inval_own', 'dir_attr'] as const;
 export type FsFeature = (typeof FS_FEATURES)[number];
 
 /**
@@ -391,12 +398,24 @@ export interface NoTarget {
 /** A payload with no members: the request is all in its type and root fields. */
 export type EmptyPayload = Record<string, never>;
 
-/** A reply with no members (`fsync`, `close`, `unlink`, `rmdir`, `rename`, `ack`). */
+/** A reply with no members (`fsync`, `close`, `ack`; `unlink`, `rmdir`, `rename` without `dir_attr`). */
 export type EmptyReply = Record<string, never>;
 
 /** A reply that is the node's attributes after the operation. */
 export interface AttrReply {
   attr: Attr;
+}
+
+/**
+ * What the reply to an entry operation carries with the `dir_attr` extension: the attributes,
+ * after the operation, of the directory the entry is in (`rename`: the new name's directory)
+ * and, for a `rename` between two directories, of the old name's directory. Absent without the
+ * extension, when nothing changed (a `create` of a file that existed) or when the node could
+ * not read them.
+ */
+export interface DirAttrReply {
+  dir_attr?: Attr;
+  old_dir_attr?: Attr;
 }
 
 /** `acheron.r_fs_exports` payload. */
@@ -484,17 +503,17 @@ export interface FsRequests {
   setattr: { target: NodeTarget; payload: SetAttr; reply: AttrReply };
   readdirp: { target: NodeTarget; payload: { cookie?: number; max?: number }; reply: ReaddirpReply };
   open: { target: NodeTarget; payload: OpenRequest; reply: OpenReply | OpenReadReply };
-  create: { target: NodeTarget; payload: { name: string; mode?: number; flags?: number; cred?: Cred }; reply: { attr: Attr; h: number } };
+  create: { target: NodeTarget; payload: { name: string; mode?: number; flags?: number; cred?: Cred }; reply: { attr: Attr; h: number } & DirAttrReply };
   read: { target: HandleTarget; payload: { off: number; len: number }; reply: ReadReply };
   write: { target: HandleTarget; payload: { off: number; data_b64?: string; n?: number }; reply: { n: number } };
   fsync: { target: HandleTarget; payload: EmptyPayload; reply: EmptyReply };
   close: { target: HandleTarget; payload: EmptyPayload; reply: EmptyReply };
   truncate: { target: NodeTarget; payload: { sz: number }; reply: AttrReply };
-  unlink: { target: NodeTarget; payload: { name: string }; reply: EmptyReply };
-  mkdir: { target: NodeTarget; payload: { name: string; mode?: number; cred?: Cred }; reply: AttrReply };
-  rmdir: { target: NodeTarget; payload: { name: string }; reply: EmptyReply };
-  rename: { target: NoTarget; payload: RenameRequest; reply: EmptyReply };
-  symlink: { target: NodeTarget; payload: { name: string; target: string; cred?: Cred }; reply: AttrReply };
+  unlink: { target: NodeTarget; payload: { name: string }; reply: DirAttrReply };
+  mkdir: { target: NodeTarget; payload: { name: string; mode?: number; cred?: Cred }; reply: AttrReply & DirAttrReply };
+  rmdir: { target: NodeTarget; payload: { name: string }; reply: DirAttrReply };
+  rename: { target: NoTarget; payload: RenameRequest; reply: DirAttrReply };
+  symlink: { target: NodeTarget; payload: { name: string; target: string; cred?: Cred }; reply: AttrReply & DirAttrReply };
   readlink: { target: NodeTarget; payload: EmptyPayload; reply: { target: string } };
   statfs: { target: NodeTarget; payload: EmptyPayload; reply: StatFs };
   prefetch: { target: NodeTarget; payload: { names: readonly string[]; max_file?: number; max_total?: number }; reply: PrefetchReply };
@@ -502,8 +521,8 @@ export interface FsRequests {
   fgetattr: { target: HandleTarget; payload: EmptyPayload; reply: AttrReply };
   ftruncate: { target: HandleTarget; payload: { sz: number }; reply: AttrReply };
   fallocate: { target: HandleTarget; payload: { mode?: number; off: number; len: number }; reply: AttrReply };
-  link: { target: NodeTarget; payload: { new_parent: number; new_name: string }; reply: AttrReply };
-  mknod: { target: NodeTarget; payload: { name: string; mode: number; rdev?: number; cred?: Cred }; reply: AttrReply };
+  link: { target: NodeTarget; payload: { new_parent: number; new_name: string }; reply: AttrReply & DirAttrReply };
+  mknod: { target: NodeTarget; payload: { name: string; mode: number; rdev?: number; cred?: Cred }; reply: AttrReply & DirAttrReply };
   getxattr: { target: NodeTarget; payload: { name: string; size: number }; reply: { n: number; value_b64?: string } };
   setxattr: { target: NodeTarget; payload: { name: string; value_b64: string; flags?: number }; reply: EmptyReply };
   listxattr: { target: NodeTarget; payload: { size: number }; reply: { n: number; names?: string[] } };

@@ -173,6 +173,17 @@ export class FuseCaches {
   }
 
   /**
+   * {@link remember}, unless what is cached for `path` is the same node with a later ctime: the
+   * replies to two mutations in one directory, each with the directory's attributes after it,
+   * may be read in another order than the node read those attributes in.
+   */
+  rememberNewer(path: string, attr: Attr, now = Date.now()): void {
+    const hit = this.attrs.get(path);
+    if (hit && hit.expires > now && hit.value.id === attr.id && hit.value.ct > attr.ct) return;
+    this.remember(path, attr, now);
+  }
+
+  /**
    * This mount added, removed or renamed the entry `path`: what is cached about it and its
    * parent's listing goes ({@link forget}), and for {@link LIST_WINDOW_MS} the parent is not
    * listed on attribute misses. A program that fills or empties a directory (`tar -x`, `rm -rf`,

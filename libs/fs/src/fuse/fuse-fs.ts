@@ -38,7 +38,7 @@ import { availableParallelism } from 'node:os';
 import { FAST_FH, FuseSession, MountOptions, mount as fuseMount } from '@svc/fuse3';
 import { BINARY_HEADER_ROOM } from '@svc/protocol/wire';
 import { BufferPool } from '../buffer-pool';
-import type { DirInval, FailoverEvent, PathInval, TopologyChange, UnavailableEvent, WorkspaceRouter } from '../router/workspace-router';
+import type { DirAttrEvent, DirInval, FailoverEvent, PathInval, TopologyChange, UnavailableEvent, WorkspaceRouter } from '../router/workspace-router';
 import { DEFAULT_PREFETCH_CACHE_BYTES, FuseCaches } from './fuse-caches';
 import { FuseHandles } from './fuse-handles';
 import { FuseInodes } from './fuse-inodes';
@@ -207,6 +207,12 @@ export class FuseFs {
         caches.forgetDir(p);
         this.invalPath(p, false);
       }
+    });
+    // This mount changed a directory's entries and the reply told its attributes after that:
+    // the kernel, which drops its copy when the mutation returns, is answered from them.
+    router.on('dir_attr', (e: DirAttrEvent) => {
+      if (e.attr) caches.rememberNewer(e.path, e.attr);
+      else caches.forgetAttr(e.path);
     });
     // What was learnt through one endpoint goes with it; other mounts keep their caches.
     router.on('topology', (e: TopologyChange) => {

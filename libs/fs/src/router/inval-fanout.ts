@@ -52,7 +52,7 @@ export class InvalFanout {
   }
 
   /** True when the mounts served by session `s` know node `id` under one path at most. */
-  private knownOnce(s: EndpointSession, id: number): boolean {
+  knownOnce(s: EndpointSession, id: number): boolean {
     let n = 0;
     for (const route of this.routes.values()) {
       const a = route.active;

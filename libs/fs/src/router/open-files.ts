@@ -130,17 +130,22 @@ export class OpenFiles {
    * @param cred the caller, sent to a node that granted `posix` (it may make the file the caller's)
    * @throws FsError EEXIST (O_EXCL), ENOENT (parent), EROFS, EIO, MountUnavailableError
    */
-  async create(t: FileTarget & { parentRel: string; name: string }, mode: number, flags: number, cred?: Cred): Promise<{ fh: number; attr: Attr }> {
-    const { active, h, attr } = await this.routes.withMount(t.mountPath, async (a, ctx) =>
+  async create(
+    t: FileTarget & { parentRel: string; name: string },
+    mode: number,
+    flags: number,
+    cred?: Cred,
+  ): Promise<{ fh: number; attr: Attr; active: ActiveEndpoint; dir: number; dirAttr?: Attr }> {
+    const { active, h, attr, dir, dirAttr } = await this.routes.withMount(t.mountPath, async (a, ctx) =>
       withNode(a, t.parentRel, async (p) => {
         ctx.committed = true;
         const payload = { name: t.name, mode, flags: flags | OpenFlags.O_CREAT };
         const res = await a.session.client.request('create', { node: p.id }, cred && a.session.client.has('posix') ? { ...payload, cred } : payload);
         a.cache.set(t.rel, res.attr.id);
-        return { active: a, h: res.h, attr: res.attr };
+        return { active: a, h: res.h, attr: res.attr, dir: p.id, dirAttr: res.dir_attr };
       }),
     );
-    return { fh: this.add(t, flags, false, { active, h, node: attr.id, first: null, closed: false }), attr };
+    return { fh: this.add(t, flags, false, { active, h, node: attr.id, first: null, closed: false }), attr, active, dir, dirAttr };
   }
 
   /** Adds a file opened on the node (`o`) to the table under a new router handle, which it returns. */

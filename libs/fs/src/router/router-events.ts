@@ -1,7 +1,8 @@
 /**
  * The events a {@link WorkspaceRouter} emits (for a FUSE layer on top), their shapes in one
- * place: `topology`, `failover`, `unavailable`, `inval`, `inval_dir`.
+ * place: `topology`, `failover`, `unavailable`, `inval`, `inval_dir`, `dir_attr`.
  */
+import type { Attr } from '@svc/protocol';
 
 /**
  * `topology` event: which mount paths appeared or disappeared, and which changed the endpoint
@@ -52,6 +53,18 @@ export interface DirInval {
   own: boolean;
 }
 
+/**
+ * `dir_attr` event: a mutation of this router's added, removed or renamed an entry of directory
+ * `path`, on a node that granted the `dir_attr` extension (and so pushes none of it back).
+ * Emitted before the mutation's call returns.
+ */
+export interface DirAttrEvent {
+  /** Workspace path of the directory. */
+  path: string;
+  /** The directory's attributes after the mutation, from its reply; null when the node could not read them. */
+  attr: Attr | null;
+}
+
 /** Event name -> payload of every router event. */
 export interface RouterEvents {
   topology: TopologyChange;
@@ -59,6 +72,7 @@ export interface RouterEvents {
   unavailable: UnavailableEvent;
   inval: PathInval;
   inval_dir: DirInval;
+  dir_attr: DirAttrEvent;
 }
 
 /** Emits one router event (the router's `emit`, narrowed for the parts that only report). */

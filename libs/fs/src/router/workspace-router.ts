@@ -46,7 +46,7 @@ import { DEFAULT_LOOKUP_CACHE_ENTRIES } from './lookup-cache';
 import { MountTable, Resolution } from './mount-table';
 import { DEFAULT_OPEN_READ_BYTES, OpenFiles } from './open-files';
 import { isStale, walk, Walked, withNode } from './path-walk';
-import { normalizePath, relJoin, relSplit, splitParent } from './paths';
+import { normalizePath, parentPath, relJoin, relSplit, splitParent } from './paths';
 // eslint-disable-next-line @typescript-eslint/no-unused-vars -- named in the comments' {@link} and @throws
 import type { MountUnavailableError } from './router-errors';
 import type { RouterEmit, TopologyChange } from './router-events';
@@ -56,7 +56,7 @@ import { describeMounts, MountStatus, ProbeResult, probeMounts } from './router-
 import { Topology } from './topology';
 import { TopologySource } from './topology-source';
 
-export type { DirInval, FailoverEvent, PathInval, RouterEvents, TopologyChange, UnavailableEvent } from './router-events';
+export type { DirAttrEvent, DirInval, FailoverEvent, PathInval, RouterEvents, TopologyChange, UnavailableEvent } from './router-events';
 export type { CandidateStatus, MountStatus, ProbeResult } from './router-status';
 
 /**
@@ -154,6 +154,7 @@ export class WorkspaceRouter extends EventEmitter {
   private readonly readdirMax: number;
   private closed = false;
   private readonly onTopology = (t: Topology) => this.applyTopology(t);
+  private readonly fanout: InvalFanout;
 
   constructor(
     readonly source: TopologySource,
@@ -177,7 +178,7 @@ export class WorkspaceRouter extends EventEmitter {
     });
     this.files = new OpenFiles(this.routes, options.openReadBytes ?? DEFAULT_OPEN_READ_BYTES);
     this.readdirMax = options.readdirMax ?? 512;
-    const fanout = new InvalFanout(this.routes, emit);
+    const fanout = (this.fanout = new InvalFanout(this.routes, emit));
     this.pool.on('inval', (s: EndpointSession, ev: InvalEvent) => {
       if (ev.what !== 'attr') this.files.dataChanged(s, ev.node);
       fanout.inval(s, ev);
@@ -327,7 +328,10 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError EEXIST (O_EXCL), ENOENT (parent), EROFS, MountUnavailableError
    */
   async create(path: string, mode = 0o644, flags: number = OpenFlags.O_WRONLY | OpenFlags.O_TRUNC, cred?: Cred): Promise<{ fh: number; attr: Attr }> {
-    return this.files.create(this.mutationTarget(path, 'create'), mode, flags, cred);
+    const t = this.mutationTarget(path, 'create');
+    const r = await this.files.create(t, mode, flags, cred);
+    this.dirChanged(r.active, r.dir, t.path, r.dirAttr);
+    return { fh: r.fh, attr: r.attr };
   }
 
   /**
@@ -503,7 +507,9 @@ export class WorkspaceRouter extends EventEmitter {
         try {
           if (flags !== 0) posixOf(a, 'rename flags');
           const payload = { old_parent: op.id, old_name: from.name, new_parent: np.id, new_name: to.name };
-          await a.session.client.request('rename', {}, flags === 0 ? payload : { ...payload, flags });
+          const r = await a.session.client.request('rename', {}, flags === 0 ? payload : { ...payload, flags });
+          this.dirChanged(a, np.id, to.path, r.dir_attr);
+          if (op.id !== np.id) this.dirChanged(a, op.id, from.path, r.old_dir_attr);
         } finally {
           a.cache.dropTree(from.rel);
           a.cache.dropTree(to.rel);
@@ -551,6 +557,7 @@ export class WorkspaceRouter extends EventEmitter {
       ctx.committed = true;
       const r = await posixOf(a, 'link').request('link', { node: w.id }, { new_parent: parent, new_name: to.name });
       a.cache.set(to.rel, r.attr.id);
+      this.dirChanged(a, parent, to.path, r.dir_attr);
       return r.attr;
     });
   }
@@ -752,8 +759,27 @@ export class WorkspaceRouter extends EventEmitter {
       ctx.committed = true;
       const r = await send(a, parent, t.name);
       a.cache.set(t.rel, r.attr.id);
+      this.dirChanged(a, parent, t.path, r.dir_attr);
       return r.attr;
     });
+  }
+
+  /**
+   * This router's mutation through `a` changed the entries of directory node `dir`, the parent
+   * of workspace path `entryPath`, and its reply gave the directory's attributes after it as
+   * `attr` (the `dir_attr` extension; undefined when the node could not read them). A node that
+   * granted `dir_attr` pushes none of this to the session that made the change, so here the
+   * `dir_attr` event tells the FUSE layer, and a directory the session's mounts know under
+   * several paths gets the `inval` and `inval_dir` events of a push (the change went through
+   * one of them). Nothing without the extension: the node's pushes tell it all.
+   */
+  private dirChanged(a: ActiveEndpoint, dir: number, entryPath: string, attr: Attr | undefined): void {
+    if (!a.session.client.has('dir_attr')) return;
+    if (!this.fanout.knownOnce(a.session, dir)) {
+      this.fanout.inval(a.session, { node: dir, what: 'attr', gen: 0 });
+      this.fanout.invalDir(a.session, { dir, dir_gen: 0 });
+    }
+    this.emit('dir_attr', { path: parentPath(entryPath), attr: attr ?? null });
   }
 
   /**
@@ -766,7 +792,8 @@ export class WorkspaceRouter extends EventEmitter {
     await this.mutateIn(t, async (a, parent, ctx) => {
       ctx.committed = true;
       try {
-        await a.session.client.request(op, { node: parent }, { name: t.name });
+        const r = await a.session.client.request(op, { node: parent }, { name: t.name });
+        this.dirChanged(a, parent, t.path, r.dir_attr);
       } finally {
         a.cache.dropTree(t.rel);
       }

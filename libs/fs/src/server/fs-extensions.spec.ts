@@ -461,6 +461,104 @@ describe('inval_own', () => {
   });
 });
 
+describe('dir_attr', () => {
+  type Push = { type: string; payload: { node?: number; dir?: number; own?: boolean } };
+
+  function recorder(n: Node, id: string, features: string[]): { session: FsSession; pushes: Push[] } {
+    const pushes: Push[] = [];
+    const granted = n.service.hello({ ...HELLO, features }).caps.features;
+    const session = n.sessions.open(id, false, (type, payload) => pushes.push({ type, payload: payload as Push['payload'] }), granted);
+    return { session, pushes };
+  }
+
+  const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  /** The times, size and link count of directory `rel` of the export as the disk has them now. */
+  const onDisk = (rel: string) => {
+    const st = statSync(join(root, rel), { bigint: true });
+    return { mt: Number(st.mtimeNs), ct: Number(st.ctimeNs), sz: Number(st.size), n: Number(st.nlink) };
+  };
+  const seen = (a: { mt: number; ct: number; sz: number; n: number } | undefined) => a && { mt: a.mt, ct: a.ct, sz: a.sz, n: a.n };
+
+  it("answers each entry operation with its directory's attributes after it, and pushes none of that back to its session", async () => {
+    const n = await startNode();
+    const mutator = recorder(n, 'm', ['inval_own', 'dir_attr']);
+    const other = recorder(n, 'o', ['inval_own']);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    for (const r of [mutator, other]) {
+      await n.service.lookup(r.session, n.rootOf('work'), 'd');
+      await n.service.lookup(r.session, dir, 'sub');
+    }
+    const sub = await lookupId(n, dir, 'sub');
+    const m = mutator.session;
+
+    const made = await n.service.create(m, dir, 'da-file', 0o644, OpenFlags.O_WRONLY);
+    expect(made.dir_attr?.id).toBe(dir);
+    expect(seen(made.dir_attr)).toEqual(onDisk('d'));
+    await n.service.close(m, made.h);
+    const madeDir = await n.service.mkdir(m, dir, 'da-dir', 0o755);
+    expect(seen(madeDir.dir_attr)).toEqual(onDisk('d'));
+    expect(madeDir.dir_attr?.n).toBe(onDisk('d').n);
+    expect(seen((await n.service.symlink(m, dir, 'da-link', 'da-file')).dir_attr)).toEqual(onDisk('d'));
+    // A rename between two directories reports both.
+    const moved = await n.service.rename(m, dir, 'da-file', sub, 'da-moved');
+    expect(moved.dir_attr?.id).toBe(sub);
+    expect(seen(moved.dir_attr)).toEqual(onDisk('d/sub'));
+    expect(moved.old_dir_attr?.id).toBe(dir);
+    expect(seen(moved.old_dir_attr)).toEqual(onDisk('d'));
+    const inOne = await n.service.rename(m, sub, 'da-moved', sub, 'da-again');
+    expect(seen(inOne.dir_attr)).toEqual(onDisk('d/sub'));
+    expect(inOne.old_dir_attr).toBeUndefined();
+    expect(seen((await n.service.unlink(m, sub, 'da-again')).dir_attr)).toEqual(onDisk('d/sub'));
+    expect(seen((await n.service.unlink(m, dir, 'da-link')).dir_attr)).toEqual(onDisk('d'));
+    expect(seen((await n.service.rmdir(m, dir, 'da-dir')).dir_attr)).toEqual(onDisk('d'));
+    await settle(60);
+
+    const ofDirs = (r: { pushes: Push[] }) => r.pushes.filter((p) => [dir, sub].includes(p.payload.dir ?? p.payload.node ?? -1));
+    expect(ofDirs(mutator)).toEqual([]);
+    // Another session hears of every change, as without the extension.
+    expect(ofDirs(other).some((p) => p.type.endsWith('inval_dir') && p.payload.dir === dir)).toBe(true);
+    expect(ofDirs(other).some((p) => p.type.endsWith('inval_dir') && p.payload.dir === sub)).toBe(true);
+    // A session without the extension gets no dir_attr.
+    const plain = recorder(n, 'p', ['inval_own']);
+    await n.service.lookup(plain.session, n.rootOf('work'), 'd');
+    const plainMade = await n.service.create(plain.session, dir, 'da-plain', 0o644, OpenFlags.O_WRONLY);
+    expect(plainMade.dir_attr).toBeUndefined();
+    await n.service.close(plain.session, plainMade.h);
+    expect(await n.service.unlink(plain.session, dir, 'da-plain')).toEqual({});
+  });
+
+  it('pushes to its session a change its reply reports when one it does not report joins it in the window', async () => {
+    const n = await startNode();
+    const mutator = recorder(n, 'm', ['inval_own', 'dir_attr']);
+    const other = recorder(n, 'o', ['inval_own', 'dir_attr']);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    for (const r of [mutator, other]) await n.service.lookup(r.session, n.rootOf('work'), 'd');
+    const node = n.table.get(dir)!;
+
+    n.inval.nodeChanged(node, 'attr', mutator.session, true);
+    n.inval.dirChanged(node, mutator.session, true);
+    await settle(60);
+    expect(mutator.pushes).toEqual([]);
+    expect(other.pushes.filter((p) => !p.payload.own).length).toBe(2);
+
+    // Reported, then found on disk in the same window: a push as without the extension.
+    n.inval.nodeChanged(node, 'attr', mutator.session, true);
+    n.inval.nodeChanged(node, 'attr', null);
+    await settle(60);
+    expect(mutator.pushes).toHaveLength(1);
+    expect(mutator.pushes[0].payload).toMatchObject({ node: dir });
+    expect(mutator.pushes[0].payload.own).toBeUndefined();
+
+    // Reported, then another request of its own that the reply does not report: pushed, own.
+    mutator.pushes.length = 0;
+    n.inval.nodeChanged(node, 'attr', mutator.session, true);
+    n.inval.nodeChanged(node, 'attr', mutator.session);
+    await settle(60);
+    expect(mutator.pushes).toHaveLength(1);
+    expect(mutator.pushes[0].payload).toMatchObject({ node: dir, own: true });
+  });
+});
+
 describe('posix (locks)', () => {
   /** The FsError `p` rejects with. */
   const rejection = (p: Promise<unknown>): Promise<FsError> =>

@@ -15,6 +15,7 @@ import { hostname } from 'node:os';
 import {
   Attr,
   Cred,
+  DirAttrReply,
   DirEntry,
   Errno,
   FileType,
@@ -204,6 +205,29 @@ export class FsService implements OnModuleDestroy {
     return attr;
   }
 
+  /**
+   * The `dir_attr` members of the reply to `session`'s entry operation in `dir` (and `oldDir`,
+   * a rename's other directory): their attributes read after the operation. Empty when the
+   * session was not granted `dir_attr`; a directory that cannot be read now is left out (the
+   * client then asks for it). Never rejects.
+   */
+  private async dirAttrs(session: FsSession, dir: FsNode, oldDir?: FsNode): Promise<DirAttrReply> {
+    if (!session.features.has('dir_attr')) return {};
+    const read = async (d: FsNode): Promise<Attr | undefined> => {
+      if (!d.live) return undefined;
+      try {
+        return this.attr(session, d, await this.registry.of(d).backend.getattr(d.path()));
+      } catch {
+        return undefined;
+      }
+    };
+    const [dirAttr, oldDirAttr] = await Promise.all([read(dir), oldDir && oldDir !== dir ? read(oldDir) : undefined]);
+    const out: DirAttrReply = {};
+    if (dirAttr) out.dir_attr = dirAttr;
+    if (oldDirAttr) out.old_dir_attr = oldDirAttr;
+    return out;
+  }
+
   private writable(exp: FsExport): void {
     if (exp.ro) throw new FsError(Errno.EROFS, `export ${exp.name} is read-only`);
   }
@@ -228,10 +252,13 @@ export class FsService implements OnModuleDestroy {
     return cred && session.features.has('posix') && exp.backend.caps.identity === 'caller' ? { uid: cred.uid, gid: cred.gid } : undefined;
   }
 
-  /** Entries of `dir` changed by this node for `by`: events for the directory; its watch is set up in the background. */
+  /**
+   * Entries of `dir` changed by this node for `by`: events for the directory, reported in the
+   * reply's `dir_attr` ({@link dirAttrs}); its watch is set up in the background.
+   */
   private entriesChanged(dir: FsNode, by: FsSession): void {
-    this.inval.dirChanged(dir, by);
-    this.inval.nodeChanged(dir, 'attr', by);
+    this.inval.dirChanged(dir, by, true);
+    this.inval.nodeChanged(dir, 'attr', by, true);
     void this.inval.watchDir(dir);
   }
 
@@ -241,7 +268,8 @@ export class FsService implements OnModuleDestroy {
     // The other names of its file (hard links) lost a link: their nlink and ctime moved.
     const others = this.table.otherNames(node);
     const gone = this.table.forget(node);
-    for (const n of gone) this.inval.nodeChanged(n, 'all', by);
+    // The session removed them: it needs no push of that.
+    for (const n of gone) this.inval.nodeChanged(n, 'all', by, true);
     // A name whose id the file keeps (node itself, now at another of its names) included.
     for (const n of [node, ...others]) if (n.live) this.inval.nodeChanged(n, 'attr', by);
     this.inval.release(gone);
@@ -542,8 +570,8 @@ export class FsService implements OnModuleDestroy {
     if (created) this.entriesChanged(dir, session);
     else if (f & OpenFlags.O_TRUNC) this.inval.nodeChanged(child, 'data', session);
     await this.inval.watchDir(dir);
-    await this.inval.flushNow(session);
-    return { attr, h };
+    const [dirs] = await Promise.all([created ? this.dirAttrs(session, dir) : {}, this.inval.flushNow(session)]);
+    return { attr, h, ...dirs };
   }
 
   /**
@@ -672,8 +700,8 @@ export class FsService implements OnModuleDestroy {
     );
     const attr = this.madeAttr(session, dir, name, st);
     this.entriesChanged(dir, session);
-    await this.inval.flushNow(session);
-    return { attr };
+    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+    return { attr, ...dirs };
   }
 
   /**
@@ -696,8 +724,8 @@ export class FsService implements OnModuleDestroy {
     // The other name's nlink and ctime moved.
     this.inval.nodeChanged(node, 'attr', session);
     this.entriesChanged(dir, session);
-    await this.inval.flushNow(session);
-    return { attr };
+    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+    return { attr, ...dirs };
   }
 
   /** The export of node `id` and its backend's xattr method `op`. @throws FsError ENOTSUP when the backend has none */
@@ -833,8 +861,8 @@ export class FsService implements OnModuleDestroy {
     await this.inval.entryOp([[dir, name]], () => exp.backend.unlink(dir.path(), name));
     this.removed(this.table.peek(dir, name), session);
     this.entriesChanged(dir, session);
-    await this.inval.flushNow(session);
-    return {};
+    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+    return dirs;
   }
 
   /** `rmdir` `node`=dir `{name}` -> `{}` (ENOTDIR, ENOTEMPTY). @throws FsError EROFS on a read-only export */
@@ -845,8 +873,8 @@ export class FsService implements OnModuleDestroy {
     await this.inval.entryOp([[dir, name]], () => exp.backend.rmdir(dir.path(), name));
     this.removed(this.table.peek(dir, name), session);
     this.entriesChanged(dir, session);
-    await this.inval.flushNow(session);
-    return {};
+    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+    return dirs;
   }
 
   /** `mkdir` `node`=dir `{name, mode}` -> `{attr}` (exactly `mode`, default 0755). @throws FsError EROFS, EEXIST */
@@ -857,8 +885,8 @@ export class FsService implements OnModuleDestroy {
     const st = await this.inval.entryOp([[dir, name]], () => exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE, this.owner(session, exp, cred)));
     const attr = this.madeAttr(session, dir, name, st);
     this.entriesChanged(dir, session);
-    await this.inval.flushNow(session);
-    return { attr };
+    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+    return { attr, ...dirs };
   }
 
   /**
@@ -875,8 +903,8 @@ export class FsService implements OnModuleDestroy {
     const st = await this.inval.entryOp([[dir, name]], () => exp.backend.symlink(dir.path(), name, target, this.owner(session, exp, cred)));
     const attr = this.madeAttr(session, dir, name, st);
     this.entriesChanged(dir, session);
-    await this.inval.flushNow(session);
-    return { attr };
+    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+    return { attr, ...dirs };
   }
 
   /** `readlink` `node` -> `{target}` (the stored text; EINVAL when not a symlink). */
@@ -929,8 +957,8 @@ export class FsService implements OnModuleDestroy {
     }
     this.entriesChanged(from, session);
     if (to !== from) this.entriesChanged(to, session);
-    await this.inval.flushNow(session);
-    return {};
+    const [dirs] = await Promise.all([this.dirAttrs(session, to, from), this.inval.flushNow(session)]);
+    return dirs;
   }
 
   /** `statfs` `node` -> `{bsize, frsize, blocks, bfree, bavail, files, ffree, namemax}` of the filesystem holding the node. */

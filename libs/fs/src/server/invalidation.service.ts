@@ -20,6 +20,11 @@
  * `own: true` when the session was granted `inval_own`, so its client can skip what its own
  * handling of the reply already did. Changes of different origins (or from the disk) in one
  * window make a push without `own`.
+ *
+ * Reported: a change whose queuing session hears of it in its request's reply (a directory's
+ * entries and attributes after an entry operation, with the `dir_attr` extension; the entries
+ * it removed) is not pushed to that session at all when it was granted `dir_attr`, unless a
+ * change the reply does not report joins it in the same window.
  */
 import { Injectable, Logger, OnModuleDestroy } from '@nestjs/common';
 import { FS_INVAL_DIR_EVENT, FS_INVAL_EVENT, InvalDirEvent, InvalEvent } from '@svc/protocol';
@@ -56,8 +61,8 @@ function merge(a: What | undefined, b: What): What {
 @Injectable()
 export class InvalidationService implements OnModuleDestroy {
   private readonly log = new Logger('InvalidationService');
-  private pendingNodes = new Map<number, { what: What; gen: number; by: Origin }>();
-  private pendingDirs = new Map<number, { dirGen: number; by: Origin }>();
+  private pendingNodes = new Map<number, { what: What; gen: number; by: Origin; reported: Origin }>();
+  private pendingDirs = new Map<number, { dirGen: number; by: Origin; reported: Origin }>();
   /** Ids forgotten by the node table: dropped from the sessions' seen sets after their last push. */
   private pendingForgotten: number[] = [];
   private flushTimer: NodeJS.Timeout | null = null;
@@ -85,13 +90,16 @@ export class InvalidationService implements OnModuleDestroy {
    * Node `node` changed (`what`): bumps its generation and queues an `e_fs_inval`, for the other
    * names of its file too (hard links).
    * @param by the session whose request made the change; null (default): found on disk
+   * @param reported the reply to `by`'s request reports this change of `node` itself (not of its
+   *   other names): a session granted `dir_attr` is not sent it (see the module documentation)
    */
-  nodeChanged(node: FsNode, what: What, by: Origin = null): void {
+  nodeChanged(node: FsNode, what: What, by: Origin = null, reported = false): void {
     // A change through one name of a file with several is a change of every name.
     for (const n of [node, ...this.table.otherNames(node)]) {
       n.gen++;
       const prev = this.pendingNodes.get(n.id);
-      this.pendingNodes.set(n.id, { what: merge(prev?.what, what), gen: n.gen, by: mergeOrigin(prev?.by, by) });
+      const told = reported && n === node ? by : null;
+      this.pendingNodes.set(n.id, { what: merge(prev?.what, what), gen: n.gen, by: mergeOrigin(prev?.by, by), reported: mergeOrigin(prev?.reported, told) });
     }
     this.scheduleFlush();
   }
@@ -99,11 +107,12 @@ export class InvalidationService implements OnModuleDestroy {
   /**
    * The entries of directory `dir` changed: bumps its entry generation and queues an `e_fs_inval_dir`.
    * @param by as {@link nodeChanged}
+   * @param reported as {@link nodeChanged}
    */
-  dirChanged(dir: FsNode, by: Origin = null): void {
+  dirChanged(dir: FsNode, by: Origin = null, reported = false): void {
     dir.dirGen++;
     const prev = this.pendingDirs.get(dir.id);
-    this.pendingDirs.set(dir.id, { dirGen: dir.dirGen, by: mergeOrigin(prev?.by, by) });
+    this.pendingDirs.set(dir.id, { dirGen: dir.dirGen, by: mergeOrigin(prev?.by, by), reported: mergeOrigin(prev?.reported, reported ? by : null) });
     this.scheduleFlush();
   }
 
@@ -240,7 +249,8 @@ export class InvalidationService implements OnModuleDestroy {
    * acknowledge pushes carry `seq` (the commit waits for their acks); the mutator's own, and all
    * of a flush at the end of the coalescing window (`mutator` null: nobody waits), carry none
    * and are not acknowledged. A push of changes that all came from the receiving session carries
-   * `own` when it was granted `inval_own`.
+   * `own` when it was granted `inval_own`, and is not sent when they were all reported to it and
+   * it was granted `dir_attr`.
    */
   private flush(mutator: FsSession | null): void {
     this.flushTimer = null;
@@ -253,15 +263,16 @@ export class InvalidationService implements OnModuleDestroy {
     for (const session of this.sessions.all()) {
       const acks = session.acks && mutator !== null && session !== mutator;
       const tellsOwn = session.features.has('inval_own');
-      for (const [id, { what, gen, by }] of nodes) {
-        if (!session.seen.has(id)) continue;
+      const toldInReply = session.features.has('dir_attr');
+      for (const [id, { what, gen, by, reported }] of nodes) {
+        if (!session.seen.has(id) || (reported === session && toldInReply)) continue;
         const ev: InvalEvent = { node: id, what, gen };
         if (by === session && tellsOwn) ev.own = true;
         else if (acks) ev.seq = session.nextPushSeq();
         session.push(FS_INVAL_EVENT, ev);
       }
-      for (const [id, { dirGen, by }] of dirs) {
-        if (!session.seen.has(id)) continue;
+      for (const [id, { dirGen, by, reported }] of dirs) {
+        if (!session.seen.has(id) || (reported === session && toldInReply)) continue;
         const ev: InvalDirEvent = { dir: id, dir_gen: dirGen };
         if (by === session && tellsOwn) ev.own = true;
         else if (acks) ev.seq = session.nextPushSeq();
