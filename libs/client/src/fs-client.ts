@@ -89,13 +89,31 @@ export interface FsClientOptions {
    * for a caller that needs the exports first ({@link FsClient.exports} returns its reply).
    */
   listExports?: boolean;
+  /**
+   * What an acknowledgement of invalidation pushes (the `inval_ack` extension) waits for, at
+   * most {@link ACK_BARRIER_MAX_MS}: the settling of what the listeners started while they
+   * applied the pushes (a FUSE layer's kernel notifications, which run on another thread). The
+   * node holds the other client's mutation until the ack, so its caller then finds nothing of
+   * the old state anywhere. Default: nothing to wait for.
+   */
+  ackBarrier?: () => Promise<unknown>;
 }
+
+/**
+ * The longest an acknowledgement waits for {@link FsClientOptions.ackBarrier}, ms: a kernel
+ * notification can wait for a directory lock the kernel holds while it waits for this client's
+ * own request, which may wait at the node for another client's ack.
+ */
+export const ACK_BARRIER_MAX_MS = 50;
 
 /**
  * The options of {@link FsClientOptions} that tune a session rather than name its endpoint:
  * what a holder of many sessions (the router's endpoint pool) passes on to each one it opens.
  */
-export type FsSessionTuning = Pick<FsClientOptions, 'binary' | 'features' | 'connectTimeoutMs' | 'requestTimeoutMs' | 'keepaliveMs' | 'keepaliveTimeoutMs'>;
+export type FsSessionTuning = Pick<
+  FsClientOptions,
+  'binary' | 'features' | 'connectTimeoutMs' | 'requestTimeoutMs' | 'keepaliveMs' | 'keepaliveTimeoutMs' | 'ackBarrier'
+>;
 
 /** Default keepalive ping interval while requests are pending, ms. */
 export const DEFAULT_KEEPALIVE_MS = 1000;
@@ -222,6 +240,8 @@ export class FsClient extends EventEmitter {
   private lastHeard = 0;
   /** Highest invalidation push `seq` taken in and not yet acknowledged (the `inval_ack` extension); 0: none. */
   private ackDue = 0;
+  /** {@link FsClientOptions.ackBarrier}. */
+  private readonly ackBarrier: (() => Promise<unknown>) | null;
   /** performance.now() when the pending set last became non-empty. */
   private busySince = 0;
   /** performance.now() of the last ping sent. */
@@ -239,6 +259,7 @@ export class FsClient extends EventEmitter {
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
     this.keepaliveMs = options.keepaliveMs ?? DEFAULT_KEEPALIVE_MS;
     this.keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
+    this.ackBarrier = options.ackBarrier ?? null;
     this.lastHeard = performance.now();
     ws.on('message', (data: Buffer, isBinary: boolean) => this.onMessage(data, isBinary));
     // Bytes of a frame still arriving count as an answer too: a large reply on a slow link
@@ -602,7 +623,8 @@ export class FsClient extends EventEmitter {
   /**
    * Acknowledges invalidation pushes up to `seq` (the `inval_ack` extension) once the pushes
    * read off the socket with it have been emitted, and so applied by the listeners, which act
-   * on them synchronously: one `ack` for all the pushes of one socket read.
+   * on them synchronously, and what they started has settled ({@link FsClientOptions.ackBarrier},
+   * at most {@link ACK_BARRIER_MAX_MS}): one `ack` for all the pushes of one socket read.
    */
   private ackLater(seq: number): void {
     if (seq <= this.ackDue) return;
@@ -612,7 +634,16 @@ export class FsClient extends EventEmitter {
     queueMicrotask(() => {
       const upTo = this.ackDue;
       this.ackDue = 0;
-      if (!this.closed) this.request('ack', {}, { seq: upTo }).catch(() => undefined);
+      const send = () => {
+        if (!this.closed) this.request('ack', {}, { seq: upTo }).catch(() => undefined);
+      };
+      if (!this.ackBarrier) return send();
+      let timer: NodeJS.Timeout | undefined;
+      const waited = new Promise<void>((resolve) => (timer = setTimeout(resolve, ACK_BARRIER_MAX_MS)));
+      void Promise.race([this.ackBarrier().catch(() => undefined), waited]).then(() => {
+        clearTimeout(timer);
+        send();
+      });
     });
   }
 

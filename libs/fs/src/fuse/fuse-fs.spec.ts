@@ -135,6 +135,10 @@ class FakeRouter extends EventEmitter {
   async release(): Promise<void> {
     this.calls.release++;
   }
+  ackBarrier: (() => Promise<unknown>) | null = null;
+  setAckBarrier(barrier: () => Promise<unknown>): void {
+    this.ackBarrier = barrier;
+  }
 }
 
 function setup(options: ConstructorParameters<typeof FuseFs>[1] = {}) {

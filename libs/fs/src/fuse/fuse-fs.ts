@@ -138,6 +138,8 @@ export class FuseFs {
   private readonly invalidations = { inode: 0, entry: 0 };
   /** Kernel invalidations in progress, by inode. */
   private readonly invalPending = new Map<number, Promise<void>>();
+  /** The latest kernel notification queued, settled ({@link kernelNotified}). */
+  private lastNotification: Promise<void> = Promise.resolve();
   /** Inodes whose read-only opens the binding answers. */
   private readonly fastAllowed = new Set<number>();
 
@@ -184,6 +186,8 @@ export class FuseFs {
         },
       },
     });
+    // Another client's mutation returns once this mount's kernel dropped what it held of it.
+    router.setAckBarrier(() => this.kernelNotified());
     router.on('inval', (e: PathInval) => {
       if (this.ownHandled(e)) {
         // Only the times the node gave the change are new (a directory's mtime after an entry
@@ -341,11 +345,11 @@ export class FuseFs {
     const negatives = this.operations.negatives.take(e.ino);
     if (!this.session) return;
     this.invalidations.inode++;
-    this.track(e.ino, this.session.notifyInvalInode(e.ino, 0, 0));
+    this.track(e.ino, this.queued(this.session.notifyInvalInode(e.ino, 0, 0)));
     // Names the kernel holds as missing in this directory: one of them may exist now.
     for (const name of negatives) {
       this.invalidations.entry++;
-      void this.session.notifyInvalEntry(e.ino, name).catch(() => undefined);
+      void this.queued(this.session.notifyInvalEntry(e.ino, name)).catch(() => undefined);
     }
   }
 
@@ -370,7 +374,27 @@ export class FuseFs {
     // Not waited for by kernelSettled: an entry notification takes the directory's lock, which
     // the kernel may hold while it asks for attributes (a permission check in a create): a
     // getattr waiting for it would wait for itself.
-    void this.session.notifyExpireEntry(e.parent.ino, e.name).catch(() => undefined);
+    void this.queued(this.session.notifyExpireEntry(e.parent.ino, e.name)).catch(() => undefined);
+  }
+
+  /**
+   * Notes kernel notification `p` as the latest queued: the binding's notification thread runs
+   * them in order, so {@link kernelNotified} waits for this one.
+   */
+  private queued<T>(p: Promise<T>): Promise<T> {
+    this.lastNotification = p.then(
+      () => undefined,
+      () => undefined,
+    );
+    return p;
+  }
+
+  /**
+   * Settles once every kernel notification queued so far has run: what the router's sessions'
+   * acknowledgements of pushes wait for ({@link WorkspaceRouter.setAckBarrier}).
+   */
+  kernelNotified(): Promise<void> {
+    return this.lastNotification;
   }
 
   /**

@@ -110,9 +110,15 @@ export class EndpointPool extends EventEmitter {
   private readonly probeIntervalMs: number;
   private readonly probeIdleMs: number;
   private closed = false;
+  /**
+   * What every session's acknowledgement of pushes waits for ({@link FsClientOptions.ackBarrier}):
+   * the pool's option, or what the FUSE layer on the router sets ({@link WorkspaceRouter.setAckBarrier}).
+   */
+  ackBarrier: () => Promise<unknown>;
 
   constructor(private readonly options: EndpointPoolOptions = {}) {
     super();
+    this.ackBarrier = options.ackBarrier ?? (() => Promise.resolve());
     this.connectTimeoutMs = options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.probeIntervalMs = options.probeIntervalMs ?? 1000;
     this.probeIdleMs = options.probeIdleMs ?? 60_000;
@@ -171,6 +177,7 @@ export class EndpointPool extends EventEmitter {
       requestTimeoutMs: this.options.requestTimeoutMs,
       keepaliveMs: this.options.keepaliveMs,
       keepaliveTimeoutMs: this.options.keepaliveTimeoutMs,
+      ackBarrier: () => this.ackBarrier(),
       // Every session's first use is an export's root: ask for the list behind the hello.
       listExports: true,
     });

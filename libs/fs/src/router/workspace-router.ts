@@ -34,6 +34,8 @@
  * no candidate of a mount can be used.
  */
 import { EventEmitter } from 'node:events';
+// eslint-disable-next-line @typescript-eslint/no-unused-vars -- named in setAckBarrier's documentation
+import { type ACK_BARRIER_MAX_MS } from '@svc/client';
 import { DEFAULT_KEEPALIVE_MS, DEFAULT_KEEPALIVE_TIMEOUT_MS, type FramedData, type PrefetchedFile } from '@svc/client';
 import { type Cred, Errno, FsError, type FsPayload, type FsReply, type GetlkReply, type LockPayload } from '@svc/protocol/wire';
 import { EndpointPool, EndpointPoolOptions, EndpointSession } from './endpoint-pool';
@@ -185,6 +187,16 @@ export class WorkspaceRouter extends EventEmitter {
     });
     this.pool.on('inval_dir', (s: EndpointSession, ev: InvalDirEvent) => fanout.invalDir(s, ev));
     this.pool.on('session_closed', (s: EndpointSession) => this.routes.sessionClosed(s));
+  }
+
+  /**
+   * Sets what every FS session's acknowledgement of invalidation pushes waits for (at most
+   * {@link ACK_BARRIER_MAX_MS}): a FUSE layer passes the settling of the kernel notifications
+   * its `inval` and `inval_dir` listeners queued, so another client's mutation returns only
+   * once this client's kernel has dropped what it held.
+   */
+  setAckBarrier(barrier: () => Promise<unknown>): void {
+    this.pool.ackBarrier = barrier;
   }
 
   /**
