@@ -30,6 +30,7 @@ import {
 import { join } from 'node:path';
 import { BIN, cleanupTmp, killAll, Running, sleep, tmpDir, waitFor } from './support/processes';
 import { fuseUnavailable, killMount, startFsNode } from './helpers/fs-mount';
+import { startFsNode as startFsNodeWithOps } from './helpers/fs-peer';
 
 const reason = fuseUnavailable();
 if (reason) process.stdout.write(`FUSE kernel cache e2e tests skipped: ${reason}\n`);
@@ -85,6 +86,14 @@ async function requests(m: Mount, op: string): Promise<number> {
   return Number(found[1]);
 }
 
+/** Requests of operation `op` the node answered so far, whatever their result (`svc_fs_ops_total{op}`). */
+async function nodeRequests(node: Running, op: string): Promise<number> {
+  const text = await (await fetch(`${node.opsUrl}/metrics`, { headers: { connection: 'close' } })).text();
+  let sum = 0;
+  for (const m of text.matchAll(new RegExp(`^svc_fs_ops_total\\{op="${op}",[^}]*\\} (\\d+)$`, 'gm'))) sum += Number(m[1]);
+  return sum;
+}
+
 /** Polls `check` (which throws or returns false until it holds) for up to `ms`; returns how long it took, ms. */
 async function within(ms: number, what: string, check: () => boolean | void): Promise<number> {
   const t0 = Date.now();
@@ -127,7 +136,8 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     writeFileSync(join(work, 'f.txt'), 'one\n');
     mkdirSync(join(work, 'dir'));
     writeFileSync(join(work, 'dir', 'a'), 'a\n');
-    node = await startFsNode([`work=${work}`]);
+    // With its ops endpoints (metrics on a free port), to count the requests it answers.
+    node = await startFsNodeWithOps([`work=${work}`], { env: { SVC_METRICS_PORT: '0' } });
     [m1, m2] = await Promise.all([startMount(node.url), startMount(node.url)]);
   }, 60_000);
 
@@ -252,6 +262,30 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     const before = await requests(m1, 'lookup');
     for (let i = 0; i < 200; i++) expect(exists(missing)).toBe(false);
     expect((await requests(m1, 'lookup')) - before).toBe(0);
+  });
+
+  it("answers the names missing in a directory it made without asking the node, sees entries made there on the node's disk or through the other mount, and sees it empty once removed and made again on the node's disk", async () => {
+    const made = join(m1.dir, 'fresh');
+    mkdirSync(made);
+    const [lookups, getattrs] = [await nodeRequests(node, 'lookup'), await nodeRequests(node, 'getattr')];
+    // The kernel looks each name up before it creates it (tar -x, git checkout, cp -r).
+    for (let i = 0; i < 50; i++) writeFileSync(join(made, `f${i}`), `${i}\n`, { flag: 'wx' });
+    expect(await nodeRequests(node, 'lookup')).toBe(lookups);
+    expect(await nodeRequests(node, 'getattr')).toBe(getattrs);
+    expect(readdirSync(join(work, 'fresh')).length).toBe(50);
+    // Made on the node's disk: pushed, and seen within 1 s.
+    writeFileSync(join(work, 'fresh', 'from-node'), 'n\n');
+    await within(1000, 'from-node', () => read(join(made, 'from-node')) === 'n\n');
+    // Made through the other mount: its close returns once this mount applied the push.
+    writeFileSync(join(m2.dir, 'fresh', 'from-m2'), 'm\n');
+    expect(read(join(made, 'from-m2'))).toBe('m\n');
+    // Removed and made again on the node's disk (the new directory may get the old one's inode number).
+    rmSync(join(work, 'fresh'), { recursive: true });
+    mkdirSync(join(work, 'fresh'));
+    await within(1000, 'fresh made again', () => readdirSync(made).length === 0);
+    expect(exists(join(made, 'f1'))).toBe(false);
+    writeFileSync(join(made, 'again'), 'a\n', { flag: 'wx' });
+    expect(readFileSync(join(work, 'fresh', 'again'), 'utf8')).toBe('a\n');
   });
 
   it('answers a warm read-only open in the binding, never reaching the mount process, until the file changes', async () => {

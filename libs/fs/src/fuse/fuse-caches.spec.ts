@@ -38,4 +38,49 @@ describe('FuseCaches', () => {
     await third;
     expect(caches.cachedAttr('/w/g')).toBeUndefined();
   });
+
+  it('answers names missing in a directory it made or listed, with its own entry changes applied, until a push of a change from elsewhere', async () => {
+    const asked: string[] = [];
+    const router = {
+      getattr: (path: string): Promise<Attr> => {
+        asked.push(path);
+        return Promise.reject(Object.assign(new Error('ENOENT'), { errno: 2 }));
+      },
+      readdirAll: () => Promise.resolve([{ name: 'listed', attr: attr(1) }]),
+    };
+    const caches = new FuseCaches(router, 60_000);
+    const missing = async (path: string) =>
+      expect(
+        await caches.attrOf(path).then(
+          () => 'found',
+          (e: { errno?: number }) => e.errno,
+        ),
+      ).toBe(2);
+
+    caches.madeDir('/w/new');
+    await missing('/w/new/a');
+    caches.entryChanged('/w/new/a', 'added');
+    caches.remember('/w/new/a', attr(3));
+    expect((await caches.attrOf('/w/new/a')).sz).toBe(3);
+    caches.entryChanged('/w/new/a', 'removed');
+    await missing('/w/new/a');
+    caches.entryChanged('/w/new/b', 'added');
+    // Added, attributes not known: asked for, not answered missing.
+    await caches.attrOf('/w/new/b').catch(() => undefined);
+    expect(asked).toEqual(['/w/new/b']);
+    // A change from elsewhere (a push for the directory): names are asked for again.
+    caches.forgetDir('/w/new');
+    await caches.attrOf('/w/new/c').catch(() => undefined);
+    expect(asked).toEqual(['/w/new/b', '/w/new/c']);
+
+    // A directory listed: its names, kept with this mount's changes; a change it cannot apply
+    // (no `change`: a rename exchanging two names) drops them.
+    await caches.listing('/w/old');
+    caches.forget('/w/old/listed');
+    expect(asked).toEqual(['/w/new/b', '/w/new/c']);
+    await missing('/w/old/other');
+    caches.entryChanged('/w/old/x');
+    await caches.attrOf('/w/old/other').catch(() => undefined);
+    expect(asked).toEqual(['/w/new/b', '/w/new/c', '/w/old/other']);
+  });
 });

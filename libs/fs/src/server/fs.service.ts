@@ -228,6 +228,27 @@ export class FsService implements OnModuleDestroy {
     return out;
   }
 
+  /**
+   * Watches directory `made`, just made by this node for a session, before the reply: a client
+   * takes a directory it made to be empty and answers lookups in it without asking (until a
+   * push says otherwise), so every change from elsewhere must be pushed from the start. An entry
+   * that appeared between the mkdir and the watch is pushed after the reply (a push before it
+   * would reach the client before it knows the directory). Never rejects.
+   */
+  private async watchMade(made: FsNode): Promise<void> {
+    await this.inval.watchDir(made);
+    try {
+      if ((await this.registry.of(made).backend.readdir(made.path())).length === 0) return;
+    } catch {
+      // gone or unreadable already: the sessions hear of it as of any change
+    }
+    setImmediate(() => {
+      if (!made.live) return;
+      this.inval.dirChanged(made);
+      this.inval.nodeChanged(made, 'attr');
+    });
+  }
+
   private writable(exp: FsExport): void {
     if (exp.ro) throw new FsError(Errno.EROFS, `export ${exp.name} is read-only`);
   }
@@ -885,6 +906,7 @@ export class FsService implements OnModuleDestroy {
     const st = await this.inval.entryOp([[dir, name]], () => exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE, this.owner(session, exp, cred)));
     const attr = this.madeAttr(session, dir, name, st);
     this.entriesChanged(dir, session);
+    await this.watchMade(this.table.child(dir, name));
     const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
     return { attr, ...dirs };
   }

@@ -64,6 +64,7 @@ export function toFsStat(st: BigIntStats): FsStat {
     mtimeNs: Number(st.mtimeNs),
     ctimeNs: Number(st.ctimeNs),
     fileKey: `${st.dev}:${st.ino}`,
+    birthNs: Number(st.birthtimeNs),
     ...(st.rdev !== 0n ? { rdev: Number(st.rdev) } : {}),
   };
 }
@@ -589,7 +590,7 @@ export class LocalDirBackend implements FsBackend {
   /** Checks a new descriptor (regular file or directory, inside the root) and wraps it; closes it on failure. */
   private async checkOpened(fh: FileHandle, acc: number): Promise<{ file: FsOpenFile; stat: FsStat }> {
     try {
-      const st = await fh.stat({ bigint: true });
+      const st = await this.io.fstat(fh.fd);
       if (!isServable(Number(st.mode))) throw new FsError(Errno.EACCES, 'special files are not served');
       this.checkInside(fh.fd, st.isDirectory());
       const stat = toFsStat(st);
@@ -642,11 +643,11 @@ export class LocalDirBackend implements FsBackend {
       }
       if (created) {
         try {
-          const file = fh;
-          if (owner) await this.own(dfd, owner, (uid, gid) => file.chown(uid, gid));
+          const fd = fh.fd;
+          if (owner) await this.own(dfd, owner, (uid, gid) => this.io.fchown(fd, uid, gid));
           // The requested permission bits exactly, whatever the process umask (after the chown, which clears set-ID bits).
-          await fh.chmod(mode & 0o7777);
-          opened.stat = toFsStat(await fh.stat({ bigint: true }));
+          await this.io.fchmod(fd, mode & 0o7777);
+          opened.stat = toFsStat(await this.io.fstat(fd));
         } catch (e) {
           await opened.file.close().catch(() => undefined);
           throw e;

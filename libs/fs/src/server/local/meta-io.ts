@@ -1,7 +1,8 @@
 /**
  * MetaIo: the metadata system calls of a local export (stat, open of O_PATH descriptors, chmod,
  * chown, utimes, mkdir, rmdir, unlink, rename, symlink, link, readlink), each returning a
- * Promise as `fs/promises` does, with the same errors (Node's `ENOENT`, `EACCES`, ... errors).
+ * Promise as `fs/promises` does, with the same errors (Node's `ENOENT`, `EACCES`, ... errors);
+ * also fstat, fchmod and fchown of a descriptor.
  *
  * Where they run: `fs/promises` sends every call to libuv's thread pool and back, two thread
  * wake-ups that cost far more than the call itself on a warm disk (a pool `lstat` measured
@@ -107,6 +108,22 @@ export class MetaIo {
     return this.run(
       () => fss.openSync(path, flags),
       () => openFdAsync(path, flags),
+    );
+  }
+
+  /** fchmod(2) of an open descriptor. */
+  fchmod(fd: number, mode: number): Promise<void> {
+    return this.run(
+      () => fss.fchmodSync(fd, mode),
+      () => promisify(fss.fchmod)(fd, mode),
+    );
+  }
+
+  /** fchown(2) of an open descriptor (-1 leaves an id as it is). */
+  fchown(fd: number, uid: number, gid: number): Promise<void> {
+    return this.run(
+      () => fss.fchownSync(fd, uid, gid),
+      () => promisify(fss.fchown)(fd, uid, gid),
     );
   }
 
