@@ -59,6 +59,10 @@ describe('FuseCaches', () => {
 
     caches.madeDir('/w/new');
     await missing('/w/new/a');
+    // A name longer than NAME_MAX goes to the node, which answers ENAMETOOLONG (here: the fake's ENOENT).
+    await caches.attrOf(`/w/new/${'n'.repeat(256)}`).catch(() => undefined);
+    expect(asked).toEqual([`/w/new/${'n'.repeat(256)}`]);
+    asked.length = 0;
     caches.entryChanged('/w/new/a', 'added');
     caches.remember('/w/new/a', attr(3));
     expect((await caches.attrOf('/w/new/a')).sz).toBe(3);

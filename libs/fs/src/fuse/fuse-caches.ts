@@ -20,7 +20,7 @@
  * name before it makes it (the kernel looks every name up before a create or mkdir). The node
  * watches a directory from the moment it hands it out, so every change from elsewhere is pushed.
  */
-import { Attr, Errno, FsError } from '@svc/protocol/wire';
+import { Attr, Errno, FsError, NAME_MAX } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { PrefetchCache } from './prefetch-cache';
@@ -245,6 +245,8 @@ export class FuseCaches {
     if (hit && hit.expires > now) return hit.value;
     const miss = this.missing.get(path);
     if (miss !== undefined && miss > now) throw new FsError(Errno.ENOENT);
+    // A name no directory can hold is not missing from one: the node answers ENAMETOOLONG.
+    if (Buffer.byteLength(baseName(path)) > NAME_MAX) return this.router.getattr(path);
     // A fresh listing of the parent that lacks the name is as good as a failed lookup.
     const dir = parentPath(path);
     const parent = this.dirs.get(dir);
