@@ -391,19 +391,20 @@ describe('inval_ack', () => {
   });
 });
 
+/** A push as a recording session saw it. */
+type Push = { type: string; payload: { node?: number; dir?: number; own?: boolean; seq?: number } };
+
+/** A session on node `n` asking for `features` that records its pushes. */
+function recorder(n: Node, id: string, features: string[]): { session: FsSession; pushes: Push[] } {
+  const pushes: Push[] = [];
+  const granted = n.service.hello({ ...HELLO, features }).caps.features;
+  const session = n.sessions.open(id, false, (type, payload) => pushes.push({ type, payload: payload as Push['payload'] }), granted);
+  return { session, pushes };
+}
+
+const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
 describe('inval_own', () => {
-  type Push = { type: string; payload: { node?: number; dir?: number; own?: boolean; seq?: number } };
-
-  /** A session on node `n` asking for `features` that records its pushes. */
-  function recorder(n: Node, id: string, features: string[]): { session: FsSession; pushes: Push[] } {
-    const pushes: Push[] = [];
-    const granted = n.service.hello({ ...HELLO, features }).caps.features;
-    const session = n.sessions.open(id, false, (type, payload) => pushes.push({ type, payload: payload as Push['payload'] }), granted);
-    return { session, pushes };
-  }
-
-  const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
   it("marks the pushes of a session's own changes own, for it alone; a change from elsewhere in the same window is not", async () => {
     const n = await startNode();
     const mutator = recorder(n, 'm', ['inval_ack', 'inval_own']);
@@ -462,16 +463,6 @@ describe('inval_own', () => {
 });
 
 describe('dir_attr', () => {
-  type Push = { type: string; payload: { node?: number; dir?: number; own?: boolean } };
-
-  function recorder(n: Node, id: string, features: string[]): { session: FsSession; pushes: Push[] } {
-    const pushes: Push[] = [];
-    const granted = n.service.hello({ ...HELLO, features }).caps.features;
-    const session = n.sessions.open(id, false, (type, payload) => pushes.push({ type, payload: payload as Push['payload'] }), granted);
-    return { session, pushes };
-  }
-
-  const settle = (ms: number) => new Promise((r) => setTimeout(r, ms));
   /** The times, size and link count of directory `rel` of the export as the disk has them now. */
   const onDisk = (rel: string) => {
     const st = statSync(join(root, rel), { bigint: true });
