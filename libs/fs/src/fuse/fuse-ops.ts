@@ -789,7 +789,7 @@ export class FuseOperations implements Operations {
         if (known) this.denyFast(known.ino);
         const open = flags & CREATE_FLAGS;
         if (open & OpenFlags.O_TRUNC) await this.flushPath(path);
-        const { fh: routerFh, attr } = await this.router.create(path, mode & 0o7777, open | OpenFlags.O_CREAT, credOf(ctx));
+        const { fh: routerFh, attr, made } = await this.router.create(path, mode & 0o7777, open | OpenFlags.O_CREAT, credOf(ctx));
         const state = this.handles.state(path, true, open);
         state.fh = routerFh;
         const fh = this.handles.add(state);
@@ -798,8 +798,8 @@ export class FuseOperations implements Operations {
         const entry = this.entry(parent, name, path, attr);
         state.ino = entry.ino;
         state.expectId = attr.id;
-        // A file made by this create (O_EXCL: not an existing one opened) has no capabilities.
-        if (open & OpenFlags.O_EXCL) this.noCaps.add(entry.ino);
+        // A file made by this create (O_EXCL, or the reply says so: not an existing one opened) has no capabilities.
+        if (open & OpenFlags.O_EXCL || made) this.noCaps.add(entry.ino);
         return { entry, open: { fh, keepCache: true } };
       },
       (reply) => {

@@ -337,13 +337,21 @@ export class WorkspaceRouter extends EventEmitter {
    * @param mode permission bits, e.g. 0o644
    * @param flags O_* bits; O_CREAT is implied
    * @param cred the caller (a node that applies the caller's identity makes the file theirs)
+   * @returns the router handle, the file's attributes, and `made`: true when the reply says the
+   *   file was made by this request (with `dir_attr`, whose directory attributes come only
+   *   then), false when that is not known
    * @throws FsError EEXIST (O_EXCL), ENOENT (parent), EROFS, MountUnavailableError
    */
-  async create(path: string, mode = 0o644, flags: number = OpenFlags.O_WRONLY | OpenFlags.O_TRUNC, cred?: Cred): Promise<{ fh: number; attr: Attr }> {
+  async create(
+    path: string,
+    mode = 0o644,
+    flags: number = OpenFlags.O_WRONLY | OpenFlags.O_TRUNC,
+    cred?: Cred,
+  ): Promise<{ fh: number; attr: Attr; made: boolean }> {
     const t = this.mutationTarget(path, 'create');
     const r = await this.files.create(t, mode, flags, cred);
     this.dirChanged(r.active, r.dir, t.path, r.dirAttr);
-    return { fh: r.fh, attr: r.attr };
+    return { fh: r.fh, attr: r.attr, made: r.dirAttr !== undefined };
   }
 
   /**
