@@ -12,15 +12,8 @@
  * file of a tree one by one), the directory is listed once (metadata only: `readdirp` carries
  * every entry's attributes) and the following misses there are answered from it, rather than
  * costing a lookup each; directories larger than {@link LIST_MAX_DIR_BYTES} are not.
- *
- * Names: the names of a directory this mount listed or made are kept, with this mount's own
- * entry changes applied to them, until a push of a change from elsewhere (or a failover or a
- * topology change) drops them; a name missing from them is ENOENT without a round trip. So a
- * `tar -x`, `git checkout` or `cp -r` into a new directory does not ask the node about each
- * name before it makes it (the kernel looks every name up before a create or mkdir). The node
- * watches a directory from the moment it hands it out, so every change from elsewhere is pushed.
  */
-import { Attr, Errno, FsError, NAME_MAX } from '@svc/protocol/wire';
+import { Attr, Errno, FsError } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { PrefetchCache } from './prefetch-cache';
@@ -95,8 +88,6 @@ export class FuseCaches {
   private readonly dirMisses = new Map<string, { names: Set<string>; since: number }>();
   /** Directory -> when (ms since the epoch) this mount last added or removed one of its entries. */
   private readonly ownChanges = new Map<string, number>();
-  /** Directory -> every name in it (see the module documentation). */
-  private readonly names = new Map<string, Expiring<Set<string>>>();
 
   /**
    * @param router where misses are read from
@@ -116,7 +107,6 @@ export class FuseCaches {
     this.attrs.clear();
     this.missing.clear();
     this.dirs.clear();
-    this.names.clear();
     this.proofs.clear();
     this.contents.forgetAll();
     for (const l of this.listingsInFlight.values()) l.stale = true;
@@ -156,19 +146,17 @@ export class FuseCaches {
     this.forget(path);
     this.contents.forgetTree(path);
     for (const [dir, l] of this.listingsInFlight) if (dir.startsWith(`${path}/`)) l.stale = true;
-    this.names.delete(path);
     const prefix = `${path}/`;
-    for (const map of [this.attrs, this.missing, this.dirs, this.names, this.proofs] as Array<Map<string, unknown>>) {
+    for (const map of [this.attrs, this.missing, this.dirs, this.proofs] as Array<Map<string, unknown>>) {
       for (const p of map.keys()) if (p.startsWith(prefix)) map.delete(p);
     }
     for (const [p, reads] of this.attrsInFlight) if (p.startsWith(prefix)) for (const r of reads) r.stale = true;
   }
 
-  /** Drops the listing, names and attributes of `dir` and the negative lookups below it. */
+  /** Drops the listing and attributes of `dir` and the negative lookups below it. */
   forgetDir(dir: string): void {
     this.staleListing(dir);
     this.dirs.delete(dir);
-    this.names.delete(dir);
     this.attrs.delete(dir);
     const prefix = dir === '/' ? '/' : `${dir}/`;
     for (const p of this.missing.keys()) if (p.startsWith(prefix)) this.missing.delete(p);
@@ -200,25 +188,11 @@ export class FuseCaches {
    * parent's listing goes ({@link forget}), and for {@link LIST_WINDOW_MS} the parent is not
    * listed on attribute misses. A program that fills or empties a directory (`tar -x`, `rm -rf`,
    * a build) would otherwise have it listed again after each of its changes, each listing as
-   * long as the directory: quadratic in its size. Its misses are looked up one by one instead,
-   * or answered from the parent's names while they are kept: `change` is applied to them
-   * (`added`: the name is there now; `removed`: it is not); without it they are dropped.
+   * long as the directory: quadratic in its size. Its misses are looked up one by one instead.
    */
-  entryChanged(path: string, change?: 'added' | 'removed', now = Date.now()): void {
+  entryChanged(path: string, now = Date.now()): void {
     this.forget(path);
-    if (path === '/') return;
-    const dir = parentPath(path);
-    cacheSet(this.ownChanges, dir, now);
-    const known = this.names.get(dir);
-    if (!known) return;
-    if (change === undefined || known.expires <= now) this.names.delete(dir);
-    else if (change === 'added') known.value.add(baseName(path));
-    else known.value.delete(baseName(path));
-  }
-
-  /** This mount made directory `path`: it has no entries (see the module documentation on names). */
-  madeDir(path: string, now = Date.now()): void {
-    cacheSet(this.names, path, { value: new Set(), expires: now + this.ttl });
+    if (path !== '/') cacheSet(this.ownChanges, parentPath(path), now);
   }
 
   /** Records that `path` does not exist (this mount removed it). */
@@ -245,16 +219,12 @@ export class FuseCaches {
     if (hit && hit.expires > now) return hit.value;
     const miss = this.missing.get(path);
     if (miss !== undefined && miss > now) throw new FsError(Errno.ENOENT);
-    // A name no directory can hold is not missing from one: the node answers ENAMETOOLONG.
-    if (Buffer.byteLength(baseName(path)) > NAME_MAX) return this.router.getattr(path);
     // A fresh listing of the parent that lacks the name is as good as a failed lookup.
     const dir = parentPath(path);
     const parent = this.dirs.get(dir);
     if (parent && parent.expires > now && path !== '/' && !parent.value.has.has(baseName(path))) {
       throw new FsError(Errno.ENOENT);
     }
-    const known = this.names.get(dir);
-    if (known && known.expires > now && path !== '/' && !known.value.has(baseName(path))) throw new FsError(Errno.ENOENT);
     if (path !== '/' && (this.listingsInFlight.has(dir) || this.listWanted(dir, baseName(path), now))) {
       let listed: Listing | null = null;
       try {
@@ -325,7 +295,6 @@ export class FuseCaches {
         if (!entry.stale) {
           for (const e of entries) this.remember(joinPath(path, e.name), e.attr, done);
           cacheSet(this.dirs, path, { value, expires: done + this.ttl });
-          cacheSet(this.names, path, { value: new Set(names), expires: done + this.ttl });
         }
         return value;
       } finally {

@@ -519,8 +519,7 @@ export class FuseOperations implements Operations {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       const attr = await this.router.mkdir(path, mode & 0o7777, credOf(ctx));
-      this.caches.entryChanged(path, 'added');
-      this.caches.madeDir(path);
+      this.caches.entryChanged(path);
       this.caches.remember(path, attr);
       return this.entry(parent, name, path, attr);
     });
@@ -531,7 +530,7 @@ export class FuseOperations implements Operations {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       const attr = await this.router.symlink(path, target, credOf(ctx));
-      this.caches.entryChanged(path, 'added');
+      this.caches.entryChanged(path);
       this.caches.remember(path, attr);
       return this.entry(parent, name, path, attr);
     });
@@ -545,7 +544,7 @@ export class FuseOperations implements Operations {
       await this.handles.pinOpenHandles(path);
       const gone = this.inodes.child(parent, name);
       await this.router.unlink(path);
-      this.caches.entryChanged(path, 'removed');
+      this.caches.entryChanged(path);
       this.caches.markMissing(path);
       this.detach(parent, name);
       if (gone) await this.linksChanged(gone.ino, gone.fileId);
@@ -573,7 +572,7 @@ export class FuseOperations implements Operations {
       this.refuseWrite();
       await this.router.rmdir(path);
       this.caches.forgetTree(path);
-      this.caches.entryChanged(path, 'removed');
+      this.caches.entryChanged(path);
       this.detach(parent, name);
     });
   }
@@ -600,8 +599,8 @@ export class FuseOperations implements Operations {
       await this.router.rename(src, dest, flags);
       this.caches.forgetTree(src);
       this.caches.forgetTree(dest);
-      this.caches.entryChanged(src, flags & RENAME_EXCHANGE ? undefined : 'removed');
-      this.caches.entryChanged(dest, flags & RENAME_EXCHANGE ? undefined : 'added');
+      this.caches.entryChanged(src);
+      this.caches.entryChanged(dest);
       if (flags & RENAME_EXCHANGE) {
         this.handles.exchanged(src, dest);
         this.inodes.exchange(parent, name, newParent, newName);
@@ -618,7 +617,7 @@ export class FuseOperations implements Operations {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       const attr = await this.router.mknod(path, mode, rdev, credOf(ctx));
-      this.caches.entryChanged(path, 'added');
+      this.caches.entryChanged(path);
       this.caches.remember(path, attr);
       return this.entry(parent, name, path, attr);
     });
@@ -633,7 +632,7 @@ export class FuseOperations implements Operations {
       await this.flushPath(path);
       const attr = await this.router.link(path, dest);
       this.caches.forget(path);
-      this.caches.entryChanged(dest, 'added');
+      this.caches.entryChanged(dest);
       this.caches.remember(dest, attr);
       const reply = this.entry(newParent, newName, dest, attr);
       await this.linksChanged(reply.ino, attr.id);
@@ -793,7 +792,7 @@ export class FuseOperations implements Operations {
         const state = this.handles.state(path, true, open);
         state.fh = routerFh;
         const fh = this.handles.add(state);
-        this.caches.entryChanged(path, 'added');
+        this.caches.entryChanged(path);
         this.caches.remember(path, attr);
         const entry = this.entry(parent, name, path, attr);
         state.ino = entry.ino;

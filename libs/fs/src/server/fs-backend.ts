@@ -30,12 +30,6 @@ export interface FsStat {
    * name of one file (hard links); absent when the backend cannot tell.
    */
   fileKey?: string;
-  /**
-   * When the file was made (statx btime), ns since the epoch; absent or 0 when the filesystem
-   * does not tell. With {@link fileKey} it tells a file from a later one that reuses its inode
-   * number.
-   */
-  birthNs?: number;
   /** The device number of a character or block device (`st_rdev`); absent or 0 otherwise. */
   rdev?: number;
 }

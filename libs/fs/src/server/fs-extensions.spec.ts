@@ -518,29 +518,6 @@ describe('dir_attr', () => {
     expect(await n.service.unlink(plain.session, dir, 'da-plain')).toEqual({});
   });
 
-  it("takes the watch's report of a name it made and a session then wrote for a change of that file, not of the directory's entries", async () => {
-    const n = await startNode();
-    const mutator = recorder(n, 'm', ['inval_own', 'dir_attr']);
-    const other = recorder(n, 'o', ['inval_own', 'dir_attr']);
-    const dir = await lookupId(n, n.rootOf('work'), 'd');
-    for (const r of [mutator, other]) await n.service.lookup(r.session, n.rootOf('work'), 'd');
-    await n.inval.watchDir(n.table.get(dir)!);
-    const made = await n.service.create(mutator.session, dir, 'written.txt', 0o644, OpenFlags.O_WRONLY);
-    await n.service.lookup(other.session, dir, 'written.txt');
-    await n.service.write(mutator.session, made.h, 0, Buffer.from('new content\n'));
-    await n.service.close(mutator.session, made.h);
-    // What the create, write and close pushed has gone; the watch reports the name 25 ms after it appeared.
-    for (const r of [mutator, other]) r.pushes.length = 0;
-    await settle(300);
-    for (const r of [mutator, other]) expect(r.pushes.filter((p) => p.type.endsWith('inval_dir'))).toEqual([]);
-    // The node's own disk: a name removed and made again is a change of the directory's entries.
-    rmSync(join(root, 'd', 'written.txt'));
-    writeFileSync(join(root, 'd', 'written.txt'), 'again\n');
-    await settle(300);
-    for (const r of [mutator, other]) expect(r.pushes.some((p) => p.type.endsWith('inval_dir') && p.payload.dir === dir)).toBe(true);
-    rmSync(join(root, 'd', 'written.txt'));
-  });
-
   it('pushes to its session a change its reply reports when one it does not report joins it in the window', async () => {
     const n = await startNode();
     const mutator = recorder(n, 'm', ['inval_own', 'dir_attr']);

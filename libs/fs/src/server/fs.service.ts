@@ -229,9 +229,9 @@ export class FsService implements OnModuleDestroy {
   }
 
   /**
-   * Watches directory `made`, just made by this node for a session, before the reply: a client
-   * takes a directory it made to be empty and answers lookups in it without asking (until a
-   * push says otherwise), so every change from elsewhere must be pushed from the start. An entry
+   * Watches directory `made`, just made by this node for a session, before the reply: what the
+   * session's client then learns of it (its own entries, names it finds missing) is kept
+   * coherent by pushes from the start, before any lookup in it sets the watch up. An entry
    * that appeared between the mkdir and the watch is pushed after the reply (a push before it
    * would reach the client before it knows the directory). Never rejects.
    */

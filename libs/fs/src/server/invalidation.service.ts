@@ -32,7 +32,7 @@ import { Errno, FsError } from '@svc/protocol/wire';
 import type { FsStat, FsWatchEvent } from './fs-backend';
 import { ExportRegistry } from './export-registry';
 import { FsSession, FsSessionService } from './fs-session';
-import { FsNode, identityOf, NodeTable } from './node-table';
+import { FsNode, NodeTable } from './node-table';
 
 /** How long raw watch events are gathered before the changed entries are stat'ed, ms. */
 export const RAW_WINDOW_MS = 25;
@@ -321,17 +321,14 @@ export class InvalidationService implements OnModuleDestroy {
           this.nodeChanged(dir, 'all');
         }
         for (const [name, { type, seq }] of names) {
-          let kind = type;
           if (type === 'rename' && name !== '') {
             const told = await this.toldAlready(dir, name);
             if (told === 'busy') this.onRaw(dir, { type, name });
-            if (told === true || told === 'busy') continue;
-            // The name is still the file the table knows: only its attributes or content changed.
-            if (told === 'same') kind = 'change';
+            if (told !== false) continue;
           }
           const child = name === '' ? undefined : this.table.peek(dir, name);
-          if (kind === 'rename' || name === '') entriesChanged = true;
-          if (child) await this.restat(child, kind, seq);
+          if (type === 'rename' || name === '') entriesChanged = true;
+          if (child) await this.restat(child, type, seq);
         }
         if (entriesChanged) {
           this.dirChanged(dir);
@@ -350,13 +347,11 @@ export class InvalidationService implements OnModuleDestroy {
    * already by the replies and pushes of this node's own requests: the name is on disk as this
    * node made it ({@link FsNode.madeHere}, same kind, ctime, mtime and size), or it is neither
    * on disk nor in the node table (made and removed again between two looks, like git's
-   * `index.lock`, or never handed out: nobody can hold anything of it). 'same' when the name
-   * is still the file the table has under it (same kind and {@link identityOf}) with other
-   * attributes: the directory's entries are as told, the file changed (a file this node made
-   * and a session then wrote, a file it renamed). 'busy' while an operation of this node on
-   * the name is in progress ({@link entryOp}): the report is looked at again in the next batch.
+   * `index.lock`, or never handed out: nobody can hold anything of it). 'busy' while an
+   * operation of this node on the name is in progress ({@link entryOp}): the report is looked
+   * at again in the next batch.
    */
-  private async toldAlready(dir: FsNode, name: string): Promise<boolean | 'same' | 'busy'> {
+  private async toldAlready(dir: FsNode, name: string): Promise<boolean | 'busy'> {
     if (this.entryBusy(dir, name)) return 'busy';
     let st: FsStat | null = null;
     try {
@@ -367,10 +362,7 @@ export class InvalidationService implements OnModuleDestroy {
     if (this.entryBusy(dir, name)) return 'busy';
     const child = this.table.peek(dir, name);
     if (!child) return st === null;
-    if (st === null || st.kind !== child.kind) return false;
-    if (child.madeHere && st.ctimeNs === child.ctimeNs && st.mtimeNs === child.mtimeNs && st.size === child.size) return true;
-    const identity = identityOf(st);
-    return identity !== null && identity === child.identity ? 'same' : false;
+    return st !== null && child.madeHere && st.kind === child.kind && st.ctimeNs === child.ctimeNs && st.mtimeNs === child.mtimeNs && st.size === child.size;
   }
 
   /**

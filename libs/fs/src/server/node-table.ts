@@ -17,15 +17,6 @@ import type { FsStat } from './fs-backend';
 /** Largest node id handed out (ids are JSON numbers, exact below 2^53). */
 export const MAX_NODE_ID = Number.MAX_SAFE_INTEGER;
 
-/**
- * The identity of the file of `st`: its device, inode number and birth time, or null when the
- * backend does not give all three (an inode number alone is soon reused: `rm -rf d && mkdir d`
- * may give the new `d` the old one's).
- */
-export function identityOf(st: FsStat): string | null {
-  return st.fileKey && st.birthNs ? `${st.fileKey}:${st.birthNs}` : null;
-}
-
 /** One node of the table. */
 export class FsNode {
   /** Child nodes by name (only those handed out); null until the first (most nodes are files). */
@@ -40,11 +31,6 @@ export class FsNode {
   ctimeNs = -1;
   mtimeNs = -1;
   size = -1;
-  /**
-   * The identity of the file last seen under this node ({@link identityOf}); null before the
-   * first stat or when the backend cannot tell.
-   */
-  identity: string | null = null;
   /** False once forgotten. */
   live = true;
   /**
@@ -260,7 +246,6 @@ export class NodeTable {
     node.ctimeNs = st.ctimeNs;
     node.mtimeNs = st.mtimeNs;
     node.size = st.size;
-    node.identity = identityOf(st);
     return changed;
   }
 }

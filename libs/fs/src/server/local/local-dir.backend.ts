@@ -64,7 +64,6 @@ export function toFsStat(st: BigIntStats): FsStat {
     mtimeNs: Number(st.mtimeNs),
     ctimeNs: Number(st.ctimeNs),
     fileKey: `${st.dev}:${st.ino}`,
-    birthNs: Number(st.birthtimeNs),
     ...(st.rdev !== 0n ? { rdev: Number(st.rdev) } : {}),
   };
 }
