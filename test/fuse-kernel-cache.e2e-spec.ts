@@ -264,11 +264,12 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     expect((await requests(m1, 'lookup')) - before).toBe(0);
   });
 
-  it("creates files in a directory it made without asking the node for the directory's attributes or capabilities, sees entries made there on the node's disk or through the other mount, and sees it empty once removed and made again on the node's disk", async () => {
+  it("creates files in a directory it made without asking the node for the directory's attributes, capabilities or missing names, sees entries made there on the node's disk or through the other mount, and sees it empty once removed and made again on the node's disk", async () => {
     const made = join(m1.dir, 'fresh');
     mkdirSync(made);
     const getattrs = await nodeRequests(node, 'getattr');
     const getxattrs = await nodeRequests(node, 'getxattr');
+    const lookups = await nodeRequests(node, 'lookup');
     for (let i = 0; i < 50; i++) writeFileSync(join(made, `f${i}`), `${i}\n`, { flag: 'wx' });
     // Without O_EXCL too (an editor's temporary file): the reply says the file was made, so the
     // kernel's question before the first write (has it file capabilities?) is answered here.
@@ -277,6 +278,9 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     // session wrote, as a change of the directory, and cost a getattr now and then.
     expect(await nodeRequests(node, 'getattr')).toBeLessThanOrEqual(getattrs + 5);
     expect(await nodeRequests(node, 'getxattr')).toBe(getxattrs);
+    // The kernel looks each new name up before it makes it: answered by the mount, which knows
+    // the directory it made and what it made there (one per create before).
+    expect(await nodeRequests(node, 'lookup')).toBeLessThanOrEqual(lookups + 5);
     expect(readdirSync(join(work, 'fresh')).length).toBe(60);
     // Made on the node's disk: pushed, and seen within 1 s.
     writeFileSync(join(work, 'fresh', 'from-node'), 'n\n');

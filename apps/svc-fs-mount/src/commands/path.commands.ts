@@ -67,7 +67,7 @@ abstract class MutationCommand extends MountCommand {
 export class MkdirCommand extends MutationCommand {
   async run([arg]: string[]): Promise<void> {
     const path = workspacePathArg(arg);
-    await this.session.run(this.command, path, async (router, o) => this.done(o.json, { path, attr: await router.mkdir(path) }));
+    await this.session.run(this.command, path, async (router, o) => this.done(o.json, { path, attr: (await router.mkdir(path)).attr }));
   }
 }
 

@@ -1,4 +1,4 @@
-import { Attr } from '@svc/protocol/wire';
+import { Attr, Errno, FsError } from '@svc/protocol/wire';
 import { FuseCaches } from './fuse-caches';
 
 function attr(size: number): Attr {
@@ -37,5 +37,99 @@ describe('FuseCaches', () => {
     answers.shift()!();
     await third;
     expect(caches.cachedAttr('/w/g')).toBeUndefined();
+  });
+
+  describe("this mount's own entry changes", () => {
+    /** A cache over a router whose directories hold `entries` (name -> size), counting its requests. */
+    function setup(entries: Record<string, Record<string, number>>) {
+      const calls = { getattr: 0, readdirAll: 0 };
+      const router = {
+        getattr: (path: string): Promise<Attr> => {
+          calls.getattr++;
+          const dir = path.slice(0, path.lastIndexOf('/')) || '/';
+          const size = entries[dir]?.[path.slice(path.lastIndexOf('/') + 1)];
+          return size === undefined ? Promise.reject(new FsError(Errno.ENOENT)) : Promise.resolve(attr(size));
+        },
+        readdirAll: (path: string) => {
+          calls.readdirAll++;
+          return Promise.resolve(Object.entries(entries[path] ?? {}).map(([name, size]) => ({ name, attr: attr(size) })));
+        },
+      };
+      return { caches: new FuseCaches(router, 60_000), calls };
+    }
+
+    it('keeps a fresh listing of the directory, as a new object, with a name it made or removed', async () => {
+      const { caches, calls } = setup({ '/w/d': { a: 1, b: 2 } });
+      const before = await caches.listing('/w/d');
+      caches.entryAdded('/w/d/c', attr(3));
+      caches.entryRemoved('/w/d/a');
+      const after = await caches.listing('/w/d');
+      expect(after.names).toEqual(['b', 'c']);
+      expect(after.attrs.map((a) => a.sz)).toEqual([2, 3]);
+      // A readdir going on from an offset in the old listing sees it unchanged.
+      expect(before.names).toEqual(['a', 'b']);
+      await expect(caches.attrOf('/w/d/x')).rejects.toMatchObject({ errno: Errno.ENOENT });
+      await expect(caches.attrOf('/w/d/a')).rejects.toMatchObject({ errno: Errno.ENOENT });
+      expect((await caches.attrOf('/w/d/c')).sz).toBe(3);
+      expect(calls).toEqual({ getattr: 0, readdirAll: 1 });
+      // A directory removed: what was cached below it goes, the listing above stays.
+      caches.entryAdded('/w/d/sub', { ...attr(4096), k: 2 });
+      caches.remember('/w/d/sub/x', attr(9));
+      caches.entryRemoved('/w/d/sub', true);
+      expect(caches.cachedAttr('/w/d/sub/x')).toBeUndefined();
+      expect(caches.freshListing('/w/d')?.names).toEqual(['b', 'c']);
+    });
+
+    it('knows a directory it made empty, until a push drops its listing', async () => {
+      const { caches, calls } = setup({ '/w/new': { pushed: 5 } });
+      caches.entryAdded('/w/new', { ...attr(4096), k: 2 });
+      caches.madeEmptyDir('/w/new');
+      await expect(caches.attrOf('/w/new/f')).rejects.toMatchObject({ errno: Errno.ENOENT });
+      caches.entryAdded('/w/new/f', attr(0));
+      expect((await caches.listing('/w/new')).names).toEqual(['f']);
+      expect(calls.getattr + calls.readdirAll).toBe(0);
+      // Another client's entry: the node's push of the directory.
+      caches.forgetDir('/w/new');
+      expect((await caches.attrOf('/w/new/pushed')).sz).toBe(5);
+      expect(calls.getattr).toBe(1);
+    });
+
+    it("drops the directory's listing when an entry is renamed or replaced, not when a file's content or attributes change", async () => {
+      const { caches, calls } = setup({ '/w/d': { a: 1 } });
+      await caches.listing('/w/d');
+      caches.forgetFile('/w/d/a');
+      expect(caches.cachedAttr('/w/d/a')).toBeUndefined();
+      await expect(caches.attrOf('/w/d/zz')).rejects.toMatchObject({ errno: Errno.ENOENT });
+      expect(calls.readdirAll).toBe(1);
+      caches.forget('/w/d/a');
+      expect(caches.freshListing('/w/d')).toBeUndefined();
+      caches.entryChanged('/w/d/b');
+      await caches.listing('/w/d');
+      caches.entryChanged('/w/d/b');
+      expect(caches.freshListing('/w/d')).toBeUndefined();
+    });
+
+    it('does not edit a listing being read: the read is made again', async () => {
+      let answer: (() => void) | null = null;
+      let reads = 0;
+      const router = {
+        getattr: (): Promise<Attr> => Promise.reject(new FsError(Errno.ENOENT)),
+        readdirAll: () => {
+          reads++;
+          const names = reads === 1 ? ['a'] : ['a', 'c'];
+          return new Promise<Array<{ name: string; attr: Attr }>>((resolve) => {
+            answer = () => resolve(names.map((name) => ({ name, attr: attr(1) })));
+          });
+        },
+      };
+      const caches = new FuseCaches(router, 60_000);
+      const first = caches.listing('/w/d');
+      caches.entryAdded('/w/d/c', attr(1));
+      answer!();
+      await new Promise((r) => setImmediate(r));
+      answer!();
+      expect((await first).names).toEqual(['a', 'c']);
+      expect(reads).toBe(2);
+    });
   });
 });

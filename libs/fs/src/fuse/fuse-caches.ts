@@ -140,6 +140,25 @@ export class FuseCaches {
     if (reads) for (const r of reads) r.stale = true;
   }
 
+  /**
+   * Drops what is cached about `path` after a change of its content or attributes, not of its
+   * name (a write, a chmod, a push of `attr` or `data`): as {@link forget}, except that the
+   * parent's listing stays, since its names did not change (readdirplus gives the kernel an
+   * entry's attributes only while they are cached, see {@link cachedAttr}).
+   */
+  forgetFile(path: string): void {
+    this.attrs.delete(path);
+    this.missing.delete(path);
+    this.dirs.delete(path);
+    this.proofs.delete(path);
+    this.contents.forget(path);
+    this.staleListing(path);
+    // A listing of the parent being read may carry the old attributes: it is read again.
+    this.staleListing(parentPath(path));
+    const reads = this.attrsInFlight.get(path);
+    if (reads) for (const r of reads) r.stale = true;
+  }
+
   /** Drops everything cached at or below `path` (a renamed or removed directory). */
   forgetTree(path: string): void {
     if (path === '/') return this.forgetAll();
@@ -193,6 +212,71 @@ export class FuseCaches {
   entryChanged(path: string, now = Date.now()): void {
     this.forget(path);
     if (path !== '/') cacheSet(this.ownChanges, parentPath(path), now);
+  }
+
+  /**
+   * This mount made the entry `path`, whose attributes are now `attr` (create, mkdir, symlink,
+   * mknod, link): as {@link entryChanged}, except that a fresh listing of the parent stays, with
+   * the name in it, so the lookups of names the directory lacks still need no round trip (a
+   * program filling a directory looks each new name up before it makes it). The listing kept is
+   * a new object: a readdir going on from an offset in the old one is not disturbed. A change of
+   * the directory by anyone else drops it, as it drops any listing (the node's push).
+   */
+  entryAdded(path: string, attr: Attr, now = Date.now()): void {
+    const dir = parentPath(path);
+    const kept = this.freshHit(dir, now);
+    this.entryChanged(path, now);
+    this.remember(path, attr, now);
+    if (!kept || path === '/') return;
+    const name = baseName(path);
+    const names = kept.value.names.slice();
+    const attrs = kept.value.attrs.slice();
+    const i = kept.value.has.has(name) ? names.indexOf(name) : -1;
+    if (i >= 0) attrs[i] = attr;
+    else {
+      names.push(name);
+      attrs.push(attr);
+    }
+    cacheSet(this.dirs, dir, { value: { names, has: new Set(names), attrs }, expires: kept.expires });
+  }
+
+  /**
+   * This mount removed the entry `path` (unlink, rmdir): as {@link entryChanged}, and `path` is
+   * known missing; a fresh listing of the parent stays without the name (a new object, as in
+   * {@link entryAdded}).
+   * @param tree a directory: everything cached below it goes too ({@link forgetTree})
+   */
+  entryRemoved(path: string, tree = false, now = Date.now()): void {
+    const dir = parentPath(path);
+    const kept = this.freshHit(dir, now);
+    if (tree) this.forgetTree(path);
+    this.entryChanged(path, now);
+    this.markMissing(path);
+    if (!kept || path === '/') return;
+    const i = kept.value.has.has(baseName(path)) ? kept.value.names.indexOf(baseName(path)) : -1;
+    const names = kept.value.names.slice();
+    const attrs = kept.value.attrs.slice();
+    if (i >= 0) {
+      names.splice(i, 1);
+      attrs.splice(i, 1);
+    }
+    cacheSet(this.dirs, dir, { value: { names, has: new Set(names), attrs }, expires: kept.expires });
+  }
+
+  /**
+   * Directory `path` was just made by this mount, and the node serving it watches it from before
+   * its reply (the `dir_attr` extension): it is known empty, so the lookups of the names a
+   * program is about to make in it need no round trip. Call after {@link entryAdded}.
+   */
+  madeEmptyDir(path: string, now = Date.now()): void {
+    if (this.listingsInFlight.has(path)) return;
+    cacheSet(this.dirs, path, { value: { names: [], has: new Set<string>(), attrs: [] }, expires: now + this.ttl });
+  }
+
+  /** The cached listing entry of `dir` while fresh and no read of it is in flight. */
+  private freshHit(dir: string, now: number): Expiring<Listing> | undefined {
+    const hit = this.dirs.get(dir);
+    return hit && hit.expires > now && !this.listingsInFlight.has(dir) ? hit : undefined;
   }
 
   /** Records that `path` does not exist (this mount removed it). */

@@ -200,7 +200,9 @@ export class FuseFs {
         return;
       }
       for (const p of e.paths) {
-        caches.forget(p);
+        // `all`: the name may stand for another file now, or none; its directory's listing goes too.
+        if (e.what === 'all') caches.forget(p);
+        else caches.forgetFile(p);
         if (e.what !== 'attr') this.handles.changedElsewhere(p);
         this.invalPath(p, e.what === 'all', e.what !== 'data');
       }

@@ -369,7 +369,7 @@ export class FuseOperations implements Operations {
     for (const s of this.handles.ofPath(path)) if (s.writes.dirty) (dirty ??= []).push(s);
     if (!dirty) return;
     await Promise.all(dirty.map((s) => this.writes.settle(s.writes)));
-    this.caches.forget(path);
+    this.caches.forgetFile(path);
   }
 
   /** True when this mount has `path` open for writing (the kernel's size of it is then the one to keep). */
@@ -518,9 +518,10 @@ export class FuseOperations implements Operations {
     return this.poller.run('mkdir', ctx.id, async () => {
       const path = this.childPath(parent, name);
       this.refuseWrite();
-      const attr = await this.router.mkdir(path, mode & 0o7777, credOf(ctx));
-      this.caches.entryChanged(path);
-      this.caches.remember(path, attr);
+      const { attr, made } = await this.router.mkdir(path, mode & 0o7777, credOf(ctx));
+      this.caches.entryAdded(path, attr);
+      // Known empty: the names a program makes in it next are not looked up on the node.
+      if (made) this.caches.madeEmptyDir(path);
       return this.entry(parent, name, path, attr);
     });
   }
@@ -530,8 +531,7 @@ export class FuseOperations implements Operations {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       const attr = await this.router.symlink(path, target, credOf(ctx));
-      this.caches.entryChanged(path);
-      this.caches.remember(path, attr);
+      this.caches.entryAdded(path, attr);
       return this.entry(parent, name, path, attr);
     });
   }
@@ -544,8 +544,7 @@ export class FuseOperations implements Operations {
       await this.handles.pinOpenHandles(path);
       const gone = this.inodes.child(parent, name);
       await this.router.unlink(path);
-      this.caches.entryChanged(path);
-      this.caches.markMissing(path);
+      this.caches.entryRemoved(path);
       this.detach(parent, name);
       if (gone) await this.linksChanged(gone.ino, gone.fileId);
     });
@@ -561,7 +560,7 @@ export class FuseOperations implements Operations {
     const others = this.inodes.sameFile(fileId, ino);
     for (const e of others) {
       const path = this.inodes.entryPath(e);
-      if (path !== null) this.caches.forget(path);
+      if (path !== null) this.caches.forgetFile(path);
     }
     await Promise.all(others.map((e) => this.invalAttr(e.ino)));
   }
@@ -571,8 +570,7 @@ export class FuseOperations implements Operations {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       await this.router.rmdir(path);
-      this.caches.forgetTree(path);
-      this.caches.entryChanged(path);
+      this.caches.entryRemoved(path, true);
       this.detach(parent, name);
     });
   }
@@ -617,8 +615,7 @@ export class FuseOperations implements Operations {
       const path = this.childPath(parent, name);
       this.refuseWrite();
       const attr = await this.router.mknod(path, mode, rdev, credOf(ctx));
-      this.caches.entryChanged(path);
-      this.caches.remember(path, attr);
+      this.caches.entryAdded(path, attr);
       return this.entry(parent, name, path, attr);
     });
   }
@@ -631,9 +628,8 @@ export class FuseOperations implements Operations {
       this.refuseWrite();
       await this.flushPath(path);
       const attr = await this.router.link(path, dest);
-      this.caches.forget(path);
-      this.caches.entryChanged(dest);
-      this.caches.remember(dest, attr);
+      this.caches.forgetFile(path);
+      this.caches.entryAdded(dest, attr);
       const reply = this.entry(newParent, newName, dest, attr);
       await this.linksChanged(reply.ino, attr.id);
       return reply;
@@ -673,7 +669,7 @@ export class FuseOperations implements Operations {
       this.refuseWrite();
       this.xattrsChanged(ino);
       await this.router.setxattr(path, name, value, flags);
-      this.caches.forget(path);
+      this.caches.forgetFile(path);
     });
   }
 
@@ -692,7 +688,7 @@ export class FuseOperations implements Operations {
       this.refuseWrite();
       this.xattrsChanged(ino);
       await this.router.removexattr(path, name);
-      this.caches.forget(path);
+      this.caches.forgetFile(path);
     });
   }
 
@@ -747,7 +743,7 @@ export class FuseOperations implements Operations {
         }
         const fh = this.handles.add(state);
         if (writable) {
-          this.caches.forget(path);
+          this.caches.forgetFile(path);
           if (flags & OpenFlags.O_TRUNC) for (const s of this.handles.ofPath(path)) s.reads.reset(true);
         }
         // Every close(2) flushes, readers' too: a POSIX lock taken through it goes with its owner's close.
@@ -792,8 +788,7 @@ export class FuseOperations implements Operations {
         const state = this.handles.state(path, true, open);
         state.fh = routerFh;
         const fh = this.handles.add(state);
-        this.caches.entryChanged(path);
-        this.caches.remember(path, attr);
+        this.caches.entryAdded(path, attr);
         const entry = this.entry(parent, name, path, attr);
         state.ino = entry.ino;
         state.expectId = attr.id;
@@ -867,7 +862,7 @@ export class FuseOperations implements Operations {
       // Other handles of the file must not answer reads from what they hold of its old content.
       this.handles.contentChanged(state);
       await this.writes.write(state.writes, data, offset);
-      this.caches.forget(state.path);
+      this.caches.forgetFile(state.path);
       return data.length;
     });
   }
@@ -890,7 +885,7 @@ export class FuseOperations implements Operations {
       await this.router.fallocate(s.fh ?? (await this.handles.nodeHandle(s)), mode, offset, length);
       s.reads.reset(true);
       this.handles.contentChanged(s);
-      this.caches.forget(s.path);
+      this.caches.forgetFile(s.path);
     });
   }
 
@@ -939,7 +934,7 @@ export class FuseOperations implements Operations {
         await this.locks.released(ino, s, flockOwner);
         this.handles.delete(fh);
         await this.handles.closeNode(s);
-        if (s.writable) this.caches.forget(s.path);
+        if (s.writable) this.caches.forgetFile(s.path);
         else this.allowFast(s);
       }
     });
@@ -1018,9 +1013,11 @@ export class FuseOperations implements Operations {
         else {
           const child = joinPath(path, name);
           const a = listing.attrs[i - 2];
-          // A file this mount writes: the listing may predate its writes, so the kernel looks it up.
-          if (this.writing(child)) out.push({ name, nextOffset: i + 1, ino: this.stIno.of(child, a.id), mode: a.m });
-          else out.push({ name, nextOffset: i + 1, entry: this.entry(ino, name, child, a) });
+          // The attributes as cached now (a change of the file since the listing drops them); a
+          // file this mount writes, or one whose attributes are not cached: the kernel looks it up.
+          const now = this.writing(child) ? undefined : this.caches.cachedAttr(child);
+          if (!now) out.push({ name, nextOffset: i + 1, ino: this.stIno.of(child, a.id), mode: a.m });
+          else out.push({ name, nextOffset: i + 1, entry: this.entry(ino, name, child, now) });
         }
       }
       return out;

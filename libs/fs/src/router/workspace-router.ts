@@ -486,9 +486,12 @@ export class WorkspaceRouter extends EventEmitter {
    * Creates a directory.
    * @param mode permission bits (default 0o755)
    * @param cred the caller (a node that applies the caller's identity makes the directory theirs; the same for symlink and mknod)
+   * @returns the directory's attributes, and `made`: true when the reply carried `dir_attr`, whose
+   *   node watches a directory it makes from before its reply (every later change in it by
+   *   anyone else is pushed to this router)
    * @throws FsError EEXIST, ENOENT (parent), EROFS (read-only export or synthetic tree), EIO
    */
-  async mkdir(path: string, mode = 0o755, cred?: Cred): Promise<Attr> {
+  async mkdir(path: string, mode = 0o755, cred?: Cred): Promise<{ attr: Attr; made: boolean }> {
     return this.addEntry(path, 'mkdir', (a, parent, name) => a.session.client.request('mkdir', { node: parent }, withCred(a, { name, mode }, cred)));
   }
 
@@ -552,7 +555,10 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError EEXIST, ENOENT, EACCES, EROFS, EIO
    */
   async symlink(path: string, target: string, cred?: Cred): Promise<Attr> {
-    return this.addEntry(path, 'symlink', (a, parent, name) => a.session.client.request('symlink', { node: parent }, withCred(a, { name, target }, cred)));
+    const r = await this.addEntry(path, 'symlink', (a, parent, name) =>
+      a.session.client.request('symlink', { node: parent }, withCred(a, { name, target }, cred)),
+    );
+    return r.attr;
   }
 
   /**
@@ -561,7 +567,10 @@ export class WorkspaceRouter extends EventEmitter {
    * @throws FsError EEXIST, ENOENT, EPERM, EROFS, EIO, ENOSYS (the node does not grant `posix`)
    */
   async mknod(path: string, mode: number, rdev = 0, cred?: Cred): Promise<Attr> {
-    return this.addEntry(path, 'mknod', (a, parent, name) => posixOf(a, 'mknod').request('mknod', { node: parent }, withCred(a, { name, mode, rdev }, cred)));
+    const r = await this.addEntry(path, 'mknod', (a, parent, name) =>
+      posixOf(a, 'mknod').request('mknod', { node: parent }, withCred(a, { name, mode, rdev }, cred)),
+    );
+    return r.attr;
   }
 
   /**
@@ -766,21 +775,21 @@ export class WorkspaceRouter extends EventEmitter {
    * Creates the entry `path` (`mkdir`, `symlink`) with `send`, a mutation in its parent
    * directory, and caches the new node's id.
    * @param send sends the request for entry `name` in directory node `parent`
-   * @returns the new node's attr
+   * @returns the new node's attr, and `made`: the reply carried `dir_attr`
    * @throws FsError as {@link mutationTarget}, and from the request
    */
   private addEntry(
     path: string,
     op: 'mkdir' | 'symlink' | 'mknod',
     send: (a: ActiveEndpoint, parent: number, name: string) => Promise<FsReply<'mkdir' | 'symlink' | 'mknod'>>,
-  ): Promise<Attr> {
+  ): Promise<{ attr: Attr; made: boolean }> {
     const t = this.mutationTarget(path, op);
     return this.mutateIn(t, async (a, parent, ctx) => {
       ctx.committed = true;
       const r = await send(a, parent, t.name);
       a.cache.set(t.rel, r.attr.id);
       this.dirChanged(a, parent, t.path, r.dir_attr);
-      return r.attr;
+      return { attr: r.attr, made: r.dir_attr !== undefined };
     });
   }
 

@@ -30,6 +30,8 @@ export interface FsStat {
    * name of one file (hard links); absent when the backend cannot tell.
    */
   fileKey?: string;
+  /** When the file was made (statx birth time), ns since the epoch; absent when the filesystem does not tell. */
+  birthNs?: number;
   /** The device number of a character or block device (`st_rdev`); absent or 0 otherwise. */
   rdev?: number;
 }

@@ -548,6 +548,34 @@ describe('dir_attr', () => {
     expect(mutator.pushes).toHaveLength(1);
     expect(mutator.pushes[0].payload).toMatchObject({ node: dir, own: true });
   });
+
+  it("pushes nothing to its session about a directory it made and fills, but a directory replaced on the node's disk goes to every session", async () => {
+    const n = await startNode();
+    const mutator = recorder(n, 'm', ['inval_own', 'dir_attr']);
+    const other = recorder(n, 'o', ['inval_own', 'dir_attr']);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    for (const r of [mutator, other]) await n.service.lookup(r.session, n.rootOf('work'), 'd');
+    await n.inval.watchDir(n.table.get(dir)!);
+    const m = mutator.session;
+    const filled = (await n.service.mkdir(m, dir, 'filled', 0o755)).attr.id;
+    // Files made in it at once, and then while the watch's report of the mkdir is looked at.
+    for (let i = 0; i < 40; i++) {
+      const f = await n.service.create(m, filled, `f${i}`, 0o644, OpenFlags.O_WRONLY | OpenFlags.O_EXCL);
+      await n.service.close(m, f.h);
+      if (i % 10 === 9) await settle(15);
+    }
+    await settle(150);
+    const ofFilled = (r: { pushes: Push[] }) => r.pushes.filter((p) => (p.payload.dir ?? p.payload.node) === filled);
+    expect(ofFilled(mutator)).toEqual([]);
+
+    // Removed and made again on the disk, its name unchanged: both sessions drop what they hold.
+    await n.service.lookup(other.session, dir, 'filled');
+    rmSync(join(root, 'd', 'filled'), { recursive: true });
+    mkdirSync(join(root, 'd', 'filled'));
+    await settle(200);
+    for (const r of [mutator, other]) expect(ofFilled(r).some((p) => p.type.endsWith('inval') && !p.payload.own)).toBe(true);
+    rmSync(join(root, 'd', 'filled'), { recursive: true });
+  });
 });
 
 describe('posix (locks)', () => {

@@ -56,7 +56,7 @@ import { FsMetrics } from './fs-metrics';
 import { FsNodeOptions } from './fs-options';
 import { FsSession, FsSessionService, OpenHandle } from './fs-session';
 import { InvalidationService } from './invalidation.service';
-import { FsNode, NodeTable } from './node-table';
+import { FsNode, identityOf, NodeTable } from './node-table';
 
 /** readdirp page size: default and bounds (entries). */
 export const READDIRP_DEFAULT_MAX = 256;
@@ -216,7 +216,13 @@ export class FsService implements OnModuleDestroy {
     const read = async (d: FsNode): Promise<Attr | undefined> => {
       if (!d.live) return undefined;
       try {
-        return this.attr(session, d, await this.registry.of(d).backend.getattr(d.path()));
+        const st = await this.registry.of(d).backend.getattr(d.path());
+        // The change is this node's own, told in this reply and pushed to the other sessions: a
+        // directory this node made stays as made for its watch's report in its parent.
+        const made = d.madeHere;
+        const attr = this.attr(session, d, st);
+        d.madeHere = made && st.kind === 2;
+        return attr;
       } catch {
         return undefined;
       }
@@ -575,24 +581,27 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     const f = flags ?? OpenFlags.O_RDWR;
-    const { file, stat, created } = await this.inval.entryOp([[dir, name]], () =>
-      exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f, this.owner(session, exp, cred)),
-    );
-    const child = this.table.child(dir, name);
-    const attr = this.attr(session, child, stat);
-    child.madeHere = created;
-    let h: number;
-    try {
-      h = session.addHandle(child, file);
-    } catch (e) {
-      await file.close().catch(() => undefined);
-      throw e;
-    }
-    if (created) this.entriesChanged(dir, session);
-    else if (f & OpenFlags.O_TRUNC) this.inval.nodeChanged(child, 'data', session);
-    await this.inval.watchDir(dir);
-    const [dirs] = await Promise.all([created ? this.dirAttrs(session, dir) : {}, this.inval.flushNow(session)]);
-    return { attr, h, ...dirs };
+    return this.inval.dirOp([dir], async () => {
+      const { file, stat, created } = await this.inval.entryOp([[dir, name]], () =>
+        exp.backend.create(dir.path(), name, mode ?? DEFAULT_FILE_MODE, f, this.owner(session, exp, cred)),
+      );
+      const child = this.table.child(dir, name);
+      const attr = this.attr(session, child, stat);
+      child.madeHere = created;
+      child.madeIdentity = created ? identityOf(stat) : null;
+      let h: number;
+      try {
+        h = session.addHandle(child, file);
+      } catch (e) {
+        await file.close().catch(() => undefined);
+        throw e;
+      }
+      if (created) this.entriesChanged(dir, session);
+      else if (f & OpenFlags.O_TRUNC) this.inval.nodeChanged(child, 'data', session);
+      await this.inval.watchDir(dir);
+      const [dirs] = await Promise.all([created ? this.dirAttrs(session, dir) : {}, this.inval.flushNow(session)]);
+      return { attr, h, ...dirs };
+    });
   }
 
   /**
@@ -716,13 +725,15 @@ export class FsService implements OnModuleDestroy {
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
     if (!exp.backend.mknod) throw new FsError(Errno.EPERM, 'this export makes no special files');
-    const st = await this.inval.entryOp([[dir, name]], () =>
-      exp.backend.mknod!(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev, this.owner(session, exp, cred)),
-    );
-    const attr = this.madeAttr(session, dir, name, st);
-    this.entriesChanged(dir, session);
-    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
-    return { attr, ...dirs };
+    return this.inval.dirOp([dir], async () => {
+      const st = await this.inval.entryOp([[dir, name]], () =>
+        exp.backend.mknod!(dir.path(), name, type === 0 ? mode | FileType.S_IFREG : mode, rdev, this.owner(session, exp, cred)),
+      );
+      const attr = this.madeAttr(session, dir, name, st);
+      this.entriesChanged(dir, session);
+      const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+      return { attr, ...dirs };
+    });
   }
 
   /**
@@ -738,15 +749,17 @@ export class FsService implements OnModuleDestroy {
     if (exp !== toExp) throw new FsError(Errno.EXDEV, 'link across exports');
     this.writable(exp);
     if (!exp.backend.link) throw new FsError(Errno.EPERM, 'this export has no hard links');
-    const st = await this.inval.entryOp([[dir, newName]], () => exp.backend.link!(node.path(), dir.path(), newName));
-    // The existing name first: the new one is handed out under its id.
-    this.table.linkPrimary(node, st);
-    const attr = this.attr(session, this.table.child(dir, newName), st);
-    // The other name's nlink and ctime moved.
-    this.inval.nodeChanged(node, 'attr', session);
-    this.entriesChanged(dir, session);
-    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
-    return { attr, ...dirs };
+    return this.inval.dirOp([dir], async () => {
+      const st = await this.inval.entryOp([[dir, newName]], () => exp.backend.link!(node.path(), dir.path(), newName));
+      // The existing name first: the new one is handed out under its id.
+      this.table.linkPrimary(node, st);
+      const attr = this.attr(session, this.table.child(dir, newName), st);
+      // The other name's nlink and ctime moved.
+      this.inval.nodeChanged(node, 'attr', session);
+      this.entriesChanged(dir, session);
+      const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+      return { attr, ...dirs };
+    });
   }
 
   /** The export of node `id` and its backend's xattr method `op`. @throws FsError ENOTSUP when the backend has none */
@@ -879,11 +892,13 @@ export class FsService implements OnModuleDestroy {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    await this.inval.entryOp([[dir, name]], () => exp.backend.unlink(dir.path(), name));
-    this.removed(this.table.peek(dir, name), session);
-    this.entriesChanged(dir, session);
-    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
-    return dirs;
+    return this.inval.dirOp([dir], async () => {
+      await this.inval.entryOp([[dir, name]], () => exp.backend.unlink(dir.path(), name));
+      this.removed(this.table.peek(dir, name), session);
+      this.entriesChanged(dir, session);
+      const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+      return dirs;
+    });
   }
 
   /** `rmdir` `node`=dir `{name}` -> `{}` (ENOTDIR, ENOTEMPTY). @throws FsError EROFS on a read-only export */
@@ -891,11 +906,13 @@ export class FsService implements OnModuleDestroy {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    await this.inval.entryOp([[dir, name]], () => exp.backend.rmdir(dir.path(), name));
-    this.removed(this.table.peek(dir, name), session);
-    this.entriesChanged(dir, session);
-    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
-    return dirs;
+    return this.inval.dirOp([dir], async () => {
+      await this.inval.entryOp([[dir, name]], () => exp.backend.rmdir(dir.path(), name));
+      this.removed(this.table.peek(dir, name), session);
+      this.entriesChanged(dir, session);
+      const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+      return dirs;
+    });
   }
 
   /** `mkdir` `node`=dir `{name, mode}` -> `{attr}` (exactly `mode`, default 0755). @throws FsError EROFS, EEXIST */
@@ -903,12 +920,14 @@ export class FsService implements OnModuleDestroy {
     validateName(name);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    const st = await this.inval.entryOp([[dir, name]], () => exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE, this.owner(session, exp, cred)));
-    const attr = this.madeAttr(session, dir, name, st);
-    this.entriesChanged(dir, session);
-    await this.watchMade(this.table.child(dir, name));
-    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
-    return { attr, ...dirs };
+    return this.inval.dirOp([dir], async () => {
+      const st = await this.inval.entryOp([[dir, name]], () => exp.backend.mkdir(dir.path(), name, mode ?? DEFAULT_DIR_MODE, this.owner(session, exp, cred)));
+      const attr = this.madeAttr(session, dir, name, st);
+      this.entriesChanged(dir, session);
+      await this.watchMade(this.table.child(dir, name));
+      const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+      return { attr, ...dirs };
+    });
   }
 
   /**
@@ -922,11 +941,13 @@ export class FsService implements OnModuleDestroy {
     if (Buffer.byteLength(target, 'utf8') > SYMLINK_MAX) throw new FsError(Errno.ENAMETOOLONG, `target is longer than ${SYMLINK_MAX} bytes`);
     const { dir, exp } = this.dir(dirId);
     this.writable(exp);
-    const st = await this.inval.entryOp([[dir, name]], () => exp.backend.symlink(dir.path(), name, target, this.owner(session, exp, cred)));
-    const attr = this.madeAttr(session, dir, name, st);
-    this.entriesChanged(dir, session);
-    const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
-    return { attr, ...dirs };
+    return this.inval.dirOp([dir], async () => {
+      const st = await this.inval.entryOp([[dir, name]], () => exp.backend.symlink(dir.path(), name, target, this.owner(session, exp, cred)));
+      const attr = this.madeAttr(session, dir, name, st);
+      this.entriesChanged(dir, session);
+      const [dirs] = await Promise.all([this.dirAttrs(session, dir), this.inval.flushNow(session)]);
+      return { attr, ...dirs };
+    });
   }
 
   /** `readlink` `node` -> `{target}` (the stored text; EINVAL when not a symlink). */
@@ -951,36 +972,38 @@ export class FsService implements OnModuleDestroy {
     const { dir: to, exp: toExp } = this.dir(newParentId);
     if (exp !== toExp) throw new FsError(Errno.EXDEV, 'rename across exports');
     this.writable(exp);
-    await this.inval.entryOp(
-      [
-        [from, oldName],
-        [to, newName],
-      ],
-      () => exp.backend.rename(from.path(), oldName, to.path(), newName, flags),
-    );
-    const moved = this.table.peek(from, oldName);
-    if (flags & RENAME_EXCHANGE) {
-      // Each file keeps its node id under the other's name.
-      const other = this.table.peek(to, newName);
-      if (moved && other) this.table.exchange(moved, other);
-      else if (moved) this.table.move(moved, to, newName);
-      else if (other) this.table.move(other, from, oldName);
-      for (const n of [moved, other]) if (n) this.inval.nodeChanged(n, 'attr', session);
-    } else if (moved) {
-      const replaced = this.table.peek(to, newName);
-      const others = replaced && replaced !== moved ? this.table.otherNames(replaced) : [];
-      const gone = this.table.move(moved, to, newName);
-      for (const n of [replaced, ...others]) if (n?.live && n !== moved) this.inval.nodeChanged(n, 'attr', session);
-      for (const n of gone) this.inval.nodeChanged(n, 'all', session);
-      this.inval.release(gone);
-      this.inval.nodeChanged(moved, 'attr', session);
-    } else if (from !== to || oldName !== newName) {
-      this.removed(this.table.peek(to, newName), session);
-    }
-    this.entriesChanged(from, session);
-    if (to !== from) this.entriesChanged(to, session);
-    const [dirs] = await Promise.all([this.dirAttrs(session, to, from), this.inval.flushNow(session)]);
-    return dirs;
+    return this.inval.dirOp([from, to], async () => {
+      await this.inval.entryOp(
+        [
+          [from, oldName],
+          [to, newName],
+        ],
+        () => exp.backend.rename(from.path(), oldName, to.path(), newName, flags),
+      );
+      const moved = this.table.peek(from, oldName);
+      if (flags & RENAME_EXCHANGE) {
+        // Each file keeps its node id under the other's name.
+        const other = this.table.peek(to, newName);
+        if (moved && other) this.table.exchange(moved, other);
+        else if (moved) this.table.move(moved, to, newName);
+        else if (other) this.table.move(other, from, oldName);
+        for (const n of [moved, other]) if (n) this.inval.nodeChanged(n, 'attr', session);
+      } else if (moved) {
+        const replaced = this.table.peek(to, newName);
+        const others = replaced && replaced !== moved ? this.table.otherNames(replaced) : [];
+        const gone = this.table.move(moved, to, newName);
+        for (const n of [replaced, ...others]) if (n?.live && n !== moved) this.inval.nodeChanged(n, 'attr', session);
+        for (const n of gone) this.inval.nodeChanged(n, 'all', session);
+        this.inval.release(gone);
+        this.inval.nodeChanged(moved, 'attr', session);
+      } else if (from !== to || oldName !== newName) {
+        this.removed(this.table.peek(to, newName), session);
+      }
+      this.entriesChanged(from, session);
+      if (to !== from) this.entriesChanged(to, session);
+      const [dirs] = await Promise.all([this.dirAttrs(session, to, from), this.inval.flushNow(session)]);
+      return dirs;
+    });
   }
 
   /** `statfs` `node` -> `{bsize, frsize, blocks, bfree, bavail, files, ffree, namemax}` of the filesystem holding the node. */

@@ -32,7 +32,7 @@ import { Errno, FsError } from '@svc/protocol/wire';
 import type { FsStat, FsWatchEvent } from './fs-backend';
 import { ExportRegistry } from './export-registry';
 import { FsSession, FsSessionService } from './fs-session';
-import { FsNode, NodeTable } from './node-table';
+import { FsNode, identityOf, NodeTable } from './node-table';
 
 /** How long raw watch events are gathered before the changed entries are stat'ed, ms. */
 export const RAW_WINDOW_MS = 25;
@@ -79,6 +79,8 @@ export class InvalidationService implements OnModuleDestroy {
   private readonly watching = new Map<FsNode, Promise<void>>();
   /** Entry operations of this node in progress, per directory and name (see {@link entryOp}). */
   private readonly entryOps = new Map<FsNode, Map<string, number>>();
+  /** Directories whose entries an operation of this node is changing, with their counts (see {@link dirOp}). */
+  private readonly dirOps = new Map<FsNode, number>();
 
   constructor(
     private readonly registry: ExportRegistry,
@@ -143,8 +145,30 @@ export class InvalidationService implements OnModuleDestroy {
     }
   }
 
+  /**
+   * Runs `fn`, an operation of this node that changes the entries of directories `dirs` and
+   * reads their attributes after that for its reply (`dir_attr`). While it runs, the watch's
+   * report of each of those directories in its own parent waits for the next batch: the
+   * directory's attributes on disk may be ahead of what this node recorded of them.
+   */
+  async dirOp<T>(dirs: readonly FsNode[], fn: () => Promise<T>): Promise<T> {
+    for (const d of dirs) this.dirOps.set(d, (this.dirOps.get(d) ?? 0) + 1);
+    try {
+      return await fn();
+    } finally {
+      for (const d of dirs) {
+        const n = (this.dirOps.get(d) ?? 1) - 1;
+        if (n > 0) this.dirOps.set(d, n);
+        else this.dirOps.delete(d);
+      }
+    }
+  }
+
+  /** True while an operation of this node on entry `name` of `dir`, or one changing the entries of that entry (a directory), is in progress. */
   private entryBusy(dir: FsNode, name: string): boolean {
-    return this.entryOps.get(dir)?.has(name) ?? false;
+    if (this.entryOps.get(dir)?.has(name)) return true;
+    const child = this.dirOps.size > 0 ? this.table.peek(dir, name) : undefined;
+    return child !== undefined && this.dirOps.has(child);
   }
 
   /**
@@ -321,14 +345,17 @@ export class InvalidationService implements OnModuleDestroy {
           this.nodeChanged(dir, 'all');
         }
         for (const [name, { type, seq }] of names) {
+          let kind = type;
           if (type === 'rename' && name !== '') {
             const told = await this.toldAlready(dir, name);
             if (told === 'busy') this.onRaw(dir, { type, name });
-            if (told !== false) continue;
+            if (told === true || told === 'busy') continue;
+            // Still the file this node made under the name: only its content or attributes changed.
+            if (told === 'same') kind = 'change';
           }
           const child = name === '' ? undefined : this.table.peek(dir, name);
-          if (type === 'rename' || name === '') entriesChanged = true;
-          if (child) await this.restat(child, type, seq);
+          if (kind === 'rename' || name === '') entriesChanged = true;
+          if (child) await this.restat(child, kind, seq);
         }
         if (entriesChanged) {
           this.dirChanged(dir);
@@ -347,11 +374,16 @@ export class InvalidationService implements OnModuleDestroy {
    * already by the replies and pushes of this node's own requests: the name is on disk as this
    * node made it ({@link FsNode.madeHere}, same kind, ctime, mtime and size), or it is neither
    * on disk nor in the node table (made and removed again between two looks, like git's
-   * `index.lock`, or never handed out: nobody can hold anything of it). 'busy' while an
-   * operation of this node on the name is in progress ({@link entryOp}): the report is looked
-   * at again in the next batch.
+   * `index.lock`, or never handed out: nobody can hold anything of it). A directory this node
+   * made stays as made through its own changes of the directory's entries (the reads of its
+   * attributes for the replies' `dir_attr`): its watch, set up before the mkdir's reply, reports those.
+   * 'same' when the name is still the file this node made there ({@link FsNode.madeIdentity}:
+   * device, inode number and birth time) with other attributes, a file a session then wrote:
+   * the directory's entries are as told, the file changed. 'busy' while an operation of this
+   * node on the name, or on the entries of the directory of that name, is in progress
+   * ({@link entryOp}, {@link dirOp}): the report is looked at again in the next batch.
    */
-  private async toldAlready(dir: FsNode, name: string): Promise<boolean | 'busy'> {
+  private async toldAlready(dir: FsNode, name: string): Promise<boolean | 'same' | 'busy'> {
     if (this.entryBusy(dir, name)) return 'busy';
     let st: FsStat | null = null;
     try {
@@ -362,7 +394,10 @@ export class InvalidationService implements OnModuleDestroy {
     if (this.entryBusy(dir, name)) return 'busy';
     const child = this.table.peek(dir, name);
     if (!child) return st === null;
-    return st !== null && child.madeHere && st.kind === child.kind && st.ctimeNs === child.ctimeNs && st.mtimeNs === child.mtimeNs && st.size === child.size;
+    if (st === null || st.kind !== child.kind) return false;
+    if (child.madeHere && st.ctimeNs === child.ctimeNs && st.mtimeNs === child.mtimeNs && st.size === child.size) return true;
+    const identity = child.madeIdentity !== null ? identityOf(st) : null;
+    return identity !== null && identity === child.madeIdentity ? 'same' : false;
   }
 
   /**

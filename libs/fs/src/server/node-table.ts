@@ -17,6 +17,15 @@ import type { FsStat } from './fs-backend';
 /** Largest node id handed out (ids are JSON numbers, exact below 2^53). */
 export const MAX_NODE_ID = Number.MAX_SAFE_INTEGER;
 
+/**
+ * The identity of the file of `st`: its device, inode number and birth time, or null when the
+ * backend does not give all three (an inode number alone is soon reused: a file removed and
+ * made again may get the old one's).
+ */
+export function identityOf(st: FsStat): string | null {
+  return st.fileKey && st.birthNs ? `${st.fileKey}:${st.birthNs}` : null;
+}
+
 /** One node of the table. */
 export class FsNode {
   /** Child nodes by name (only those handed out); null until the first (most nodes are files). */
@@ -39,6 +48,12 @@ export class FsNode {
    * clears it otherwise): every session was told of that creation by its reply or a push.
    */
   madeHere = false;
+  /**
+   * The identity ({@link identityOf}) of the file this node made under this name for a session
+   * (create); null otherwise. Kept while the file is written: the name stands for that file as
+   * long as a look finds the same identity there.
+   */
+  madeIdentity: string | null = null;
   /** Opaque per-node state of the invalidation service (its directory watch). */
   watch: { close(): void } | null = null;
   /** {@link FsStat.fileKey} last seen for a file with more than one name (null otherwise). */

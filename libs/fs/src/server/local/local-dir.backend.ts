@@ -64,6 +64,7 @@ export function toFsStat(st: BigIntStats): FsStat {
     mtimeNs: Number(st.mtimeNs),
     ctimeNs: Number(st.ctimeNs),
     fileKey: `${st.dev}:${st.ino}`,
+    ...(st.birthtimeNs > 0n ? { birthNs: Number(st.birthtimeNs) } : {}),
     ...(st.rdev !== 0n ? { rdev: Number(st.rdev) } : {}),
   };
 }
