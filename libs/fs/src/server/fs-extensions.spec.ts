@@ -549,6 +549,28 @@ describe('dir_attr', () => {
     expect(mutator.pushes[0].payload).toMatchObject({ node: dir, own: true });
   });
 
+  it('reports a file it made and its session wrote as a change of the file, and one made again on the disk under that name as a change of the directory', async () => {
+    const n = await startNode();
+    const mutator = recorder(n, 'm', ['inval_own', 'dir_attr']);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    await n.service.lookup(mutator.session, n.rootOf('work'), 'd');
+    await n.inval.watchDir(n.table.get(dir)!);
+    const m = mutator.session;
+    const f = await n.service.create(m, dir, 'written', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_EXCL);
+    await n.service.write(m, f.h, 0, Buffer.from('content\n'));
+    await n.service.close(m, f.h);
+    await settle(200);
+    const ofDir = () => mutator.pushes.filter((p) => p.type.endsWith('inval_dir') && p.payload.dir === dir);
+    expect(ofDir()).toEqual([]);
+    expect(mutator.pushes.some((p) => p.payload.node === f.attr.id)).toBe(true);
+    // Removed and made again on the disk (ext4 may give it the same inode number): its birth time tells.
+    rmSync(join(root, 'd', 'written'));
+    writeFileSync(join(root, 'd', 'written'), 'another\n');
+    await settle(200);
+    expect(ofDir().length).toBeGreaterThan(0);
+    rmSync(join(root, 'd', 'written'));
+  });
+
   it("pushes nothing to its session about a directory it made and fills, but a directory replaced on the node's disk goes to every session", async () => {
     const n = await startNode();
     const mutator = recorder(n, 'm', ['inval_own', 'dir_attr']);
