@@ -297,6 +297,29 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     expect(readFileSync(join(work, 'fresh', 'again'), 'utf8')).toBe('a\n');
   });
 
+  it("saves a file as editors do (a temporary file renamed over it) without a lookup on the node, with the attributes the node's disk has", async () => {
+    const dir = join(m1.dir, 'saves');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'doc.txt'), 'v0\n');
+    const lookups = await nodeRequests(node, 'lookup');
+    for (let i = 1; i <= 20; i++) {
+      writeFileSync(join(dir, 'doc.txt.tmp'), `v${i}\n`);
+      renameSync(join(dir, 'doc.txt.tmp'), join(dir, 'doc.txt'));
+    }
+    // The kernel looks up the temporary name (missing) and, after the rename, the saved one.
+    expect(await nodeRequests(node, 'lookup')).toBeLessThanOrEqual(lookups + 3);
+    const [mounted, disk] = [statSync(join(dir, 'doc.txt'), { bigint: true }), statSync(join(work, 'saves', 'doc.txt'), { bigint: true })];
+    // Times travel as JSON numbers of ns: exact to a few hundred ns.
+    const apart = (a: bigint, b: bigint) => Number(a > b ? a - b : b - a);
+    expect({ size: mounted.size, mtime: apart(mounted.mtimeNs, disk.mtimeNs) < 1000, ctime: apart(mounted.ctimeNs, disk.ctimeNs) < 1000 }).toEqual({
+      size: disk.size,
+      mtime: true,
+      ctime: true,
+    });
+    expect(readdirSync(dir)).toEqual(['doc.txt']);
+    expect(read(join(m2.dir, 'saves', 'doc.txt'))).toBe('v20\n');
+  });
+
   it('answers a warm read-only open in the binding, never reaching the mount process, until the file changes', async () => {
     writeFileSync(join(work, 'g.txt'), 'first\n');
     await within(1000, 'g.txt', () => read(join(m1.dir, 'g.txt')) === 'first\n');

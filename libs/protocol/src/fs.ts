@@ -90,7 +90,8 @@ export const FALLOCATE_MODES: readonly number[] = [0, 1, 3, 0x10, 0x11];
  *   made the file, `mkdir`, `symlink`, `mknod`, `link`, `unlink`, `rmdir`, `rename`) carries the
  *   directory's attributes after it as `dir_attr` ({@link DirAttrReply}; rename's old
  *   directory, when another, as `old_dir_attr`), so a client knows the directory's new times,
- *   size and link count without asking for them.
+ *   size and link count without asking for them; `rename` also carries the attributes of the
+ *   entry under its new name ({@link RenameReply}).
  */
 export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix', 'inval_own', 'dir_attr'] as const;
 export type FsFeature = (typeof FS_FEATURES)[number];
@@ -418,6 +419,15 @@ export interface DirAttrReply {
   old_dir_attr?: Attr;
 }
 
+/**
+ * The reply to `rename`: {@link DirAttrReply}, and with the `dir_attr` extension `attr`, the
+ * attributes of the entry under its new name after the rename (not for RENAME_EXCHANGE; absent
+ * when the node could not read them).
+ */
+export interface RenameReply extends DirAttrReply {
+  attr?: Attr;
+}
+
 /** `acheron.r_fs_exports` payload. */
 export interface FsExportsReply {
   exports: ExportInfo[];
@@ -512,7 +522,7 @@ export interface FsRequests {
   unlink: { target: NodeTarget; payload: { name: string }; reply: DirAttrReply };
   mkdir: { target: NodeTarget; payload: { name: string; mode?: number; cred?: Cred }; reply: AttrReply & DirAttrReply };
   rmdir: { target: NodeTarget; payload: { name: string }; reply: DirAttrReply };
-  rename: { target: NoTarget; payload: RenameRequest; reply: DirAttrReply };
+  rename: { target: NoTarget; payload: RenameRequest; reply: RenameReply };
   symlink: { target: NodeTarget; payload: { name: string; target: string; cred?: Cred }; reply: AttrReply & DirAttrReply };
   readlink: { target: NodeTarget; payload: EmptyPayload; reply: { target: string } };
   statfs: { target: NodeTarget; payload: EmptyPayload; reply: StatFs };

@@ -40,7 +40,7 @@ describe('FuseCaches', () => {
   });
 
   describe("this mount's own entry changes", () => {
-    /** A cache over a router whose directories hold `entries` (name -> size), counting its requests. */
+    /** A cache over a router whose directories hold `entries` (name -> size; the node id is 100 + the size), counting its requests. */
     function setup(entries: Record<string, Record<string, number>>) {
       const calls = { getattr: 0, readdirAll: 0 };
       const router = {
@@ -48,11 +48,11 @@ describe('FuseCaches', () => {
           calls.getattr++;
           const dir = path.slice(0, path.lastIndexOf('/')) || '/';
           const size = entries[dir]?.[path.slice(path.lastIndexOf('/') + 1)];
-          return size === undefined ? Promise.reject(new FsError(Errno.ENOENT)) : Promise.resolve(attr(size));
+          return size === undefined ? Promise.reject(new FsError(Errno.ENOENT)) : Promise.resolve({ ...attr(size), id: 100 + size });
         },
         readdirAll: (path: string) => {
           calls.readdirAll++;
-          return Promise.resolve(Object.entries(entries[path] ?? {}).map(([name, size]) => ({ name, attr: attr(size) })));
+          return Promise.resolve(Object.entries(entries[path] ?? {}).map(([name, size]) => ({ name, attr: { ...attr(size), id: 100 + size } })));
         },
       };
       return { caches: new FuseCaches(router, 60_000), calls };
@@ -80,11 +80,48 @@ describe('FuseCaches', () => {
       expect(caches.freshListing('/w/d')?.names).toEqual(['b', 'c']);
     });
 
+    it('keeps the listings of a rename: the old name out, the new one in with the entry it had', async () => {
+      const { caches, calls } = setup({ '/w/d': { f: 1, tmp: 2 }, '/w/e': { g: 3 } });
+      await caches.listing('/w/d');
+      await caches.listing('/w/e');
+      // An editor's save: the temporary file replaces the file.
+      caches.entryRenamed('/w/d/tmp', '/w/d/f', undefined, undefined);
+      const d = caches.freshListing('/w/d')!;
+      expect(d.names).toEqual(['f']);
+      expect(d.attrs[0].sz).toBe(2);
+      await expect(caches.attrOf('/w/d/tmp')).rejects.toMatchObject({ errno: Errno.ENOENT });
+      expect(caches.cachedAttr('/w/d/f')).toBeUndefined();
+      // To another directory.
+      caches.entryRenamed('/w/d/f', '/w/e/f', undefined, undefined);
+      expect(caches.freshListing('/w/d')!.names).toEqual([]);
+      expect(caches.freshListing('/w/e')!.names).toEqual(['g', 'f']);
+      // The node told the attributes under the new name: they answer the kernel's lookup of it.
+      caches.entryRenamed('/w/e/g', '/w/e/h', { ...attr(3), id: 103, ct: 9 }, undefined);
+      expect(caches.freshListing('/w/e')!.names).toEqual(['f', 'h']);
+      expect((await caches.attrOf('/w/e/h')).ct).toBe(9);
+      expect(calls).toEqual({ getattr: 0, readdirAll: 2 });
+      // The entry not known: the listing it would go to is dropped.
+      caches.entryRenamed('/w/x/unknown', '/w/e/u', undefined, undefined);
+      expect(caches.freshListing('/w/e')).toBeUndefined();
+    });
+
+    it('drops the listing when the new name was another name of the same file (the rename changes nothing)', async () => {
+      const { caches } = setup({ '/w/d': { a: 1, b: 1 } });
+      await caches.listing('/w/d');
+      caches.entryRenamed('/w/d/a', '/w/d/b', undefined, undefined);
+      expect(caches.freshListing('/w/d')).toBeUndefined();
+      await expect(caches.attrOf('/w/d/a')).resolves.toMatchObject({ sz: 1 });
+    });
+
     it('knows a directory it made empty, until a push drops its listing', async () => {
       const { caches, calls } = setup({ '/w/new': { pushed: 5 } });
       caches.entryAdded('/w/new', { ...attr(4096), k: 2 });
       caches.madeEmptyDir('/w/new');
       await expect(caches.attrOf('/w/new/f')).rejects.toMatchObject({ errno: Errno.ENOENT });
+      // A name too long for a directory entry goes to the node, which refuses it.
+      await expect(caches.attrOf(`/w/new/${'n'.repeat(256)}`)).rejects.toMatchObject({ errno: Errno.ENOENT });
+      expect(calls.getattr).toBe(1);
+      calls.getattr = 0;
       caches.entryAdded('/w/new/f', attr(0));
       expect((await caches.listing('/w/new')).names).toEqual(['f']);
       expect(calls.getattr + calls.readdirAll).toBe(0);

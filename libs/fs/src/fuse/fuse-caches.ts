@@ -13,7 +13,7 @@
  * every entry's attributes) and the following misses there are answered from it, rather than
  * costing a lookup each; directories larger than {@link LIST_MAX_DIR_BYTES} are not.
  */
-import { Attr, Errno, FsError } from '@svc/protocol/wire';
+import { Attr, Errno, FsError, NAME_MAX } from '@svc/protocol/wire';
 import { baseName, joinPath, parentPath } from '../router/paths';
 import type { WorkspaceRouter } from '../router/workspace-router';
 import { PrefetchCache } from './prefetch-cache';
@@ -223,21 +223,10 @@ export class FuseCaches {
    * the directory by anyone else drops it, as it drops any listing (the node's push).
    */
   entryAdded(path: string, attr: Attr, now = Date.now()): void {
-    const dir = parentPath(path);
-    const kept = this.freshHit(dir, now);
+    const kept = this.freshHit(parentPath(path), now);
     this.entryChanged(path, now);
     this.remember(path, attr, now);
-    if (!kept || path === '/') return;
-    const name = baseName(path);
-    const names = kept.value.names.slice();
-    const attrs = kept.value.attrs.slice();
-    const i = kept.value.has.has(name) ? names.indexOf(name) : -1;
-    if (i >= 0) attrs[i] = attr;
-    else {
-      names.push(name);
-      attrs.push(attr);
-    }
-    cacheSet(this.dirs, dir, { value: { names, has: new Set(names), attrs }, expires: kept.expires });
+    if (kept && path !== '/') this.keep(parentPath(path), kept, null, [baseName(path), attr]);
   }
 
   /**
@@ -247,18 +236,63 @@ export class FuseCaches {
    * @param tree a directory: everything cached below it goes too ({@link forgetTree})
    */
   entryRemoved(path: string, tree = false, now = Date.now()): void {
-    const dir = parentPath(path);
-    const kept = this.freshHit(dir, now);
+    const kept = this.freshHit(parentPath(path), now);
     if (tree) this.forgetTree(path);
     this.entryChanged(path, now);
     this.markMissing(path);
-    if (!kept || path === '/') return;
-    const i = kept.value.has.has(baseName(path)) ? kept.value.names.indexOf(baseName(path)) : -1;
+    if (kept && path !== '/') this.keep(parentPath(path), kept, baseName(path), null);
+  }
+
+  /**
+   * This mount renamed `src` to `dest` (not an exchange): as {@link entryChanged} and
+   * {@link forgetTree} of both, and `src` is known missing; `after`, when the node told it, is
+   * cached for `dest`. Fresh listings of their directories stay, without `src` and with `dest`,
+   * whose entry (node id and type) is `after`, else the one `src` had in its listing, else
+   * `before`. When none is known, or `dest` was another name of the same file (rename then
+   * changes nothing), the listings go.
+   * @param after the attributes of `dest` after the rename, from the node's reply
+   * @param before the attributes of `src` before the rename, if cached
+   */
+  entryRenamed(src: string, dest: string, after: Attr | undefined, before: Attr | undefined, now = Date.now()): void {
+    const [srcDir, destDir] = [parentPath(src), parentPath(dest)];
+    const [srcName, destName] = [baseName(src), baseName(dest)];
+    const srcKept = this.freshHit(srcDir, now);
+    const destKept = destDir === srcDir ? srcKept : this.freshHit(destDir, now);
+    const at = srcKept?.value.has.has(srcName) ? srcKept.value.names.indexOf(srcName) : -1;
+    const entry = after ?? (at >= 0 ? srcKept!.value.attrs[at] : before);
+    const replaced = destKept?.value.has.has(destName) ? destKept.value.attrs[destKept.value.names.indexOf(destName)] : undefined;
+    this.forgetTree(src);
+    this.forgetTree(dest);
+    this.entryChanged(src, now);
+    this.entryChanged(dest, now);
+    if (src === dest || src === '/' || dest === '/' || !entry || replaced?.id === entry.id) return;
+    this.markMissing(src);
+    if (after) this.remember(dest, after, now);
+    if (srcDir === destDir) {
+      if (srcKept) this.keep(srcDir, srcKept, srcName, [destName, entry]);
+      return;
+    }
+    if (srcKept) this.keep(srcDir, srcKept, srcName, null);
+    if (destKept) this.keep(destDir, destKept, null, [destName, entry]);
+  }
+
+  /**
+   * Caches, for directory `dir`, a copy of the listing `kept` without the name `remove` and with
+   * the entry `add` (replacing one of that name), until the listing's own expiry.
+   */
+  private keep(dir: string, kept: Expiring<Listing>, remove: string | null, add: [string, Attr] | null): void {
     const names = kept.value.names.slice();
     const attrs = kept.value.attrs.slice();
-    if (i >= 0) {
-      names.splice(i, 1);
-      attrs.splice(i, 1);
+    for (const name of [remove, add?.[0]]) {
+      const i = name !== null && name !== undefined && kept.value.has.has(name) ? names.indexOf(name) : -1;
+      if (i >= 0) {
+        names.splice(i, 1);
+        attrs.splice(i, 1);
+      }
+    }
+    if (add) {
+      names.push(add[0]);
+      attrs.push(add[1]);
     }
     cacheSet(this.dirs, dir, { value: { names, has: new Set(names), attrs }, expires: kept.expires });
   }
@@ -303,10 +337,12 @@ export class FuseCaches {
     if (hit && hit.expires > now) return hit.value;
     const miss = this.missing.get(path);
     if (miss !== undefined && miss > now) throw new FsError(Errno.ENOENT);
-    // A fresh listing of the parent that lacks the name is as good as a failed lookup.
+    // A fresh listing of the parent that lacks the name is as good as a failed lookup (a name
+    // longer than a directory entry can be is the node's to refuse: ENAMETOOLONG).
     const dir = parentPath(path);
     const parent = this.dirs.get(dir);
-    if (parent && parent.expires > now && path !== '/' && !parent.value.has.has(baseName(path))) {
+    const listable = path !== '/' && Buffer.byteLength(baseName(path)) <= NAME_MAX;
+    if (parent && parent.expires > now && listable && !parent.value.has.has(baseName(path))) {
       throw new FsError(Errno.ENOENT);
     }
     if (path !== '/' && (this.listingsInFlight.has(dir) || this.listWanted(dir, baseName(path), now))) {
@@ -318,7 +354,7 @@ export class FuseCaches {
       }
       const a = this.cachedAttr(path);
       if (a) return a;
-      if (listed && !listed.has.has(baseName(path)) && this.dirs.get(dir)?.value === listed) {
+      if (listed && listable && !listed.has.has(baseName(path)) && this.dirs.get(dir)?.value === listed) {
         cacheSet(this.missing, path, Date.now() + this.ttl);
         throw new FsError(Errno.ENOENT);
       }

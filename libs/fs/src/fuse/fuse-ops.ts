@@ -594,11 +594,14 @@ export class FuseOperations implements Operations {
       }
       await Promise.all([this.flushPath(src), this.flushPath(dest)]);
       if (!(flags & RENAME_EXCHANGE)) await this.handles.pinOpenHandles(dest);
-      await this.router.rename(src, dest, flags);
-      this.caches.forgetTree(src);
-      this.caches.forgetTree(dest);
-      this.caches.entryChanged(src);
-      this.caches.entryChanged(dest);
+      const before = this.caches.cachedAttr(src);
+      const after = await this.router.rename(src, dest, flags);
+      if (flags & RENAME_EXCHANGE) {
+        this.caches.forgetTree(src);
+        this.caches.forgetTree(dest);
+        this.caches.entryChanged(src);
+        this.caches.entryChanged(dest);
+      } else this.caches.entryRenamed(src, dest, after, before);
       if (flags & RENAME_EXCHANGE) {
         this.handles.exchanged(src, dest);
         this.inodes.exchange(parent, name, newParent, newName);

@@ -514,16 +514,18 @@ export class WorkspaceRouter extends EventEmitter {
   /**
    * Renames within one mount; `flags` {@link RENAME_NOREPLACE} (EEXIST when `newPath` exists) or
    * {@link RENAME_EXCHANGE} (the two swap), which need a node granting `posix`.
+   * @returns the attributes of the entry under `newPath` after the rename when the node's reply
+   *   carried them (the `dir_attr` extension), else undefined
    * @throws FsError EXDEV (different mounts), EBUSY (a mount root), ENOENT, ENOTEMPTY, EEXIST, EROFS, EIO, EINVAL
    */
-  async rename(oldPath: string, newPath: string, flags = 0): Promise<void> {
+  async rename(oldPath: string, newPath: string, flags = 0): Promise<Attr | undefined> {
     const from = this.mutationTarget(oldPath, 'rename');
     const to = this.mutationTarget(newPath, 'rename');
     if (from.mountPath !== to.mountPath) {
       throw new FsError(Errno.EXDEV, `cannot rename across mounts (${from.mountPath} -> ${to.mountPath})`);
     }
-    await this.routes.withMount(from.mountPath, async (a, ctx) => {
-      const run = async (useCache: boolean) => {
+    return this.routes.withMount(from.mountPath, async (a, ctx) => {
+      const run = async (useCache: boolean): Promise<Attr | undefined> => {
         const op = await walk(a, from.parentRel, useCache);
         const np = await walk(a, to.parentRel, useCache);
         ctx.committed = true;
@@ -533,6 +535,7 @@ export class WorkspaceRouter extends EventEmitter {
           const r = await a.session.client.request('rename', {}, flags === 0 ? payload : { ...payload, flags });
           this.dirChanged(a, np.id, to.path, r.dir_attr);
           if (op.id !== np.id) this.dirChanged(a, op.id, from.path, r.old_dir_attr);
+          return r.attr;
         } finally {
           a.cache.dropTree(from.rel);
           a.cache.dropTree(to.rel);

@@ -496,6 +496,9 @@ describe('dir_attr', () => {
     expect(seen(moved.dir_attr)).toEqual(onDisk('d/sub'));
     expect(moved.old_dir_attr?.id).toBe(dir);
     expect(seen(moved.old_dir_attr)).toEqual(onDisk('d'));
+    // and the entry under its new name (a rename changes its ctime).
+    expect(moved.attr?.id).toBe(made.attr.id);
+    expect(seen(moved.attr)).toEqual(onDisk('d/sub/da-moved'));
     const inOne = await n.service.rename(m, sub, 'da-moved', sub, 'da-again');
     expect(seen(inOne.dir_attr)).toEqual(onDisk('d/sub'));
     expect(inOne.old_dir_attr).toBeUndefined();
@@ -515,6 +518,8 @@ describe('dir_attr', () => {
     const plainMade = await n.service.create(plain.session, dir, 'da-plain', 0o644, OpenFlags.O_WRONLY);
     expect(plainMade.dir_attr).toBeUndefined();
     await n.service.close(plain.session, plainMade.h);
+    expect(await n.service.rename(plain.session, dir, 'da-plain', dir, 'da-plain2')).toEqual({});
+    await n.service.rename(plain.session, dir, 'da-plain2', dir, 'da-plain');
     expect(await n.service.unlink(plain.session, dir, 'da-plain')).toEqual({});
   });
 

@@ -235,6 +235,26 @@ export class FsService implements OnModuleDestroy {
   }
 
   /**
+   * The attributes of entry `name` of `dir`, just renamed there by this node for `session`, for
+   * the reply's `attr` (the `dir_attr` extension; undefined without it, or when the entry cannot
+   * be read now). The name then counts as made here ({@link FsNode.madeHere}): the reply tells
+   * the session, the pushes of the rename tell the others. Never rejects.
+   */
+  private async movedAttr(session: FsSession, dir: FsNode, name: string): Promise<Attr | undefined> {
+    if (!session.features.has('dir_attr') || !dir.live) return undefined;
+    try {
+      const st = await this.registry.of(dir).backend.lookup(dir.path(), name);
+      const node = this.table.child(dir, name);
+      const attr = this.attr(session, node, st);
+      node.madeHere = true;
+      node.madeIdentity = st.kind === 1 ? identityOf(st) : null;
+      return attr;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
    * Watches directory `made`, just made by this node for a session, before the reply: what the
    * session's client then learns of it (its own entries, names it finds missing) is kept
    * coherent by pushes from the start, before any lookup in it sets the watch up. An entry
@@ -1001,8 +1021,12 @@ export class FsService implements OnModuleDestroy {
       }
       this.entriesChanged(from, session);
       if (to !== from) this.entriesChanged(to, session);
-      const [dirs] = await Promise.all([this.dirAttrs(session, to, from), this.inval.flushNow(session)]);
-      return dirs;
+      const [dirs, attr] = await Promise.all([
+        this.dirAttrs(session, to, from),
+        flags & RENAME_EXCHANGE ? undefined : this.movedAttr(session, to, newName),
+        this.inval.flushNow(session),
+      ]);
+      return attr ? { ...dirs, attr } : dirs;
     });
   }
 
