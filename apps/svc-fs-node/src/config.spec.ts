@@ -45,6 +45,14 @@ describe('svc-fs-node configuration', () => {
     expect(() => loadFsNodeConfig([], { SVC_FS_NODE_FEATURES: 'none,prefetch' }, dir)).toThrow(/SVC_FS_NODE_FEATURES: "none" cannot be combined/);
   });
 
+  it('runs metadata calls in place by default; --meta-io, else SVC_FS_NODE_META_IO, can send them to the pool', () => {
+    expect(loadFsNodeConfig([], {}, dir).metaIo).toBe('auto');
+    expect(loadFsNodeConfig([], { SVC_FS_NODE_META_IO: 'pool' }, dir).metaIo).toBe('pool');
+    expect(loadFsNodeConfig(['--meta-io', 'auto'], { SVC_FS_NODE_META_IO: 'pool' }, dir).metaIo).toBe('auto');
+    expect(() => loadFsNodeConfig(['--meta-io', 'threads'], {}, dir)).toThrow(/--meta-io must be auto or pool \(got "threads"\)/);
+    expect(() => loadFsNodeConfig([], { SVC_FS_NODE_META_IO: '' }, dir)).toThrow(/SVC_FS_NODE_META_IO must be auto or pool/);
+  });
+
   it('takes the FS session token from --auth-token, else SVC_FS_NODE_AUTH_TOKEN', () => {
     expect(loadFsNodeConfig([], { SVC_FS_NODE_AUTH_TOKEN: 'env-token' }, dir).authToken).toBe('env-token');
     expect(loadFsNodeConfig(['--auth-token', 'flag-token'], { SVC_FS_NODE_AUTH_TOKEN: 'env-token' }, dir).authToken).toBe('flag-token');

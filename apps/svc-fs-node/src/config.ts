@@ -82,6 +82,8 @@ export class FsNodeConfig {
   terminalCwd: string | null;
   /** FS extensions granted to sessions that ask (`--fs-features`, else `SVC_FS_NODE_FEATURES`; default all). */
   features: FsFeature[];
+  /** Where the exports' metadata calls run (`--meta-io`, else `SVC_FS_NODE_META_IO`; default `auto`; see MetaIo). */
+  metaIo: 'auto' | 'pool';
   /** Control daemon mode settings; null in standalone mode. */
   daemon: DaemonConfig | null;
   /** `--help` was given. */
@@ -205,6 +207,12 @@ export function loadFsNodeConfig(argv: string[], env: NodeJS.ProcessEnv, cwd = p
   } catch (e) {
     throw new ConfigError((e as Error).message);
   }
+  const metaIoFlag = str('meta-io');
+  const metaIo = metaIoFlag ?? env.SVC_FS_NODE_META_IO ?? 'auto';
+  if (metaIo !== 'auto' && metaIo !== 'pool') {
+    throw new ConfigError(`${metaIoFlag !== undefined ? '--meta-io' : 'SVC_FS_NODE_META_IO'} must be auto or pool (got "${metaIo}")`);
+  }
+  config.metaIo = metaIo;
   const security = resolveTransportSecurity(
     { bind: config.bind, tlsCert: str('tls-cert'), tlsKey: str('tls-key'), insecureTransport: values['insecure-transport'] === true },
     env,

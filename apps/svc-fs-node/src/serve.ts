@@ -50,7 +50,7 @@ export async function serve(config: FsNodeConfig): Promise<void> {
   const exports: ExportDefinition[] = [];
   for (const spec of config.exports) {
     try {
-      const backend = await LocalDirBackend.at(spec.path, { ro: spec.ro });
+      const backend = await LocalDirBackend.at(spec.path, { ro: spec.ro, metaIo: config.metaIo });
       exports.push({ name: spec.name, ro: spec.ro, desc: `${spec.ro ? 'read-only' : 'read-write'} directory ${backend.root}`, backend });
     } catch (e) {
       die(`--export ${spec.name}: ${spec.path}: ${(e as Error).message}`);

@@ -12,7 +12,7 @@
  * them quickly: one call that takes longer than {@link SLOW_CALL_MS} (a cold disk, a network
  * filesystem under the export) sends every call of this export to the pool for
  * {@link POOL_FOR_MS}, so a slow disk costs the event loop one slow call per period, not one per
- * request. `pool` mode always uses the pool. Calls that can take long on any disk (truncate,
+ * request. `pool` mode (`svc-fs-node --meta-io pool`) always uses the pool. Calls that can take long on any disk (truncate,
  * reads, writes, directory listings, opens of files) are not here: they stay on the pool.
  */
 import { Logger } from '@nestjs/common';
@@ -30,6 +30,8 @@ export const POOL_FOR_MS = 60_000;
 export type MetaIoMode = 'auto' | 'pool';
 
 const openFdAsync = promisify(fss.open) as (path: string, flags: number) => Promise<number>;
+const fchmodAsync = promisify(fss.fchmod);
+const fchownAsync = promisify(fss.fchown);
 const fstatAsync = (fd: number): Promise<BigIntStats> =>
   new Promise((resolve, reject) => fss.fstat(fd, { bigint: true }, (e, st) => (e ? reject(e) : resolve(st))));
 
@@ -115,7 +117,7 @@ export class MetaIo {
   fchmod(fd: number, mode: number): Promise<void> {
     return this.run(
       () => fss.fchmodSync(fd, mode),
-      () => promisify(fss.fchmod)(fd, mode),
+      () => fchmodAsync(fd, mode),
     );
   }
 
@@ -123,7 +125,7 @@ export class MetaIo {
   fchown(fd: number, uid: number, gid: number): Promise<void> {
     return this.run(
       () => fss.fchownSync(fd, uid, gid),
-      () => promisify(fss.fchown)(fd, uid, gid),
+      () => fchownAsync(fd, uid, gid),
     );
   }
 
