@@ -138,6 +138,12 @@ describe('FuseCaches', () => {
       expect(caches.cachedAttr('/w/d/a')).toBeUndefined();
       await expect(caches.attrOf('/w/d/zz')).rejects.toMatchObject({ errno: Errno.ENOENT });
       expect(calls.readdirAll).toBe(1);
+      // A push of a write to a file this mount removed meanwhile: still missing.
+      caches.entryRemoved('/w/unlisted/gone');
+      caches.forgetFile('/w/unlisted/gone');
+      await expect(caches.attrOf('/w/unlisted/gone')).rejects.toMatchObject({ errno: Errno.ENOENT });
+      expect(calls.getattr).toBe(0);
+      await caches.listing('/w/d');
       caches.forget('/w/d/a');
       expect(caches.freshListing('/w/d')).toBeUndefined();
       caches.entryChanged('/w/d/b');

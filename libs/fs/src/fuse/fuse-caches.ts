@@ -143,12 +143,13 @@ export class FuseCaches {
   /**
    * Drops what is cached about `path` after a change of its content or attributes, not of its
    * name (a write, a chmod, a push of `attr` or `data`): as {@link forget}, except that the
-   * parent's listing stays, since its names did not change (readdirplus gives the kernel an
-   * entry's attributes only while they are cached, see {@link cachedAttr}).
+   * parent's listing and a negative lookup of `path` stay, since no name changed (readdirplus
+   * gives the kernel an entry's attributes only while they are cached, see {@link cachedAttr}).
    */
   forgetFile(path: string): void {
+    // A name known missing stays so: the file changed, its name did not (a push of a write to
+    // a file this mount removed meanwhile, such as a journal, names its old path).
     this.attrs.delete(path);
-    this.missing.delete(path);
     this.dirs.delete(path);
     this.proofs.delete(path);
     this.contents.forget(path);
