@@ -279,23 +279,28 @@ export class FuseCaches {
 
   /**
    * Caches, for directory `dir`, a copy of the listing `kept` without the name `remove` and with
-   * the entry `add` (replacing one of that name), until the listing's own expiry.
+   * the entry `add` (replacing one of that name), until the listing's own expiry. The arrays are
+   * copied (a readdir going on reads the old ones by offset); the set of names moves to the copy
+   * as it is, changed in place: only the cached listing's set is ever asked.
    */
   private keep(dir: string, kept: Expiring<Listing>, remove: string | null, add: [string, Attr] | null): void {
+    const { has } = kept.value;
     const names = kept.value.names.slice();
     const attrs = kept.value.attrs.slice();
     for (const name of [remove, add?.[0]]) {
-      const i = name !== null && name !== undefined && kept.value.has.has(name) ? names.indexOf(name) : -1;
+      const i = name !== null && name !== undefined && has.has(name) ? names.indexOf(name) : -1;
       if (i >= 0) {
         names.splice(i, 1);
         attrs.splice(i, 1);
+        has.delete(name!);
       }
     }
     if (add) {
       names.push(add[0]);
       attrs.push(add[1]);
+      has.add(add[0]);
     }
-    cacheSet(this.dirs, dir, { value: { names, has: new Set(names), attrs }, expires: kept.expires });
+    cacheSet(this.dirs, dir, { value: { names, has, attrs }, expires: kept.expires });
   }
 
   /**
