@@ -114,6 +114,7 @@ describe('start-up and configuration', () => {
       ['--export', `w=${__dirname}`, '--terminal-id', 't1'],
       /--terminal-id runs programs for every FS session: it needs FS session auth/,
     ],
+    ['an unknown --meta-io', ['--export', `w=${__dirname}`, '--meta-io', 'threads'], /--meta-io must be auto or pool \(got "threads"\)/],
   ])('exits 2 with a clear message for %s', (_name, args, message) => {
     const r = runFsNode(['--port', '0', ...args]);
     expect(r.code).toBe(2);
@@ -139,6 +140,24 @@ describe('start-up and configuration', () => {
     expect(closed.stderr()).not.toMatch(/FS session auth is off/);
     expect(closed.stderr()).toContain('svc-fs-node: warning: --insecure-transport:');
     await closed.stop();
+  });
+
+  it('with --meta-io pool: entry operations and their errors are as in place', async () => {
+    const dir = join(base, 'pooled');
+    fs.mkdirSync(dir);
+    const pooled = await startFsNode([`work=${dir}`], { args: ['--meta-io', 'pool'] });
+    const p = await connect({}, pooled.url);
+    const root = await p.root('work');
+    const { attr } = await p.call('mkdir', { node: root }, { name: 'd', mode: 0o750 });
+    expect(fs.statSync(join(dir, 'd')).mode & 0o7777).toBe(0o750);
+    expect(await p.errno('mkdir', { node: root }, { name: 'd', mode: 0o755 })).toBe(Errno.EEXIST);
+    const made = await p.call('create', { node: attr.id }, { name: 'f', mode: 0o640, flags: 0o101 });
+    await p.call('close', { h: made.h });
+    await p.call('rename', {}, { old_parent: attr.id, old_name: 'f', new_parent: root, new_name: 'g' });
+    expect(fs.statSync(join(dir, 'g')).mode & 0o7777).toBe(0o640);
+    expect(await p.call('unlink', { node: root }, { name: 'g' })).toEqual({});
+    expect(await p.errno('lookup', { node: root }, { name: 'g' })).toBe(Errno.ENOENT);
+    await pooled.stop();
   });
 
   it('prints usage and exits 0 for --help', () => {
