@@ -601,11 +601,10 @@ export class FuseOperations implements Operations {
         this.caches.forgetTree(dest);
         this.caches.entryChanged(src);
         this.caches.entryChanged(dest);
-      } else this.caches.entryRenamed(src, dest, after, before);
-      if (flags & RENAME_EXCHANGE) {
         this.handles.exchanged(src, dest);
         this.inodes.exchange(parent, name, newParent, newName);
       } else {
+        this.caches.entryRenamed(src, dest, after, before);
         this.handles.renamed(src, dest);
         this.inodes.rename(parent, name, newParent, newName);
       }
