@@ -320,6 +320,42 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     expect(read(join(m2.dir, 'saves', 'doc.txt'))).toBe('v20\n');
   });
 
+  it("carries a save's fsync and tar's times in the write of the file's last bytes, one request each, with the content and times of the node's disk", async () => {
+    const dir = join(m1.dir, 'carried');
+    mkdirSync(dir);
+    const [writes, fsyncs, setattrs] = [await nodeRequests(node, 'write'), await nodeRequests(node, 'fsync'), await nodeRequests(node, 'setattr')];
+    // Ten saves (write, fsync, close, rename) and ten files as tar writes them (write, futimens, close).
+    execFileSync('python3', [
+      '-c',
+      [
+        'import os,sys',
+        'd=sys.argv[1]',
+        'for i in range(10):',
+        '  fd=os.open(d+"/doc.tmp",os.O_WRONLY|os.O_CREAT|os.O_TRUNC,0o644); os.write(fd,b"save %d\\n"%i); os.fsync(fd); os.close(fd)',
+        '  os.rename(d+"/doc.tmp",d+"/doc.txt")',
+        'for i in range(10):',
+        '  fd=os.open(d+"/t%d"%i,os.O_WRONLY|os.O_CREAT|os.O_EXCL,0o644); os.write(fd,b"tar %d\\n"%i)',
+        '  os.utime(fd,ns=(1600000000000000000+i,1500000000000000000+i*1000)); os.close(fd)',
+      ].join('\n'),
+      dir,
+    ]);
+    expect({
+      writes: (await nodeRequests(node, 'write')) - writes,
+      fsyncs: (await nodeRequests(node, 'fsync')) - fsyncs,
+      setattrs: (await nodeRequests(node, 'setattr')) - setattrs,
+    }).toEqual({ writes: 20, fsyncs: 0, setattrs: 0 });
+    expect(read(join(work, 'carried', 'doc.txt'))).toBe('save 9\n');
+    for (let i = 0; i < 10; i++) {
+      const disk = statSync(join(work, 'carried', `t${i}`), { bigint: true });
+      expect({ content: read(join(work, 'carried', `t${i}`)), mtime: disk.mtimeNs }).toEqual({
+        content: `tar ${i}\n`,
+        mtime: 1500000000000000000n + BigInt(i * 1000),
+      });
+      // Times travel as JSON numbers of ns: exact to a few hundred ns through the mount.
+      expect(Math.abs(Number(statSync(join(m2.dir, 'carried', `t${i}`), { bigint: true }).mtimeNs - disk.mtimeNs))).toBeLessThan(1000);
+    }
+  });
+
   it('answers a warm read-only open in the binding, never reaching the mount process, until the file changes', async () => {
     writeFileSync(join(work, 'g.txt'), 'first\n');
     await within(1000, 'g.txt', () => read(join(m1.dir, 'g.txt')) === 'first\n');

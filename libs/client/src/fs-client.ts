@@ -46,6 +46,8 @@ import {
   parseFsFeatures,
   PrefetchSkip,
   writeBase64,
+  WriteReply,
+  WriteThen,
 } from '@svc/protocol/wire';
 import { ConnectionError } from './connection-error';
 
@@ -177,6 +179,14 @@ export interface FramedData {
 /** True for {@link FramedData}. */
 export function isFramedData(data: Uint8Array | FramedData): data is FramedData {
   return !(data instanceof Uint8Array);
+}
+
+/** The payload members of `then` as JSON text, each after a comma (`,"set":{...},"sync":true`). */
+function thenMembers(then: WriteThen): string {
+  let out = '';
+  if (then.set !== undefined) out += `,"set":${JSON.stringify(then.set)}`;
+  if (then.sync !== undefined) out += `,"sync":${then.sync}`;
+  return out;
 }
 
 /** The data bytes of {@link FramedData} (a view). */
@@ -445,30 +455,45 @@ export class FsClient extends EventEmitter {
    * @returns the number of bytes written
    */
   async write(h: number, off: number, data: Uint8Array | FramedData): Promise<number> {
+    return (await this.writeThen(h, off, data)).n;
+  }
+
+  /**
+   * Writes `data` (at most `maxWrite` bytes) at `off` to handle `h` and, with the `write_then`
+   * extension, has the node do `then` once all the bytes are written, in the same round trip.
+   * @param then what to do after the bytes ({@link WriteThen}); sent only when given
+   * @returns the reply: `n` bytes written; `attr` after `then.set`; `then_errno`/`then_message`
+   *   when a step of `then` failed after the bytes were written
+   * @throws FsError EPROTO when `then` is given and the node did not grant `write_then`; the
+   *   write's own errors (EBADF, ENOSPC, EIO, ...); ConnectionError
+   */
+  async writeThen(h: number, off: number, data: Uint8Array | FramedData, then?: WriteThen): Promise<WriteReply> {
+    if (then && !this.has('write_then')) throw new FsError(Errno.EPROTO, 'the node did not grant the write_then extension');
+    const more = then ? thenMembers(then) : '';
     if (this.binary) {
       if (isFramedData(data)) {
         const tag = this.allocTag();
-        const header = `{"channel":"acheron","type":"acheron.t_fs_write","tag":${tag},"h":${JSON.stringify(h)},"payload":{"off":${JSON.stringify(off)},"n":${data.len}}}`;
+        const header = `{"channel":"acheron","type":"acheron.t_fs_write","tag":${tag},"h":${JSON.stringify(h)},"payload":{"off":${JSON.stringify(off)},"n":${data.len}${more}}}`;
         const r = await this.track<'write'>(tag, this.requestTimeoutMs, () =>
           this.ws.send(completeBinaryFrame(data.buf, BINARY_HEADER_ROOM, data.len, header)),
         );
-        return r.payload.n;
+        return r.payload;
       }
-      const r = await this.callBinary('write', { h }, { off, n: data.length }, data);
-      return r.payload.n;
+      const r = await this.callBinary('write', { h }, { off, n: data.length, ...then }, data);
+      return r.payload;
     }
     // Built by hand as UTF-8 bytes: base64 needs no JSON escaping, and JSON.stringify would
     // scan the whole 1.4 MB string; the base64 is written straight into the frame.
     const bytes = isFramedData(data) ? framedBytes(data) : data;
     const tag = this.allocTag();
-    const head = `{"channel":"acheron","type":"acheron.t_fs_write","tag":${tag},"h":${JSON.stringify(h)},"payload":{"off":${JSON.stringify(off)},"data_b64":"`;
+    const head = `{"channel":"acheron","type":"acheron.t_fs_write","tag":${tag},"h":${JSON.stringify(h)},"payload":{"off":${JSON.stringify(off)}${more},"data_b64":"`;
     const b64 = base64Length(bytes.length);
     const text = Buffer.allocUnsafe(head.length + b64 + 3);
     text.write(head, 0, 'latin1');
     writeBase64(bytes, text, head.length);
     text.write('"}}', head.length + b64, 'latin1');
     const r = await this.track<'write'>(tag, this.requestTimeoutMs, () => this.ws.send(text, { binary: false }));
-    return r.payload.n;
+    return r.payload;
   }
 
   /** performance.now() time, ms, of the last frame or pong received from the node (the hello reply at least). */

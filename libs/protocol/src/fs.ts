@@ -92,8 +92,12 @@ export const FALLOCATE_MODES: readonly number[] = [0, 1, 3, 0x10, 0x11];
  *   directory, when another, as `old_dir_attr`), so a client knows the directory's new times,
  *   size and link count without asking for them; `rename` also carries the attributes of the
  *   entry under its new name ({@link RenameReply}).
+ * - `write_then`: a `write` may carry what the node does once all its bytes are written, in the
+ *   same round trip ({@link WriteThen}, {@link WriteReply}): set attributes of the file as
+ *   `setattr` does, then fsync it as `fsync` does (an editor's save, a journal's commit, tar's
+ *   times after the data).
  */
-export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix', 'inval_own', 'dir_attr'] as const;
+export const FS_FEATURES = ['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix', 'inval_own', 'dir_attr', 'write_then'] as const;
 export type FsFeature = (typeof FS_FEATURES)[number];
 
 /**
@@ -275,6 +279,30 @@ export interface SetAttr {
   sz?: number;
   at?: number;
   mt?: number;
+}
+
+/**
+ * What a `write` asks the node to do once all of its bytes are written (the `write_then`
+ * extension), in this order: `set` the file's attributes as `setattr` on the handle's node does
+ * (no size: that is `ftruncate`), then `sync` (true) it to stable storage as `fsync` does. Nothing
+ * of it is done after a write that failed or wrote fewer bytes than it carried.
+ */
+export interface WriteThen {
+  set?: Omit<SetAttr, 'sz'>;
+  sync?: boolean;
+}
+
+/**
+ * The reply to `write`: `n` bytes written. With {@link WriteThen}: `attr`, the file's
+ * attributes after `set`; or, when `set` or `sync` failed after the bytes were written,
+ * `then_errno` and `then_message` (the bytes stay written; what came after the failed step was
+ * not done).
+ */
+export interface WriteReply {
+  n: number;
+  attr?: Attr;
+  then_errno?: number;
+  then_message?: string;
 }
 
 /** `readdirp` reply: `next` is the cookie of the following page; `dir_gen` the directory's entry generation. */
@@ -515,7 +543,7 @@ export interface FsRequests {
   open: { target: NodeTarget; payload: OpenRequest; reply: OpenReply | OpenReadReply };
   create: { target: NodeTarget; payload: { name: string; mode?: number; flags?: number; cred?: Cred }; reply: { attr: Attr; h: number } & DirAttrReply };
   read: { target: HandleTarget; payload: { off: number; len: number }; reply: ReadReply };
-  write: { target: HandleTarget; payload: { off: number; data_b64?: string; n?: number }; reply: { n: number } };
+  write: { target: HandleTarget; payload: { off: number; data_b64?: string; n?: number } & WriteThen; reply: WriteReply };
   fsync: { target: HandleTarget; payload: EmptyPayload; reply: EmptyReply };
   close: { target: HandleTarget; payload: EmptyPayload; reply: EmptyReply };
   truncate: { target: NodeTarget; payload: { sz: number }; reply: AttrReply };

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
-import { Attr, Errno, FsError, GetlkReply, LockPayload, OpenFlags } from '@svc/protocol/wire';
+import { Attr, Errno, FsError, GetlkReply, LockPayload, OpenFlags, WriteThen } from '@svc/protocol/wire';
 import { FramedData, framedBytes, isFramedData } from '@svc/client';
-import type { WorkspaceRouter } from '../router/workspace-router';
+import type { WorkspaceRouter, WriteThenResult } from '../router/workspace-router';
 import { FuseFs } from './fuse-fs';
 import { AttrReply, DirEntryPlus, Entry, RequestContext, SETATTR, SetattrValues } from '@svc/fuse3';
 import { ROOT_INO } from './inode-table';
@@ -91,6 +91,20 @@ class FakeRouter extends EventEmitter {
       for (const h of this.handles.values()) if (h === f) h.data = grown;
     }
     return data.length;
+  }
+  /** Whether the node grants `write_then` (else {@link writeThen} sends nothing and answers null). */
+  grantsWriteThen = false;
+  /** The writes that carried what follows them, and how many writes had arrived with them. */
+  readonly carried: Array<{ then: WriteThen; writesBefore: number }> = [];
+  fsyncs = 0;
+  async writeThen(fh: number, off: number, input: FramedData, then: WriteThen): Promise<WriteThenResult | null> {
+    if (!this.grantsWriteThen) return null;
+    await this.write(fh, off, input);
+    this.carried.push({ then, writesBefore: this.writes.length });
+    return then.set ? { done: true, attr: this.files.get(this.paths.get(fh) ?? '')!.attr } : { done: true };
+  }
+  async fsync(): Promise<void> {
+    this.fsyncs++;
   }
   dropOpenData(): void {}
   /** A node that cannot tell the attributes of an open file (the mount falls back to the last it saw). */
@@ -473,6 +487,40 @@ describe('FuseFs one order per file', () => {
     expect(router.writes).toHaveLength(0);
     await call('setattr', '/w/t', SETATTR.ATIME | SETATTR.MTIME, times(1_000_000_000n, 2_000_000_000n));
     expect(router.setattrs).toEqual([{ path: '/w/t', writesBefore: 1 }]);
+  });
+
+  it('a setattr of times after writes rides on the last write when the node grants write_then', async () => {
+    const { router, call, count } = setup();
+    router.grantsWriteThen = true;
+    const fd = await call<number>('create', '/w/t', 0o644, OpenFlags.O_WRONLY | OpenFlags.O_CREAT);
+    await count('write', '/w/t', fd, Buffer.alloc(1000, 1), 1000, 0);
+    await call('setattr', '/w/t', SETATTR.ATIME | SETATTR.MTIME, times(1_000_000_000n, 2_000_000_000n));
+    expect({ setattrs: router.setattrs, carried: router.carried }).toEqual({
+      setattrs: [],
+      carried: [{ then: { set: { at: 1_000_000_000, mt: 2_000_000_000 } }, writesBefore: 1 }],
+    });
+    // Nothing pending: a setattr is its own request.
+    await call('setattr', '/w/t', SETATTR.MTIME, times(0n, 3_000_000_000n));
+    expect(router.setattrs).toEqual([{ path: '/w/t', writesBefore: 1 }]);
+  });
+
+  it('an fsync after writes rides on the last write; with two writing handles, or a write that failed, it does not', async () => {
+    const { router, call, count, ops } = setup();
+    router.grantsWriteThen = true;
+    const fsync = (path: string, fd: number) => ops.fsync(0, fd, false, new RequestContext(900 + fd, 0, 0, 0, 0));
+    const a = await call<number>('create', '/w/s', 0o644, OpenFlags.O_RDWR | OpenFlags.O_CREAT);
+    await count('write', '/w/s', a, Buffer.from('saved'), 5, 0);
+    await fsync('/w/s', a);
+    expect({ carried: router.carried, fsyncs: router.fsyncs }).toEqual({ carried: [{ then: { sync: true }, writesBefore: 1 }], fsyncs: 0 });
+    const b = await call<number>('open', '/w/s', OpenFlags.O_WRONLY);
+    await count('write', '/w/s', a, Buffer.from('A'), 1, 0);
+    await count('write', '/w/s', b, Buffer.from('B'), 1, 1);
+    await fsync('/w/s', a);
+    expect({ carried: router.carried.length, writes: router.writes.length, fsyncs: router.fsyncs }).toEqual({ carried: 1, writes: 3, fsyncs: 1 });
+    router.writeError = new FsError(Errno.ENOSPC);
+    await count('write', '/w/s', a, Buffer.from('full'), 4, 0);
+    await expect(fsync('/w/s', a)).rejects.toMatchObject({ errno: Errno.ENOSPC });
+    expect(router.fsyncs).toBe(1);
   });
 
   it('a setattr of one time (the other UTIME_OMIT) sets only that one', async () => {

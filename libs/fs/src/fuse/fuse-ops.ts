@@ -372,6 +372,21 @@ export class FuseOperations implements Operations {
     this.caches.forgetFile(path);
   }
 
+  /**
+   * The one handle of `path` with writes not sent yet, when its pending chunk is all there is to
+   * send for the file (no other handle of it has any, none in flight, no error waiting): that
+   * chunk may carry what comes next ({@link WriteBehind.sendThen}). Else null.
+   */
+  private soleWriter(path: string): OpenState | null {
+    let found: OpenState | null = null;
+    for (const s of this.handles.ofPath(path)) {
+      if (!s.writes.dirty) continue;
+      if (found || !this.writes.onlyPending(s.writes)) return null;
+      found = s;
+    }
+    return found;
+  }
+
   /** True when this mount has `path` open for writing (the kernel's size of it is then the one to keep). */
   private writing(path: string): boolean {
     for (const s of this.handles.ofPath(path)) if (s.writable) return true;
@@ -472,6 +487,25 @@ export class FuseOperations implements Operations {
       // A file whose name is gone: only ftruncate, through its handle.
       if (named === null && (viaHandle === null || (toSet & ~SETATTR.SIZE) !== 0)) throw new FsError(Errno.ESTALE);
       const path = named ?? open!.path;
+      const change: SetAttr = {};
+      if (toSet & SETATTR.MODE) change.mode = v.mode & 0o7777;
+      if (toSet & SETATTR.UID) change.uid = v.uid;
+      if (toSet & SETATTR.GID) change.gid = v.gid;
+      if (toSet & SETATTR.ATIME) change.at = toSet & SETATTR.ATIME_NOW ? Date.now() * 1e6 : Number(v.atimeNs);
+      if (toSet & SETATTR.MTIME) change.mt = toSet & SETATTR.MTIME_NOW ? Date.now() * 1e6 : Number(v.mtimeNs);
+      const changes = Object.keys(change).length > 0;
+      if (changes && (change.mode !== undefined || change.uid !== undefined || change.gid !== undefined)) this.caches.dropProof(path);
+      // New times or mode after the data (tar, cp -p): the last chunk carries them, one request.
+      const writer = changes && !(toSet & SETATTR.SIZE) && named !== null ? this.soleWriter(path) : null;
+      if (writer) {
+        const r = await this.writes.sendThen(writer.writes, { set: change });
+        this.caches.forgetFile(path);
+        if (r.error) throw r.error;
+        if (r.attr) {
+          this.caches.remember(path, r.attr);
+          return this.kernelAttr(path, r.attr);
+        }
+      }
       await this.flushPath(path);
       let attr: Attr | undefined;
       if (toSet & SETATTR.SIZE) {
@@ -483,14 +517,7 @@ export class FuseOperations implements Operations {
           return this.kernelAttr(path, attr);
         }
       }
-      const change: SetAttr = {};
-      if (toSet & SETATTR.MODE) change.mode = v.mode & 0o7777;
-      if (toSet & SETATTR.UID) change.uid = v.uid;
-      if (toSet & SETATTR.GID) change.gid = v.gid;
-      if (toSet & SETATTR.ATIME) change.at = toSet & SETATTR.ATIME_NOW ? Date.now() * 1e6 : Number(v.atimeNs);
-      if (toSet & SETATTR.MTIME) change.mt = toSet & SETATTR.MTIME_NOW ? Date.now() * 1e6 : Number(v.mtimeNs);
-      if (change.mode !== undefined || change.uid !== undefined || change.gid !== undefined) this.caches.dropProof(path);
-      if (Object.keys(change).length > 0) attr = await this.router.setattr(path, change);
+      if (changes) attr = await this.router.setattr(path, change);
       if (attr) this.caches.remember(path, attr);
       return this.kernelAttr(path, attr ?? (await this.caches.attrOf(path)));
     });
@@ -911,6 +938,13 @@ export class FuseOperations implements Operations {
       // Opened read-only by the binding: nothing of this mount to sync.
       if (fh === this.fast.fh) return;
       const s = this.state(fh);
+      // The handle's last chunk is all the file has to send: it carries the fsync, one request.
+      if (!s.content && this.soleWriter(s.path) === s) {
+        const r = await this.writes.sendThen(s.writes, { sync: true });
+        this.caches.forgetFile(s.path);
+        if (r.error) throw r.error;
+        if (r.done) return;
+      }
       // fsync(2) is of the file, whatever handle wrote: every handle's pending writes first.
       await this.flushPath(s.path);
       // Served from prefetched content: read-only, nothing to sync.

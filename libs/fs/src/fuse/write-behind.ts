@@ -2,11 +2,12 @@
  * Write-behind of the FUSE layer: sequential writes to an open file are
  * gathered into chunks (1 MiB by default) sent in the background, 4 in flight, without copying
  * them again (the frame header is completed in room left in front of each block); flushed on
- * flush/fsync/release, where the errors of background writes are reported.
+ * flush/fsync/release, where the errors of background writes are reported. The last chunk of a
+ * file may carry what comes after it (an fsync, new times: {@link WriteBehind.sendThen}).
  */
-import { BINARY_HEADER_ROOM, Errno, FsError } from '@svc/protocol/wire';
+import { BINARY_HEADER_ROOM, Errno, FsError, WriteThen } from '@svc/protocol/wire';
 import type { BufferPool } from '../buffer-pool';
-import type { WorkspaceRouter } from '../router/workspace-router';
+import type { WorkspaceRouter, WriteThenResult } from '../router/workspace-router';
 
 /** Background writes allowed in flight per open file. */
 const MAX_INFLIGHT = 4;
@@ -56,7 +57,7 @@ export class WriteBehind {
    * @param chunk bytes per request
    */
   constructor(
-    private readonly router: Pick<WorkspaceRouter, 'write'>,
+    private readonly router: Pick<WorkspaceRouter, 'write' | 'writeThen'>,
     private readonly blocks: BufferPool,
     private readonly chunk: number,
   ) {}
@@ -101,6 +102,56 @@ export class WriteBehind {
   async settle(state: WriteBehindState): Promise<void> {
     this.sendPending(state);
     while (state.inflight.size > 0) await Promise.all(state.inflight);
+  }
+
+  /**
+   * True when the pending chunk of `state` is all it has to send: bytes pending, no write in
+   * flight, no error waiting to be reported ({@link sendThen} applies).
+   */
+  onlyPending(state: WriteBehindState): boolean {
+    return state.pendingLen > 0 && state.inflight.size === 0 && state.error === null;
+  }
+
+  /**
+   * Sends the pending chunk of `state` with `then` for the node to do once it is written, in one
+   * request (the `write_then` extension), and waits for it. Callers check {@link onlyPending}
+   * first; otherwise this is {@link settle} and `then` is not done.
+   * @returns what the node did: `done` false when `then` was not done (the node does not grant
+   *   the extension, it wrote fewer bytes, or the write failed: its error then waits in `state`
+   *   for the handle's next write, flush, fsync or release, as a background write's does);
+   *   else `attr` after `then.set`, or `error` of the failed step of `then`
+   */
+  async sendThen(state: WriteBehindState, then: WriteThen): Promise<WriteThenResult> {
+    const block = state.block;
+    if (!this.onlyPending(state) || !block) {
+      await this.settle(state);
+      return { done: false };
+    }
+    const len = state.pendingLen;
+    const off = state.pendingOff;
+    state.block = null;
+    state.pendingLen = 0;
+    const p = (async (): Promise<WriteThenResult> => {
+      const h = state.handle();
+      const fh = typeof h === 'number' ? h : await h;
+      const r = await this.router.writeThen(fh, off, { buf: block, len }, then);
+      if (r) return r;
+      const n = await this.router.write(fh, off, { buf: block, len });
+      if (n !== len) throw new FsError(Errno.EIO, 'short write');
+      return { done: false };
+    })()
+      .catch((e): WriteThenResult => {
+        state.error ??= e;
+        return { done: false };
+      })
+      .finally(() => this.blocks.release(block));
+    const tracked = p.then(() => undefined);
+    state.inflight.add(tracked);
+    try {
+      return await p;
+    } finally {
+      state.inflight.delete(tracked);
+    }
   }
 
   /** Sends the pending chunk in the background; its block goes back to the pool once the node answered. */

@@ -10,14 +10,25 @@
  * may have grown) opens it on the node again. The node's `e_fs_inval` (`data`/`all`) for the
  * file drops the bytes kept for its open handles.
  */
-import { FramedData } from '@svc/client';
-import { Cred, Errno, FsError, FsPayload, GetlkReply, LockPayload } from '@svc/protocol/wire';
+import { FramedData, framedBytes } from '@svc/client';
+import { Cred, Errno, FsError, FsPayload, GetlkReply, LockPayload, WriteThen } from '@svc/protocol/wire';
 import { readChunks, writeChunks } from './chunked-io';
 import type { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, OpenFlags } from './fs-types';
 import type { EndpointSession } from './endpoint-pool';
 import { withNode } from './path-walk';
 import { isEndpointFailure } from './router-errors';
+
+/**
+ * What the node did with a write that carried {@link WriteThen} ({@link OpenFiles.writeThen}):
+ * `done` false when `then` was not done; else `attr` (after `then.set`) or `error` (FsError of
+ * the step of `then` that failed; the bytes are written).
+ */
+export interface WriteThenResult {
+  done: boolean;
+  attr?: Attr;
+  error?: FsError;
+}
 
 /** An open file of the router: which mount/path, on which endpoint, with which remote handle. */
 export interface OpenFile {
@@ -230,6 +241,39 @@ export class OpenFiles {
     const f = this.file(fh);
     try {
       return await writeChunks(f.active.session.client, f.h, f.path, off, input);
+    } catch (e) {
+      if (isEndpointFailure(e)) {
+        this.routes.endpointFailed(this.routes.route(f.mountPath), f.active, e);
+        throw new FsError(Errno.EIO, `${f.path}: the session to ${f.active.session.url} was lost during a write`);
+      }
+      throw e;
+    }
+  }
+
+  /**
+   * Writes `input` at byte offset `off` through handle `fh` and has the node do `then` once all
+   * of it is written, in one request (the `write_then` extension, docs/protocol.md "FS
+   * extensions").
+   * @returns null when that cannot be one request (the node did not grant `write_then`, the
+   *   handle has no node handle, `input` is longer than `max_write`): nothing was sent. Else
+   *   the node's answer: `done` false when it wrote fewer bytes than `input` (the rest is then
+   *   written as {@link write} does, and `then` was not done); `attr` after `then.set`; `error`
+   *   when a step of `then` failed after the bytes were written
+   * @throws as {@link write}
+   */
+  async writeThen(fh: number, off: number, input: FramedData, then: WriteThen): Promise<WriteThenResult | null> {
+    const f = this.file(fh);
+    const client = f.active.session.client;
+    if (f.closed || !client.has('write_then') || input.len > client.maxWrite) return null;
+    try {
+      const r = await client.writeThen(f.h, off, input, then);
+      if (r.n < input.len) {
+        if (r.n <= 0) throw new FsError(Errno.EIO, `${f.path}: the node wrote 0 bytes`);
+        await writeChunks(client, f.h, f.path, off + r.n, framedBytes(input).subarray(r.n));
+        return { done: false };
+      }
+      if (r.then_errno !== undefined) return { done: true, error: new FsError(r.then_errno, `${f.path}: ${r.then_message ?? 'failed after the write'}`) };
+      return r.attr ? { done: true, attr: r.attr } : { done: true };
     } catch (e) {
       if (isEndpointFailure(e)) {
         this.routes.endpointFailed(this.routes.route(f.mountPath), f.active, e);

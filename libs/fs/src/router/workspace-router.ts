@@ -37,7 +37,7 @@ import { EventEmitter } from 'node:events';
 // eslint-disable-next-line @typescript-eslint/no-unused-vars -- named in setAckBarrier's documentation
 import { type ACK_BARRIER_MAX_MS } from '@svc/client';
 import { DEFAULT_KEEPALIVE_MS, DEFAULT_KEEPALIVE_TIMEOUT_MS, type FramedData, type PrefetchedFile } from '@svc/client';
-import { type Cred, Errno, FsError, type FsPayload, type FsReply, type GetlkReply, type LockPayload } from '@svc/protocol/wire';
+import { type Cred, Errno, FsError, type FsPayload, type FsReply, type GetlkReply, type LockPayload, type WriteThen } from '@svc/protocol/wire';
 import { EndpointPool, EndpointPoolOptions, EndpointSession } from './endpoint-pool';
 import { ActiveEndpoint, MountRoutes, OpContext } from './failover';
 import { Attr, DirEntry, InvalDirEvent, InvalEvent, NodeKind, OpenFlags, SetAttr, StatFs } from './fs-types';
@@ -46,7 +46,8 @@ import { InvalFanout } from './inval-fanout';
 import type { LookupCache } from './lookup-cache';
 import { DEFAULT_LOOKUP_CACHE_ENTRIES } from './lookup-cache';
 import { MountTable, Resolution } from './mount-table';
-import { DEFAULT_OPEN_READ_BYTES, OpenFiles } from './open-files';
+import { DEFAULT_OPEN_READ_BYTES, OpenFiles, type WriteThenResult } from './open-files';
+export type { WriteThenResult } from './open-files';
 import { isStale, walk, Walked, withNode } from './path-walk';
 import { normalizePath, parentPath, relJoin, relSplit, splitParent } from './paths';
 // eslint-disable-next-line @typescript-eslint/no-unused-vars -- named in the comments' {@link} and @throws
@@ -398,6 +399,16 @@ export class WorkspaceRouter extends EventEmitter {
    */
   async write(fh: number, off: number, input: Uint8Array | FramedData): Promise<number> {
     return this.files.write(fh, off, input);
+  }
+
+  /**
+   * Writes `input` at byte offset `off` and has the node do `then` (set attributes, then fsync)
+   * once it is written, in one request: {@link OpenFiles.writeThen}.
+   * @returns null when that cannot be one request (nothing was sent), else what the node did
+   * @throws FsError EBADF, EIO, ENOSPC, EROFS
+   */
+  async writeThen(fh: number, off: number, input: FramedData, then: WriteThen): Promise<WriteThenResult | null> {
+    return this.files.writeThen(fh, off, input, then);
   }
 
   /**

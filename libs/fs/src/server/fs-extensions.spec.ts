@@ -27,7 +27,7 @@ import { FsMetrics } from './fs-metrics';
 import { FsNodeOptions } from './fs-options';
 import { FsSession, FsSessionService } from './fs-session';
 import { FsService } from './fs.service';
-import { AckDto, LockDto, PrefetchDto, SetxattrDto } from './fs.dto';
+import { AckDto, LockDto, PrefetchDto, SetxattrDto, WriteDto } from './fs.dto';
 import { InvalidationService } from './invalidation.service';
 import { LocalDirBackend } from './local/local-dir.backend';
 import { NodeTable } from './node-table';
@@ -806,5 +806,65 @@ describe('posix (locks)', () => {
       expect(() => validatePayload(LockDto, bad)).toThrow(ProtocolError);
     }
     expect(n.session.features.has('posix')).toBe(false);
+  });
+});
+
+describe('write_then', () => {
+  /** A session of `n` granted `features`, and a read-write handle of file `d/name`. */
+  async function writer(n: Node, id: string, name: string, features: string[]): Promise<{ session: FsSession; h: number; file: number }> {
+    const session = n.sessions.open(id, false, () => undefined, n.service.hello({ ...HELLO, features }).caps.features);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    const file = (await n.service.lookup(session, dir, name)).attr.id;
+    const { h } = (await n.service.open(session, file, OpenFlags.O_RDWR)) as { h: number };
+    return { session, h, file };
+  }
+  /** A time in ns on a whole second (any filesystem keeps it exactly). */
+  const MT = 1_700_000_000 * 1e9;
+
+  it('writes the bytes, then sets the attributes and syncs as asked, and answers the attributes after them', async () => {
+    const n = await startNode();
+    const { session, h } = await writer(n, 'w', 'f18.txt', ['write_then']);
+    const r = await n.service.write(session, h, 0, Buffer.from('saved\n'), { set: { mt: MT, mode: 0o600 }, sync: true });
+    const st = statSync(join(root, 'd', 'f18.txt'), { bigint: true });
+    expect(r.n).toBe(6);
+    expect(r.then_errno).toBeUndefined();
+    expect(r.attr).toMatchObject({ mt: MT, sz: Number(st.size), m: Number(st.mode) });
+    expect(st.mtimeNs).toBe(BigInt(MT));
+    expect(Number(st.mode) & 0o7777).toBe(0o600);
+    expect(readFileSync(join(root, 'd', 'f18.txt'), 'utf8')).toMatch(/^saved\n/);
+    expect(await n.service.write(session, h, 6, Buffer.from('more'), { sync: true })).toEqual({ n: 4 });
+    expect(readFileSync(join(root, 'd', 'f18.txt'), 'utf8')).toMatch(/^saved\nmore/);
+  });
+
+  it('answers a failed step as then_errno with the bytes written; a session without the extension has then ignored', async () => {
+    const n = await startNode();
+    const { session, h } = await writer(n, 'w', 'f19.txt', ['write_then']);
+    const dir = await lookupId(n, n.rootOf('work'), 'd');
+    await n.service.unlink(session, dir, 'f19.txt');
+    const r = await n.service.write(session, h, 0, Buffer.from('gone'), { set: { mt: MT }, sync: true });
+    expect(r).toMatchObject({ n: 4, then_errno: Errno.ENOENT });
+    expect(r.attr).toBeUndefined();
+    expect(r.then_message).not.toContain(root);
+
+    writeFileSync(join(root, 'd', 'plain.txt'), 'plain\n');
+    const plain = await writer(n, 'p', 'plain.txt', []);
+    const before = statSync(join(root, 'd', 'plain.txt'), { bigint: true }).mtimeNs;
+    expect(await n.service.write(plain.session, plain.h, 0, Buffer.from('x'), { set: { mt: MT } })).toEqual({ n: 1 });
+    const after = statSync(join(root, 'd', 'plain.txt'), { bigint: true }).mtimeNs;
+    expect(after).not.toBe(BigInt(MT));
+    expect(after >= before).toBe(true);
+  });
+
+  it('validates set and sync', () => {
+    expect(() => validatePayload(WriteDto, { off: 0, n: 1, set: { at: MT, mt: MT, mode: 0o644 }, sync: true })).not.toThrow();
+    for (const bad of [
+      { off: 0, set: 5 },
+      { off: 0, sync: 'yes' },
+      { off: 0, set: { mt: 1.5 } },
+      { off: 0, set: { mode: -1 } },
+      { off: 0, set: { uid: 'root' } },
+    ]) {
+      expect(() => validatePayload(WriteDto, bad)).toThrow(ProtocolError);
+    }
   });
 });

@@ -8,7 +8,7 @@
 import 'reflect-metadata';
 import { Type } from 'class-transformer';
 import { IsArray, IsBoolean, IsIn, IsInt, IsObject, IsOptional, IsString, Max, MaxLength, Min, ValidateBy, ValidateNested } from 'class-validator';
-import { Cred, FsPayload, LockKind, LockType, PREFETCH_MAX_NAMES } from '@svc/protocol';
+import { Cred, FsPayload, LockKind, LockType, PREFETCH_MAX_NAMES, WriteThen } from '@svc/protocol';
 
 const U32_MAX = 0xffff_ffff;
 /** Largest time accepted, ns (about the year 2262, the end of a signed 64-bit ns clock). */
@@ -215,7 +215,33 @@ export class ReadDto implements FsPayload<'read'> {
   len: number;
 }
 
-/** `write` `{off, data_b64}` (JSON path) or `{off, n?}` with the bytes in a binary frame. */
+/** `set` of a `write` (the `write_then` extension): `setattr`'s members but the size; ids, permission bits, times (ns). */
+export class WriteSetDto implements NonNullable<WriteThen['set']> {
+  @IsOptional()
+  @UInt('set.mode', 0o177777)
+  mode?: number;
+
+  @IsOptional()
+  @UInt('set.uid', U32_MAX - 1)
+  uid?: number;
+
+  @IsOptional()
+  @UInt('set.gid', U32_MAX - 1)
+  gid?: number;
+
+  @IsOptional()
+  @Ns('set.at')
+  at?: number;
+
+  @IsOptional()
+  @Ns('set.mt')
+  mt?: number;
+}
+
+/**
+ * `write` `{off, data_b64}` (JSON path) or `{off, n?}` with the bytes in a binary frame; with
+ * the `write_then` extension also `set?` ({@link WriteSetDto}) and `sync?` (boolean).
+ */
 export class WriteDto implements FsPayload<'write'> {
   @UInt('off')
   off: number;
@@ -227,6 +253,16 @@ export class WriteDto implements FsPayload<'write'> {
   @IsOptional()
   @UInt('n')
   n?: number;
+
+  @IsOptional()
+  @IsObject({ message: 'set must be an object {mode?, uid?, gid?, at?, mt?}' })
+  @ValidateNested()
+  @Type(() => WriteSetDto)
+  set?: WriteSetDto;
+
+  @IsOptional()
+  @IsBoolean({ message: 'sync must be a boolean' })
+  sync?: boolean;
 }
 
 /** `truncate` and `ftruncate` `{sz}` in bytes. */

@@ -422,7 +422,10 @@ export class FsGateway {
     return undefined;
   }
 
-  /** `write` with `data_b64` (strict base64, else EINVAL) or, on the binary data path, the frame's bytes. */
+  /**
+   * `write` with `data_b64` (strict base64, else EINVAL) or, on the binary data path, the
+   * frame's bytes; `set`/`sync` with the `write_then` extension.
+   */
   @FsHandler('write')
   write(@Session() session: WsSession, @Frame() frame: FrameT, @Payload() body: WriteDto) {
     let data: Buffer;
@@ -435,7 +438,7 @@ export class FsGateway {
       if (body.data_b64 === undefined) throw new FsError(Errno.EINVAL, 'data_b64 is required');
       data = decodeBase64Strict(body.data_b64);
     }
-    return this.fs.write(fsOf(session), rootId(frame, 'h'), body.off, data);
+    return this.fs.write(fsOf(session), rootId(frame, 'h'), body.off, data, body);
   }
 
   /** `acheron.t_fs_fsync` (docs/protocol.md "FS sessions on `svc-fs-node` (`/v2/fs`)"): {@link FsService.fsync}. */

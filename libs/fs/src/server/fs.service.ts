@@ -48,6 +48,7 @@ import {
   secretsEqual,
   SYMLINK_MAX,
   wantsWrite,
+  WriteThen,
 } from '@svc/protocol';
 import type { FsAttrChanges, FsStat } from './fs-backend';
 import { validateName } from './local/confine';
@@ -643,10 +644,12 @@ export class FsService implements OnModuleDestroy {
   }
 
   /**
-   * `write` `h` `{off}` with `data` (decoded `data_b64`, or the bytes of a binary frame) -> `{n}`.
+   * `write` `h` `{off}` with `data` (decoded `data_b64`, or the bytes of a binary frame) ->
+   * `{n}`. With the `write_then` extension granted, `then` is done once all the bytes are
+   * written ({@link writeThen}); a session without it has `set`/`sync` ignored.
    * @throws FsError EINVAL (more than 1 MiB), EBADF (unknown handle, or not opened for writing)
    */
-  async write(session: FsSession, h: number, off: number, data: Buffer): Promise<FsReply<'write'>> {
+  async write(session: FsSession, h: number, off: number, data: Buffer, then?: WriteThen): Promise<FsReply<'write'>> {
     if (data.length > MAX_WRITE) throw new FsError(Errno.EINVAL, `write data is ${data.length} bytes; max_write is ${MAX_WRITE}`);
     const handle = session.handle(h);
     if (!handle.file.writable) throw new FsError(Errno.EBADF, `handle ${h} is not open for writing`);
@@ -656,7 +659,26 @@ export class FsService implements OnModuleDestroy {
       this.inval.nodeChanged(handle.node, 'data', session);
       await this.inval.changedBy(handle.node, session);
     }
-    return { n };
+    if (n !== data.length || (then?.set === undefined && !then?.sync) || !session.features.has('write_then')) return { n };
+    return { n, ...(await this.writeThen(session, h, handle.node.id, then)) };
+  }
+
+  /**
+   * What a `write` carries after its bytes (the `write_then` extension): `set` as
+   * {@link setattr} on node `id` (the handle's), then `sync` as {@link fsync} on handle `h`.
+   * @returns `{attr}` after `set`, `{}` after `sync` alone, or the failed step's
+   *   `{then_errno, then_message}` (ESTALE is ENOENT for a session without `dir_estale`)
+   */
+  private async writeThen(session: FsSession, h: number, id: number, then: WriteThen): Promise<Omit<FsReply<'write'>, 'n'>> {
+    try {
+      const attr = then.set !== undefined ? (await this.setattr(session, id, then.set)).attr : undefined;
+      if (then.sync) await this.fsync(session, h);
+      return attr ? { attr } : {};
+    } catch (e) {
+      let errno = errnoOf(e);
+      if (errno === Errno.ESTALE && !session.features.has('dir_estale')) errno = Errno.ENOENT;
+      return { then_errno: errno, then_message: e instanceof FsError ? e.message : 'internal error' };
+    }
   }
 
   /** `fsync` `h` -> `{}`. @throws FsError EBADF */
