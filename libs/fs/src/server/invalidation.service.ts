@@ -346,16 +346,19 @@ export class InvalidationService implements OnModuleDestroy {
         }
         for (const [name, { type, seq }] of names) {
           let kind = type;
+          // What the look at the name found (null: nothing there), when there was one.
+          let seen: FsStat | null | undefined;
           if (type === 'rename' && name !== '') {
-            const told = await this.toldAlready(dir, name);
+            const { told, st } = await this.toldAlready(dir, name);
             if (told === 'busy') this.onRaw(dir, { type, name });
             if (told === true || told === 'busy') continue;
             // Still the file this node made under the name: only its content or attributes changed.
             if (told === 'same') kind = 'change';
+            seen = st;
           }
           const child = name === '' ? undefined : this.table.peek(dir, name);
           if (kind === 'rename' || name === '') entriesChanged = true;
-          if (child) await this.restat(child, kind, seq);
+          if (child) await this.restat(child, kind, seq, seen);
         }
         if (entriesChanged) {
           this.dirChanged(dir);
@@ -383,21 +386,21 @@ export class InvalidationService implements OnModuleDestroy {
    * node on the name, or on the entries of the directory of that name, is in progress
    * ({@link entryOp}, {@link dirOp}): the report is looked at again in the next batch.
    */
-  private async toldAlready(dir: FsNode, name: string): Promise<boolean | 'same' | 'busy'> {
-    if (this.entryBusy(dir, name)) return 'busy';
+  private async toldAlready(dir: FsNode, name: string): Promise<{ told: boolean | 'same' | 'busy'; st?: FsStat | null }> {
+    if (this.entryBusy(dir, name)) return { told: 'busy' };
     let st: FsStat | null = null;
     try {
       st = await this.registry.of(dir).backend.getattr([...dir.path(), name]);
     } catch (e) {
-      if (!(e instanceof FsError && e.errno === Errno.ENOENT)) return false;
+      if (!(e instanceof FsError && e.errno === Errno.ENOENT)) return { told: false };
     }
-    if (this.entryBusy(dir, name)) return 'busy';
+    if (this.entryBusy(dir, name)) return { told: 'busy' };
     const child = this.table.peek(dir, name);
-    if (!child) return st === null;
-    if (st === null || st.kind !== child.kind) return false;
-    if (child.madeHere && st.ctimeNs === child.ctimeNs && st.mtimeNs === child.mtimeNs && st.size === child.size) return true;
+    if (!child) return { told: st === null, st };
+    if (st === null || st.kind !== child.kind) return { told: false, st };
+    if (child.madeHere && st.ctimeNs === child.ctimeNs && st.mtimeNs === child.mtimeNs && st.size === child.size) return { told: true, st };
     const identity = child.madeIdentity !== null ? identityOf(st) : null;
-    return identity !== null && identity === child.madeIdentity ? 'same' : false;
+    return { told: identity !== null && identity === child.madeIdentity ? 'same' : false, st };
   }
 
   /**
@@ -414,8 +417,10 @@ export class InvalidationService implements OnModuleDestroy {
   /**
    * Finds out what happened to a known entry reported by a watch (`type`, raw event number
    * `seq`), and queues its event.
+   * @param seen what a look at the entry's name in this batch found ({@link toldAlready}: its
+   *   attributes, or null when nothing was there); undefined: it is looked at here
    */
-  private async restat(node: FsNode, type: FsWatchEvent['type'], seq: number): Promise<void> {
+  private async restat(node: FsNode, type: FsWatchEvent['type'], seq: number, seen?: FsStat | null): Promise<void> {
     // The entry was added, removed or replaced in its parent: a watch on the directory of that
     // name may be on an inode that is no longer there (its own "gone" report can come late, or
     // never when the new directory reuses the inode number). Drop it before the sessions hear
@@ -424,7 +429,8 @@ export class InvalidationService implements OnModuleDestroy {
     const before = { kind: node.kind, mtimeNs: node.mtimeNs, size: node.size };
     let what: What;
     try {
-      const st = await this.registry.of(node).backend.getattr(node.path());
+      if (seen === null) throw new FsError(Errno.ENOENT);
+      const st = seen ?? (await this.registry.of(node).backend.getattr(node.path()));
       this.table.observe(node, st);
       if (type === 'rename' || st.kind !== before.kind) what = 'all';
       else what = st.mtimeNs !== before.mtimeNs || st.size !== before.size ? 'data' : 'attr';

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { Errno, FsError } from '@svc/protocol';
 import { OpenFlags } from '@svc/protocol';
 import { confinedAt, confinedResolve, depthBelowSync, dirKeyOf, isInside, validateName } from './confine';
-import { LocalDirBackend } from './local-dir.backend';
+import { KEPT_DIRS_MAX, LocalDirBackend } from './local-dir.backend';
 
 function errnoOf(fn: () => unknown): number | undefined {
   try {
@@ -312,3 +312,61 @@ describe('paths longer than PATH_MAX', () => {
 function countFds(): number {
   return readdirSync('/proc/self/fd').length;
 }
+
+describe('LocalDirBackend: directories kept pinned between operations', () => {
+  let base: string;
+  let root: string;
+  let outside: string;
+
+  beforeEach(() => {
+    base = realpathSync(mkdtempSync(join(tmpdir(), 'svc-kept-')));
+    root = join(base, 'root');
+    outside = join(base, 'outside');
+    mkdirSync(root);
+    mkdirSync(outside);
+  });
+  afterEach(() => rmSync(base, { recursive: true, force: true }));
+
+  async function touch(backend: LocalDirBackend, dir: string[], name: string): Promise<void> {
+    const { file } = await backend.create(dir, name, 0o644, OpenFlags.O_RDWR);
+    await file.close();
+  }
+
+  it('acts in what the path leads to now: a directory moved away and made again, replaced by a link out, removed', async () => {
+    const backend = await LocalDirBackend.at(root, { ro: false });
+    mkdirSync(join(root, 'a'));
+    await touch(backend, ['a'], 'f1');
+    renameSync(join(root, 'a'), join(root, 'a-old'));
+    mkdirSync(join(root, 'a'));
+    await touch(backend, ['a'], 'f2');
+    expect({ a: readdirSync(join(root, 'a')), old: readdirSync(join(root, 'a-old')) }).toEqual({ a: ['f2'], old: ['f1'] });
+    rmSync(join(root, 'a'), { recursive: true });
+    symlinkSync(outside, join(root, 'a'));
+    expect(await errnoOfAsync(touch(backend, ['a'], 'f3'))).toBe(Errno.EACCES);
+    unlinkSync(join(root, 'a'));
+    expect(await errnoOfAsync(touch(backend, ['a'], 'f4'))).toBe(Errno.ESTALE);
+    expect(readdirSync(outside)).toEqual([]);
+  });
+
+  it('follows a link inside the root to where it leads now', async () => {
+    const backend = await LocalDirBackend.at(root, { ro: false });
+    mkdirSync(join(root, 'x'));
+    mkdirSync(join(root, 'y'));
+    symlinkSync('x', join(root, 'link'));
+    await touch(backend, ['link'], 'one');
+    unlinkSync(join(root, 'link'));
+    symlinkSync('y', join(root, 'link'));
+    await touch(backend, ['link'], 'two');
+    expect({ x: readdirSync(join(root, 'x')), y: readdirSync(join(root, 'y')) }).toEqual({ x: ['one'], y: ['two'] });
+  });
+
+  it(`keeps at most ${KEPT_DIRS_MAX} directories: descriptors do not grow with the directories worked in`, async () => {
+    const backend = await LocalDirBackend.at(root, { ro: false });
+    for (let i = 0; i < 50; i++) mkdirSync(join(root, `d${i}`));
+    await backend.getattr(['d0']);
+    const fds = countFds();
+    for (let i = 0; i < 50; i++) await touch(backend, [`d${i}`], 'f');
+    expect(countFds() - fds).toBeLessThanOrEqual(KEPT_DIRS_MAX);
+    expect(countFds() - fds).toBeGreaterThan(0);
+  });
+});

@@ -46,6 +46,12 @@ const REFUSED_FLAGS = OpenFlags.O_PATH | OpenFlags.O_TMPFILE;
  */
 const SMALL_READS_IN_FLIGHT = 16;
 
+/**
+ * Directories a backend keeps pinned between operations ({@link LocalDirBackend.pinDir}): the
+ * ones worked in lately, each an O_PATH descriptor.
+ */
+export const KEPT_DIRS_MAX = 16;
+
 /** Default limit of directory watches per backend (inotify watches are a per-user kernel resource). */
 export const DEFAULT_MAX_WATCHES = 8192;
 
@@ -239,6 +245,14 @@ export class LocalDirBackend implements FsBackend {
   /** The syscalls Node has no API for (mknod, xattrs, renameat2), when native/posix is built. */
   private readonly posix: PosixNative | null;
 
+  /**
+   * Directories kept pinned ({@link pinDir}), by real path, least recently used first: the
+   * descriptor, the operations using it now, and whether it goes once they are done.
+   */
+  private readonly kept = new Map<string, { fd: number; users: number; dropped: boolean }>();
+  /** The same entries by descriptor, for {@link unpinDir}. */
+  private readonly keptFds = new Map<number, { fd: number; users: number; dropped: boolean }>();
+
   /** {@link posix}. @throws FsError `errno` naming what is missing when native/posix is not built */
   private native(what: string, errno: number): PosixNative {
     if (!this.posix) throw new FsError(errno, `${what} needs native/posix, which is not built on this node (npm run build:native)`);
@@ -321,7 +335,14 @@ export class LocalDirBackend implements FsBackend {
   /**
    * Pins directory `dir` (a final symlink is followed) as an O_PATH descriptor whose real path
    * is inside the root. The real path is read from `/proc/self/fd` synchronously (see
-   * {@link realPathOfFdSync}), and the caller closes the descriptor with {@link closePath}.
+   * {@link realPathOfFdSync}), and the caller lets go of the descriptor with {@link unpinDir}.
+   *
+   * A directory whose real path is its path below the root (no symlink on the way) stays
+   * pinned for the next operations ({@link KEPT_DIRS_MAX} of them, least recently used first
+   * out): the next pin reads the kept descriptor's real path again and uses it only while that
+   * is still the path, so it is the directory the path leads to now, through directories only,
+   * inside the root; a directory moved, removed or replaced since is pinned anew. That saves an
+   * open(2) and a close(2) per operation; the check is the one every pin makes.
    *
    * The common case is one open(2) of the whole path. When that fails, the failure may have
    * happened outside the root (a symlink leading out) or because something on the path changed
@@ -333,9 +354,12 @@ export class LocalDirBackend implements FsBackend {
    * @throws FsError EACCES (outside the root), ENOENT, ENOTDIR, ELOOP
    */
   private async pinDir(dir: readonly string[]): Promise<number> {
+    const path = this.join(dir);
+    const kept = this.keptDir(path);
+    if (kept !== null) return kept;
     let fd: number;
     try {
-      fd = await this.io.openFd(this.join(dir), O_PATH | C.O_DIRECTORY);
+      fd = await this.io.openFd(path, O_PATH | C.O_DIRECTORY);
     } catch {
       try {
         fd = await confinedAt(this.root, dir, (entry) => openFd(entry.path, O_PATH | C.O_DIRECTORY | entry.nofollow));
@@ -343,12 +367,76 @@ export class LocalDirBackend implements FsBackend {
         throw toFsError(e);
       }
     }
+    let place: string;
     try {
-      this.checkInside(fd, true);
-      return fd;
+      place = this.placeOf(fd);
     } catch (e) {
       closePath(fd);
       throw toFsError(e);
+    }
+    if (place === path) this.keep(path, fd);
+    return fd;
+  }
+
+  /**
+   * The kept descriptor of directory `path` (one more user), when it is still at that path;
+   * else null (a kept one that is not goes).
+   */
+  private keptDir(path: string): number | null {
+    const k = this.kept.get(path);
+    if (!k) return null;
+    let here = false;
+    try {
+      here = realPathOfFdSync(k.fd) === path;
+    } catch {
+      here = false;
+    }
+    this.kept.delete(path);
+    if (!here) {
+      this.drop(k);
+      return null;
+    }
+    // Most recently used last.
+    this.kept.set(path, k);
+    k.users++;
+    return k.fd;
+  }
+
+  /** Keeps `fd`, just pinned at `path` for one user; the least recently used unused one goes beyond {@link KEPT_DIRS_MAX}. */
+  private keep(path: string, fd: number): void {
+    const old = this.kept.get(path);
+    if (old) {
+      this.kept.delete(path);
+      this.drop(old);
+    }
+    const k = { fd, users: 1, dropped: false };
+    this.kept.set(path, k);
+    this.keptFds.set(fd, k);
+    if (this.kept.size <= KEPT_DIRS_MAX) return;
+    for (const [p, e] of this.kept) {
+      if (e.users > 0) continue;
+      this.kept.delete(p);
+      this.drop(e);
+      return;
+    }
+  }
+
+  /** `k` is no longer kept: closed now, or by its last user's {@link unpinDir}. */
+  private drop(k: { fd: number; users: number; dropped: boolean }): void {
+    k.dropped = true;
+    if (k.users > 0) return;
+    this.keptFds.delete(k.fd);
+    closePath(k.fd);
+  }
+
+  /** Lets go of a descriptor {@link pinDir} gave: closed unless it is kept. */
+  private unpinDir(fd: number): void {
+    const k = this.keptFds.get(fd);
+    if (!k) return closePath(fd);
+    k.users--;
+    if (k.dropped && k.users === 0) {
+      this.keptFds.delete(fd);
+      closePath(fd);
     }
   }
 
@@ -410,7 +498,7 @@ export class LocalDirBackend implements FsBackend {
     } catch (e) {
       throw toFsError(e);
     } finally {
-      closePath(fd);
+      this.unpinDir(fd);
     }
   }
 
@@ -423,7 +511,8 @@ export class LocalDirBackend implements FsBackend {
       } catch (e) {
         throw toFsError(e);
       } finally {
-        closePath(fd);
+        // The root's descriptor may be kept; an entry's is closed.
+        this.unpinDir(fd);
       }
     };
     if (path.length === 0) return run(await this.pinDir([]));
@@ -564,7 +653,7 @@ export class LocalDirBackend implements FsBackend {
         throw toFsError(e);
       }
     } finally {
-      closePath(dirFd);
+      this.unpinDir(dirFd);
     }
     return this.checkOpened(fh, acc);
   }
