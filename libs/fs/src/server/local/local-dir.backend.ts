@@ -1,9 +1,9 @@
 /**
  * LocalDirBackend: an export served from a directory on the node's disk (`source_kind`
  * `local_dir`), confined to its root (docs/protocol.md "Confinement"; see confine.ts for the
- * rules). Metadata calls go through {@link MetaIo} (in place while the disk answers them
- * quickly, else on the thread pool); opens, reads, writes, truncation and listings through
- * `fs/promises`.
+ * rules). Metadata calls, the creation and close of files and small writes go through
+ * {@link MetaIo} (in place while the disk answers them quickly, else on the thread pool); opens
+ * of existing files, reads, larger writes, fsync, truncation and listings run on the pool.
  *
  * Every operation pins the directory it works in: `open(dir, O_PATH|O_DIRECTORY)`, then checks
  * that the descriptor's real path is inside the root, then acts on `/proc/self/fd/<fd>/<name>`.
@@ -21,10 +21,21 @@
  * Linux only (`/proc/self/fd`).
  */
 import { Logger } from '@nestjs/common';
-import { closeSync, constants as C, fstat, lstat as lstatCb, open as openCb, read as readCb, watch as fsWatch, BigIntStats } from 'node:fs';
+import {
+  closeSync,
+  constants as C,
+  fstat,
+  fsync as fsyncCb,
+  ftruncate as ftruncateCb,
+  lstat as lstatCb,
+  open as openCb,
+  read as readCb,
+  watch as fsWatch,
+  BigIntStats,
+} from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { promisify } from 'node:util';
-import { lstat, open, readdir, realpath, stat, statfs, truncate, FileHandle } from 'node:fs/promises';
+import { lstat, readdir, realpath, stat, statfs, truncate } from 'node:fs/promises';
 import { Errno, FsError, NAME_MAX, NodeKind, OpenFlags, StatFs, wantsWrite } from '@svc/protocol';
 import type { FsAttrChanges, FsBackend, FsOpenFile, FsOwner, FsStat, FsWatch, FsWatchEvent, SmallFileRead } from '../fs-backend';
 import { confinedAt, depthBelowSync, DirKey, dirKeyOf, fdPath, isInside, isPathTooLong, realPathOfFdSync } from './confine';
@@ -85,7 +96,7 @@ function splitParent(path: readonly string[]): [readonly string[], string] {
   return [path.slice(0, -1), path[path.length - 1]];
 }
 
-/** open(2) returning the descriptor number (O_PATH descriptors are closed with {@link closePath}). */
+/** open(2) on the thread pool returning the descriptor number (O_PATH descriptors are closed with {@link closePath}). */
 const openFd = promisify(openCb) as (path: string, flags: number) => Promise<number>;
 
 /**
@@ -109,56 +120,84 @@ async function fsCall<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** An open regular file or directory of a local export. */
+/** pread(2) on the pool: bytes read. */
+const preadAsync = (fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<number> =>
+  new Promise((resolve, reject) => readCb(fd, buffer, offset, length, position, (e, n) => (e ? reject(e) : resolve(n))));
+const fsyncAsync = promisify(fsyncCb);
+const ftruncateAsync = promisify(ftruncateCb);
+
+/**
+ * An open file of a local export: a descriptor read on the thread pool, written through
+ * {@link MetaIo.write} (small writes in place), synced and truncated on the pool, closed through
+ * {@link MetaIo.close}. Calls on the pool are counted: close waits for them, so the descriptor
+ * number is never reused under a call still queued.
+ */
 class LocalOpenFile implements FsOpenFile {
   private closed = false;
+  /** Calls on the descriptor not finished yet, and who waits for none to be left (close). */
+  private busy = 0;
+  private idle: (() => void) | null = null;
 
   constructor(
-    private readonly fh: FileHandle,
+    private readonly fd: number,
     readonly readable: boolean,
     readonly writable: boolean,
     private readonly isDir: boolean,
+    private readonly io: MetaIo,
   ) {}
 
   get descriptor(): number {
-    return this.fh.fd;
+    return this.fd;
+  }
+
+  /** Runs `fn` on the descriptor, counted in {@link busy}. @throws FsError EBADF once closed; what `fn` threw as an FsError */
+  private async use<T>(fn: (fd: number) => Promise<T>): Promise<T> {
+    if (this.closed) throw new FsError(Errno.EBADF);
+    this.busy++;
+    try {
+      return await fn(this.fd);
+    } catch (e) {
+      throw toFsError(e);
+    } finally {
+      if (--this.busy === 0 && this.idle) this.idle();
+    }
   }
 
   async read(buffer: Buffer, position: number): Promise<number> {
-    if (this.closed) throw new FsError(Errno.EBADF);
-    if (this.isDir) throw new FsError(Errno.EISDIR);
+    if (this.isDir && !this.closed) throw new FsError(Errno.EISDIR);
     // Only regular files are served, and pread(2) of a regular file returns fewer bytes than
     // asked only at its end: a short read ends the loop instead of a second read that returns 0
     // (one thread-pool round trip less for every small file; bench:fuse-latency).
-    let total = 0;
-    while (total < buffer.length) {
-      const want = buffer.length - total;
-      const { bytesRead } = await fsCall(() => this.fh.read(buffer, total, want, position + total));
-      total += bytesRead;
-      if (bytesRead < want) break;
-    }
-    return total;
+    return this.use(async (fd) => {
+      let total = 0;
+      while (total < buffer.length) {
+        const want = buffer.length - total;
+        const n = await preadAsync(fd, buffer, total, want, position + total);
+        total += n;
+        if (n < want) break;
+      }
+      return total;
+    });
   }
 
   async write(data: Buffer, position: number): Promise<number> {
-    if (this.closed) throw new FsError(Errno.EBADF);
-    let total = 0;
-    while (total < data.length) {
-      const { bytesWritten } = await fsCall(() => this.fh.write(data, total, data.length - total, position + total));
-      if (bytesWritten === 0) throw new FsError(Errno.EIO, 'short write');
-      total += bytesWritten;
-    }
-    return total;
+    return this.use(async (fd) => {
+      let total = 0;
+      while (total < data.length) {
+        const n = await this.io.write(fd, data, total, data.length - total, position + total);
+        if (n === 0) throw new FsError(Errno.EIO, 'short write');
+        total += n;
+      }
+      return total;
+    });
   }
 
   async stat(): Promise<FsStat> {
-    if (this.closed) throw new FsError(Errno.EBADF);
-    return toFsStat(await fsCall(() => this.fh.stat({ bigint: true })));
+    return this.use(async (fd) => toFsStat(await this.io.fstat(fd)));
   }
 
   async sync(): Promise<void> {
-    if (this.closed) throw new FsError(Errno.EBADF);
-    await fsCall(() => this.fh.sync());
+    await this.use((fd) => fsyncAsync(fd));
   }
 
   /** fallocate(2) of the descriptor through native/posix (EBADF when it is not open for writing, as Linux says). */
@@ -167,7 +206,7 @@ class LocalOpenFile implements FsOpenFile {
     if (!this.writable) throw new FsError(Errno.EBADF, 'the file is not open for writing');
     const posix = loadPosixNative();
     if (!posix) throw new FsError(Errno.ENOTSUP, 'fallocate needs native/posix');
-    await fsCall(() => posix.fallocate(this.fh.fd, mode, offset, length));
+    await this.use((fd) => posix.fallocate(fd, mode, offset, length));
     return this.stat();
   }
 
@@ -175,14 +214,16 @@ class LocalOpenFile implements FsOpenFile {
   async truncate(size: number): Promise<FsStat> {
     if (this.closed) throw new FsError(Errno.EBADF);
     if (!this.writable) throw new FsError(Errno.EINVAL, 'the file is not open for writing');
-    await fsCall(() => this.fh.truncate(size));
+    await this.use((fd) => ftruncateAsync(fd, size));
     return this.stat();
   }
 
+  /** Closes the descriptor once the calls on it are finished; later calls are EBADF. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await fsCall(() => this.fh.close());
+    if (this.busy > 0) await new Promise<void>((resolve) => (this.idle = resolve));
+    await fsCall(() => this.io.close(this.fd));
   }
 }
 
@@ -633,10 +674,10 @@ export class LocalDirBackend implements FsBackend {
     if (acc === OpenFlags.O_ACCMODE || (flags & REFUSED_FLAGS) !== 0) throw new FsError(Errno.EINVAL, 'unsupported open flags');
     if (this.options.ro && wantsWrite(flags)) throw new FsError(Errno.EROFS);
     const local = acc | (flags & PASS_FLAGS) | C.O_NOFOLLOW | C.O_NONBLOCK;
-    if (path.length === 0) return this.checkOpened(await fsCall(() => open(this.root, local)), acc);
+    if (path.length === 0) return this.checkOpened(await fsCall(() => openFd(this.root, local)), acc);
     const [dir, name] = splitParent(path);
     const dirFd = await this.pinDir(dir);
-    let fh: FileHandle;
+    let fd: number;
     try {
       const entry = fdPath(dirFd, name);
       const st = await fsCall(() => this.io.lstat(entry));
@@ -646,7 +687,7 @@ export class LocalDirBackend implements FsBackend {
       }
       if (!isServable(Number(st.mode))) throw new FsError(Errno.EACCES, 'special files are not served');
       try {
-        fh = await open(entry, local);
+        fd = await openFd(entry, local);
       } catch (e) {
         // ELOOP: it became a symlink since the lstat; follow it as if it had been one.
         if ((e as NodeJS.ErrnoException).code === 'ELOOP' && !(flags & OpenFlags.O_NOFOLLOW)) return await this.openConfined(path, local, acc);
@@ -655,7 +696,7 @@ export class LocalDirBackend implements FsBackend {
     } finally {
       this.unpinDir(dirFd);
     }
-    return this.checkOpened(fh, acc);
+    return this.checkOpened(fd, acc);
   }
 
   /**
@@ -664,31 +705,31 @@ export class LocalDirBackend implements FsBackend {
    * @param local open(2) flags including O_NOFOLLOW (dropped only for a directory the walk holds)
    */
   private async openConfined(path: readonly string[], local: number, acc: number): Promise<{ file: FsOpenFile; stat: FsStat }> {
-    let fh: FileHandle;
+    let fd: number;
     try {
-      fh = await confinedAt(this.root, path, (entry) => {
+      fd = await confinedAt(this.root, path, (entry) => {
         if (!isServable(entry.st.mode)) throw new FsError(Errno.EACCES, 'special files are not served');
-        return open(entry.path, (local & ~C.O_NOFOLLOW) | entry.nofollow);
+        return openFd(entry.path, (local & ~C.O_NOFOLLOW) | entry.nofollow);
       });
     } catch (e) {
       throw toFsError(e);
     }
-    return this.checkOpened(fh, acc);
+    return this.checkOpened(fd, acc);
   }
 
   /** Checks a new descriptor (regular file or directory, inside the root) and wraps it; closes it on failure. */
-  private async checkOpened(fh: FileHandle, acc: number): Promise<{ file: FsOpenFile; stat: FsStat }> {
+  private async checkOpened(fd: number, acc: number): Promise<{ file: FsOpenFile; stat: FsStat }> {
     try {
-      const st = await this.io.fstat(fh.fd);
+      const st = await this.io.fstat(fd);
       if (!isServable(Number(st.mode))) throw new FsError(Errno.EACCES, 'special files are not served');
-      this.checkInside(fh.fd, st.isDirectory());
+      this.checkInside(fd, st.isDirectory());
       const stat = toFsStat(st);
       const isDir = stat.kind === NodeKind.DIR;
       if (isDir && acc !== OpenFlags.O_RDONLY) throw new FsError(Errno.EISDIR);
-      const file = new LocalOpenFile(fh, acc !== OpenFlags.O_WRONLY, acc !== OpenFlags.O_RDONLY, isDir);
+      const file = new LocalOpenFile(fd, acc !== OpenFlags.O_WRONLY, acc !== OpenFlags.O_RDONLY, isDir, this.io);
       return { file, stat };
     } catch (e) {
-      await fh.close().catch(() => undefined);
+      await this.io.close(fd).catch(() => undefined);
       throw toFsError(e);
     }
   }
@@ -706,37 +747,37 @@ export class LocalDirBackend implements FsBackend {
     const local = acc | (flags & PASS_FLAGS) | C.O_NOFOLLOW | C.O_NONBLOCK;
     return this.inDir(dir, async (dfd) => {
       const entry = fdPath(dfd, name);
-      let fh: FileHandle | undefined;
+      let fd: number | undefined;
       let created = true;
       // An entry removed between the EEXIST and the open of what existed is created after all
       // (as open(2) with O_CREAT would); a name that keeps vanishing ends in ENOENT.
-      for (let attempt = 1; !fh; attempt++) {
+      for (let attempt = 1; fd === undefined; attempt++) {
         try {
           // O_EXCL never follows a symlink at `name`, so nothing is created through one.
-          fh = await open(entry, local | C.O_CREAT | C.O_EXCL, mode & 0o7777);
+          fd = await this.io.createFile(entry, local | C.O_CREAT | C.O_EXCL, mode & 0o7777);
           created = true;
         } catch (e) {
           if ((e as NodeJS.ErrnoException).code !== 'EEXIST' || (flags & OpenFlags.O_EXCL) !== 0) throw e;
           created = false;
           try {
-            fh = await open(entry, local);
+            fd = await openFd(entry, local);
           } catch (e2) {
             if ((e2 as NodeJS.ErrnoException).code !== 'ENOENT' || attempt >= 3) throw e2;
           }
         }
       }
-      const opened = await this.checkOpened(fh, acc);
+      const opened = await this.checkOpened(fd, acc);
       if (opened.stat.kind === NodeKind.DIR) {
         await opened.file.close();
         throw new FsError(Errno.EISDIR);
       }
       if (created) {
         try {
-          const fd = fh.fd;
-          if (owner) await this.own(dfd, owner, (uid, gid) => this.io.fchown(fd, uid, gid));
+          const made = fd;
+          if (owner) await this.own(dfd, owner, (uid, gid) => this.io.fchown(made, uid, gid));
           // The requested permission bits exactly, whatever the process umask (after the chown, which clears set-ID bits).
-          await this.io.fchmod(fd, mode & 0o7777);
-          opened.stat = toFsStat(await this.io.fstat(fd));
+          await this.io.fchmod(made, mode & 0o7777);
+          opened.stat = toFsStat(await this.io.fstat(made));
         } catch (e) {
           await opened.file.close().catch(() => undefined);
           throw e;

@@ -2,10 +2,10 @@
  * Unit tests of MetaIo: metadata calls run in place while quick, on the thread pool after a
  * slow one, always on the pool in `pool` mode, and fail with Node's errors either way.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { constants, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { MetaIo, SLOW_CALL_MS } from './meta-io';
+import { IN_PLACE_WRITE_MAX, MetaIo, SLOW_CALL_MS } from './meta-io';
 
 let dir: string;
 beforeAll(() => {
@@ -67,5 +67,18 @@ describe('MetaIo', () => {
     await io.rename(join(dir, `d-${mode}`), join(dir, `e-${mode}`));
     await io.rmdir(join(dir, `e-${mode}`));
     await expect(io.rmdir(join(dir, `e-${mode}`))).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it.each(['auto', 'pool'] as const)('creates, writes and closes files as fs does, and fails as it does (%s)', async (mode) => {
+    const io = new MetaIo(mode);
+    const path = join(dir, `new-${mode}`);
+    const fd = await io.createFile(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL, 0o600);
+    await expect(io.createFile(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL, 0o600)).rejects.toMatchObject({ code: 'EEXIST' });
+    const big = Buffer.alloc(IN_PLACE_WRITE_MAX + 1, 7);
+    expect(await io.write(fd, Buffer.from('xhello'), 1, 5, 0)).toBe(5);
+    expect(await io.write(fd, big, 0, big.length, 5)).toBe(big.length);
+    await io.close(fd);
+    const back = readFileSync(path);
+    expect({ head: back.subarray(0, 5).toString(), size: back.length, tail: back[back.length - 1] }).toEqual({ head: 'hello', size: 5 + big.length, tail: 7 });
   });
 });

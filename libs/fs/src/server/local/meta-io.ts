@@ -12,8 +12,12 @@
  * them quickly: one call that takes longer than {@link SLOW_CALL_MS} (a cold disk, a network
  * filesystem under the export) sends every call of this export to the pool for
  * {@link POOL_FOR_MS}, so a slow disk costs the event loop one slow call per period, not one per
- * request. `pool` mode (`svc-fs-node --meta-io pool`) always uses the pool. Calls that can take long on any disk (truncate,
- * reads, writes, directory listings, opens of files) are not here: they stay on the pool.
+ * request. `pool` mode (`svc-fs-node --meta-io pool`) always uses the pool. The creation of a
+ * file (an open with O_CREAT, a metadata change of its directory like mkdir), writes of at most
+ * {@link IN_PLACE_WRITE_MAX} bytes (a copy into the page cache) and the close of a file are
+ * here too. Calls that can take long on any disk (truncate, reads, larger writes, fsync,
+ * directory listings, opens of existing files, which may have to read the inode) are not: they
+ * stay on the pool.
  */
 import { Logger } from '@nestjs/common';
 import * as fss from 'node:fs';
@@ -29,7 +33,13 @@ export const POOL_FOR_MS = 60_000;
 /** Where {@link MetaIo} runs its calls: `auto` (in place while quick, see the module documentation) or `pool`. */
 export type MetaIoMode = 'auto' | 'pool';
 
-const openFdAsync = promisify(fss.open) as (path: string, flags: number) => Promise<number>;
+/** The largest write {@link MetaIo.write} runs in place, bytes; larger ones go to the pool. */
+export const IN_PLACE_WRITE_MAX = 64 * 1024;
+
+const openFdAsync = promisify(fss.open) as (path: string, flags: number, mode?: number) => Promise<number>;
+const closeAsync = promisify(fss.close);
+const writeAsync = (fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<number> =>
+  new Promise((resolve, reject) => fss.write(fd, buffer, offset, length, position, (e, n) => (e ? reject(e) : resolve(n))));
 const fchmodAsync = promisify(fss.fchmod);
 const fchownAsync = promisify(fss.fchown);
 const fstatAsync = (fd: number): Promise<BigIntStats> =>
@@ -110,6 +120,38 @@ export class MetaIo {
     return this.run(
       () => fss.openSync(path, flags),
       () => openFdAsync(path, flags),
+    );
+  }
+
+  /**
+   * open(2) of a file with O_CREAT (`flags` with its access mode, `mode` the permission bits),
+   * returning the descriptor number: the creation is a metadata change of the directory.
+   */
+  createFile(path: string, flags: number, mode: number): Promise<number> {
+    return this.run(
+      () => fss.openSync(path, flags, mode),
+      () => openFdAsync(path, flags, mode),
+    );
+  }
+
+  /** close(2) of a descriptor of a file (it may flush on a network filesystem). */
+  close(fd: number): Promise<void> {
+    return this.run(
+      () => fss.closeSync(fd),
+      () => closeAsync(fd),
+    );
+  }
+
+  /**
+   * pwrite(2) of `length` bytes of `buffer` from `offset`, at byte `position` of `fd`: in place
+   * when at most {@link IN_PLACE_WRITE_MAX} bytes, else on the pool.
+   * @returns the bytes written
+   */
+  write(fd: number, buffer: Buffer, offset: number, length: number, position: number): Promise<number> {
+    if (length > IN_PLACE_WRITE_MAX) return writeAsync(fd, buffer, offset, length, position);
+    return this.run(
+      () => fss.writeSync(fd, buffer, offset, length, position),
+      () => writeAsync(fd, buffer, offset, length, position),
     );
   }
 
