@@ -320,6 +320,24 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     expect(read(join(m2.dir, 'saves', 'doc.txt'))).toBe('v20\n');
   });
 
+  it("takes new files in a directory removed on the node's disk and made again through the mount at once, within 1 s", async () => {
+    const dir = join(m1.dir, 'remade');
+    mkdirSync(dir);
+    for (let i = 0; i < 20; i++) writeFileSync(join(dir, `file${i}.txt`), `old ${i}\n`);
+    rmSync(join(work, 'remade'), { recursive: true });
+    // At once, as `rm -rf build` on the node then a build through the mount: within the push's
+    // window the mount may still hold the old directory; within 1 s the new one works.
+    const took = await within(1000, 'a new file in the directory made again', () => {
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, 'file0.txt'), 'new\n');
+    });
+    expect(took).toBeLessThanOrEqual(1000);
+    expect(read(join(work, 'remade', 'file0.txt'))).toBe('new\n');
+    expect(readdirSync(dir)).toEqual(['file0.txt']);
+    expect(() => statSync(join(dir, 'file1.txt'))).toThrow(/ENOENT/);
+    await within(1000, 'the other mount', () => read(join(m2.dir, 'remade', 'file0.txt')) === 'new\n');
+  });
+
   it("carries a save's fsync and tar's times in the write of the file's last bytes, one request each, with the content and times of the node's disk", async () => {
     const dir = join(m1.dir, 'carried');
     mkdirSync(dir);

@@ -199,7 +199,15 @@ export class FuseFs {
         }
         return;
       }
-      for (const p of e.paths) {
+      for (const p of this.pathsOf(e)) {
+        // `all` of a directory: it may be another one now, or none, and so may everything below
+        // it: what this mount and the kernel hold of the whole subtree goes (the kernel keeps a
+        // directory's inode, and the names below it, when the node answers the same id again).
+        if (e.what === 'all' && this.isDir(p)) {
+          caches.forgetTree(p);
+          this.invalTree(p);
+          continue;
+        }
         // `all`: the name may stand for another file now, or none; its directory's listing goes too.
         if (e.what === 'all') caches.forget(p);
         else caches.forgetFile(p);
@@ -329,6 +337,29 @@ export class FuseFs {
     if (!e) return;
     this.invalInode(e, xattrs);
     if (entry) this.invalEntry(e);
+  }
+
+  /**
+   * The paths push `e` is about: those the router knows for the node, and those of the inodes
+   * the kernel holds for it under the push's mount path (an inode's file id is the node id its
+   * export gave): the router's cache may have let go of a name the kernel still holds (a push
+   * of its directory's entries came first).
+   */
+  private pathsOf(e: PathInval): string[] {
+    let paths: string[] | null = null;
+    const below = e.mount_path === '/' ? '/' : `${e.mount_path}/`;
+    for (const entry of this.inodes.sameFile(e.node, 0)) {
+      const p = this.inodes.entryPath(entry);
+      if (p === null || e.paths.includes(p) || !(p === e.mount_path || p.startsWith(below))) continue;
+      (paths ??= [...e.paths]).push(p);
+    }
+    return paths ?? e.paths;
+  }
+
+  /** True when the kernel knows `path` as a directory (an inode of that type, or with names below it). */
+  private isDir(path: string): boolean {
+    const e = this.inodes.find(path);
+    return e !== undefined && (e.type === 0o040000 || (e.children?.size ?? 0) > 0);
   }
 
   /** Everything the kernel holds at or below `path`. */
