@@ -90,6 +90,8 @@ const VALID: Record<string, unknown> = {
   size: 64,
   value_b64: 'aGk=',
   cred: { uid: 1000, gid: 1000 },
+  set: { mode: 0o644, uid: 1000, gid: 1000, at: 1_700_000_000_000_000_000, mt: 1_700_000_000_000_000_000 },
+  sync: true,
 };
 
 /** Valid values of members whose name another DTO uses for something else, by DTO class. */

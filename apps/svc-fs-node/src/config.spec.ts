@@ -36,7 +36,16 @@ describe('svc-fs-node configuration', () => {
   });
 
   it('grants every FS extension by default; --fs-features, else SVC_FS_NODE_FEATURES, narrows it', () => {
-    expect(loadFsNodeConfig([], {}, dir).features).toEqual(['open_read', 'prefetch', 'dir_estale', 'inval_ack', 'posix', 'inval_own', 'dir_attr']);
+    expect(loadFsNodeConfig([], {}, dir).features).toEqual([
+      'open_read',
+      'prefetch',
+      'dir_estale',
+      'inval_ack',
+      'posix',
+      'inval_own',
+      'dir_attr',
+      'write_then',
+    ]);
     expect(loadFsNodeConfig([], { SVC_FS_NODE_FEATURES: 'none' }, dir).features).toEqual([]);
     expect(loadFsNodeConfig([], { SVC_FS_NODE_FEATURES: 'prefetch' }, dir).features).toEqual(['prefetch']);
     expect(loadFsNodeConfig(['--fs-features', 'open_read'], { SVC_FS_NODE_FEATURES: 'none' }, dir).features).toEqual(['open_read']);

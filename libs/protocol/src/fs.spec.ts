@@ -16,7 +16,7 @@ describe('parseFsFeatures', () => {
   });
 
   it.each([
-    ['turbo', /X: unknown FS extension "turbo" \(known: open_read, prefetch, dir_estale, inval_ack, posix, inval_own, dir_attr; or all, none\)/],
+    ['turbo', /X: unknown FS extension "turbo" \(known: open_read, prefetch, dir_estale, inval_ack, posix, inval_own, dir_attr, write_then; or all, none\)/],
     ['none,open_read', /X: "none" cannot be combined/],
     ['all,prefetch', /X: "all" cannot be combined/],
   ])('refuses %j naming the setting', (text, message) => {
