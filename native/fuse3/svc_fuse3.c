@@ -22,7 +22,9 @@
  * file handle FAST_FH and the kernel's cache kept; their flush and release too, except on the
  * inodes on which JS holds locks taken through such opens (fastLocks). JS decides which inodes
  * (those whose content it knows to be current) and takes each off before it acts on a change of
- * it; reads and lock requests through FAST_FH go to JS like any other.
+ * it; reads and lock requests through FAST_FH go to JS like any other. The same way, the
+ * kernel's getxattr of security.capability (asked before a write that may have to drop it) is
+ * answered ENODATA on the loop thread for the inodes JS lists as having none (noCaps).
  *
  * A request is a slot (index and generation, one number for JS): replying takes the slot under
  * the session lock, so a request is answered once; a second reply, or one after the session
@@ -167,6 +169,9 @@ typedef struct sess {
      through such opens (their flush and release go to JS): a bit per inode number (under lock). */
   bits_t fast, locked;
   uint64_t fast_opens, fast_releases; /* under lock */
+  /* Inodes JS knows to have no security.capability: the kernel's getxattr of it (before every
+     write that may have to drop it) is answered ENODATA here (under lock). */
+  bits_t nocaps;
 } sess_t;
 
 /* The file handle of the opens answered here (above every handle JS gives out, below 2^53). */
@@ -765,8 +770,20 @@ static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
   req_post(req, m);
 }
 
+/* The kernel's getxattr of security.capability for an inode JS listed (noCaps) is answered here. */
+static int nocaps_here(fuse_req_t req, fuse_ino_t ino, const char *name) {
+  if (strcmp(name, "security.capability") != 0) return 0;
+  sess_t *s = fuse_req_userdata(req);
+  pthread_mutex_lock(&s->lock);
+  int here = s->state == ST_RUNNING && bits_has(&s->nocaps, ino);
+  pthread_mutex_unlock(&s->lock);
+  if (here) fuse_reply_err(req, ENODATA);
+  return here;
+}
+
 static void ll_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size) {
   if (!name_ok(req, name)) return;
+  if (nocaps_here(req, ino, name)) return;
   size_t n = strlen(name), at = 0;
   msg_t *m = req_begin(req, OP_GETXATTR, (uint32_t) size, n + 1);
   if (!m) return;
@@ -1200,6 +1217,7 @@ static void sess_free(sess_t *s) {
   free(s->slots);
   free(s->fast.b);
   free(s->locked.b);
+  free(s->nocaps.b);
   free(s->mountpoint);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
@@ -2205,6 +2223,27 @@ static napi_value js_fast_locks(napi_env env, napi_callback_info info) {
   return boolean(env, ok);
 }
 
+/* noCaps(handle, ino, on): the kernel's getxattr of security.capability for `ino` is answered
+   ENODATA here (on) or goes to JS (off); ino 0 with off: every inode goes to JS. Returns false
+   when `ino` could not be listed. */
+static napi_value js_no_caps(napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  if (!get_args(env, info, 3, argv)) return NULL;
+  sess_t *s = get_sess(env, argv[0]);
+  if (!s) return NULL;
+  uint64_t ino;
+  if (get_u64v(env, argv[1], &ino) != 1) return throw_type(env, "ino must be a non-negative integer");
+  bool on = false;
+  if (napi_get_value_bool(env, argv[2], &on) != napi_ok) return throw_type(env, "on must be a boolean");
+  pthread_mutex_lock(&s->lock);
+  int ok = 1;
+  if (ino == 0 && !on) {
+    if (s->nocaps.b) memset(s->nocaps.b, 0, s->nocaps.n);
+  } else if (ino != 0) ok = bits_set(&s->nocaps, ino, on);
+  pthread_mutex_unlock(&s->lock);
+  return boolean(env, ok);
+}
+
 /* invalAttr(handle, ino): the kernel drops the attributes it holds of `ino` (notify_inval_inode
    with a negative offset: not its pages), now, on the JS thread: the kernel takes no lock for
    it, so it cannot wait behind the notify thread's jobs, some of which wait for a directory's
@@ -2440,6 +2479,7 @@ static napi_value init_module(napi_env env, napi_value exports) {
   export_fn(env, exports, "fastOpen", js_fast_open);
   export_fn(env, exports, "fastOpenStats", js_fast_open_stats);
   export_fn(env, exports, "fastLocks", js_fast_locks);
+  export_fn(env, exports, "noCaps", js_no_caps);
   export_reply(env, exports, "replyErr", js_reply_err);
   export_reply(env, exports, "replyEntry", js_reply_entry);
   export_reply(env, exports, "replyCreate", js_reply_create);

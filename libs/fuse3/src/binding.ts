@@ -168,6 +168,12 @@ export interface Fuse3Binding {
    * the binding (off). False when `ino` could not be listed.
    */
   fastLocks(handle: NativeHandle, ino: number, on: boolean): boolean;
+  /**
+   * The kernel's getxattr of `security.capability` for inode `ino` is answered ENODATA by the
+   * binding (`on`) or goes to JS (off); ino 0 with off: every inode. False when `ino` could not
+   * be listed.
+   */
+  noCaps(handle: NativeHandle, ino: number, on: boolean): boolean;
   /** The kernel drops the attributes of `ino` now (not its pages): 0, or the negative errno (-ENOTCONN: not running). */
   invalAttr(handle: NativeHandle, ino: number): number;
   /** errno 0 answers success to the operations that return nothing. */
@@ -232,7 +238,13 @@ export function loadFuse3Binding(): Fuse3Binding {
       throw new Error(`the libfuse 3 binding ${file} cannot be loaded (${(e as Error).message}): ${advice}`);
     }
     const b = mod.exports as Fuse3Binding;
-    if (b.ops.length !== OP_NAMES.length || b.ops.some((n, i) => n !== OP_NAMES[i]) || typeof b.fastOpen !== 'function' || b.fastFh !== FAST_FH) {
+    if (
+      b.ops.length !== OP_NAMES.length ||
+      b.ops.some((n, i) => n !== OP_NAMES[i]) ||
+      typeof b.fastOpen !== 'function' ||
+      typeof b.noCaps !== 'function' ||
+      b.fastFh !== FAST_FH
+    ) {
       throw new Error(`the libfuse 3 binding ${file} is out of date (its operations differ): ${advice}`);
     }
     loaded = b;

@@ -304,6 +304,17 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
   }
 
   /**
+   * Lets the binding answer the kernel's getxattr of `security.capability` for inode `ino` with
+   * ENODATA itself (`on`: the file has none; no request reaches JS), or stops it (`on` false).
+   * The caller turns it off before it acts on a change of the inode's extended attributes.
+   * @returns false when the inode could not be listed (those getxattrs then keep coming to JS)
+   */
+  noCaps(ino: number, on: boolean): boolean {
+    if (this.state === 'ended') return false;
+    return this.binding.noCaps(this.handle, ino, on);
+  }
+
+  /**
    * The kernel drops the attributes it holds of inode `ino` (not its pages), at once on this
    * thread rather than through the notification queue: the kernel takes no lock for it, so it
    * may be called while the kernel waits for the reply of an operation that holds a directory's

@@ -184,6 +184,9 @@ export class FuseFs {
         locks: (ino, on) => {
           this.session?.fastLocks(ino, on);
         },
+        caps: (ino, none) => {
+          if (options.fastOpen !== false) this.session?.noCaps(ino, none);
+        },
       },
     });
     // Another client's mutation returns once this mount's kernel dropped what it held of it.

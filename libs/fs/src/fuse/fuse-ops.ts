@@ -83,6 +83,8 @@ export interface FastOpens {
   deny(ino: number): void;
   /** The flushes and releases of such opens of `ino` come to the operations (`on`: locks were taken through them), or not. */
   locks(ino: number, on: boolean): void;
+  /** The kernel's getxattr of `security.capability` for `ino` is answered by the binding (`none`: the file has none), or comes to the operations. */
+  caps?(ino: number, none: boolean): void;
 }
 
 /** Most inodes opened by the binding whose reads this mount serves at once (each may hold a node handle). */
@@ -444,7 +446,7 @@ export class FuseOperations implements Operations {
       this.inodes.forget(f.ino, f.nlookup);
       if (!this.inodes.get(f.ino)) {
         this.denyFast(f.ino);
-        this.noCaps.delete(f.ino);
+        this.capsUnknown(f.ino);
         this.negatives.take(f.ino);
         this.dirListings.delete(f.ino);
         this.lastAttr.delete(f.ino);
@@ -679,7 +681,7 @@ export class FuseOperations implements Operations {
         const got = await this.router.getxattr(this.pathOf(ino), name, XATTR_SIZE_MAX);
         return got.value ?? Buffer.alloc(0);
       } catch (e) {
-        if (caps && e instanceof FsError && (e.errno === Errno.ENODATA || e.errno === Errno.ENOTSUP)) this.noCaps.add(ino);
+        if (caps && e instanceof FsError && (e.errno === Errno.ENODATA || e.errno === Errno.ENOTSUP)) this.hasNoCaps(ino);
         throw e;
       }
     });
@@ -687,7 +689,20 @@ export class FuseOperations implements Operations {
 
   /** The extended attributes of inode `ino` may have changed (a push, this mount's own change): what is known of them goes. */
   xattrsChanged(ino: number): void {
-    this.noCaps.delete(ino);
+    this.capsUnknown(ino);
+  }
+
+  /** Inode `ino` is known to have no `security.capability`: the binding answers the kernel's asks for it. */
+  private hasNoCaps(ino: number): void {
+    if (this.noCaps.has(ino)) return;
+    this.noCaps.add(ino);
+    this.fast.caps?.(ino, true);
+  }
+
+  /** Whether inode `ino` has a `security.capability` is not known (any more): the kernel's asks come here. */
+  private capsUnknown(ino: number): void {
+    if (!this.noCaps.delete(ino)) return;
+    this.fast.caps?.(ino, false);
   }
 
   /** FUSE setxattr; `flags` XATTR_CREATE or XATTR_REPLACE. */
@@ -822,7 +837,7 @@ export class FuseOperations implements Operations {
         state.ino = entry.ino;
         state.expectId = attr.id;
         // A file made by this create (O_EXCL, or the reply says so: not an existing one opened) has no capabilities.
-        if (open & OpenFlags.O_EXCL || made) this.noCaps.add(entry.ino);
+        if (open & OpenFlags.O_EXCL || made) this.hasNoCaps(entry.ino);
         return { entry, open: { fh, keepCache: true } };
       },
       (reply) => {
