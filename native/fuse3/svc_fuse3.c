@@ -48,6 +48,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -2185,9 +2186,9 @@ static napi_value js_notify(napi_env env, napi_callback_info info) {
   return num(env, id);
 }
 
-/* fastOpen(handle, ino, on): read-only opens of `ino` are answered here (on) or go to JS (off);
-   ino 0 with off: every inode goes to JS. Returns false when `ino` could not be listed. */
-static napi_value js_fast_open(napi_env env, napi_callback_info info) {
+/* Sets (on) or clears the bit of inode argv[1] in the session's set at byte offset `set` (fast,
+   nocaps); ino 0 with off clears them all. Returns false when `ino` could not be listed. */
+static napi_value toggle_inode(napi_env env, napi_callback_info info, size_t set) {
   napi_value argv[3];
   if (!get_args(env, info, 3, argv)) return NULL;
   sess_t *s = get_sess(env, argv[0]);
@@ -2196,13 +2197,20 @@ static napi_value js_fast_open(napi_env env, napi_callback_info info) {
   if (get_u64v(env, argv[1], &ino) != 1) return throw_type(env, "ino must be a non-negative integer");
   bool on = false;
   if (napi_get_value_bool(env, argv[2], &on) != napi_ok) return throw_type(env, "on must be a boolean");
+  bits_t *bits = (bits_t *) ((char *) s + set);
   pthread_mutex_lock(&s->lock);
   int ok = 1;
   if (ino == 0 && !on) {
-    if (s->fast.b) memset(s->fast.b, 0, s->fast.n);
-  } else if (ino != 0) ok = bits_set(&s->fast, ino, on);
+    if (bits->b) memset(bits->b, 0, bits->n);
+  } else if (ino != 0) ok = bits_set(bits, ino, on);
   pthread_mutex_unlock(&s->lock);
   return boolean(env, ok);
+}
+
+/* fastOpen(handle, ino, on): read-only opens of `ino` are answered here (on) or go to JS (off);
+   ino 0 with off: every inode goes to JS. Returns false when `ino` could not be listed. */
+static napi_value js_fast_open(napi_env env, napi_callback_info info) {
+  return toggle_inode(env, info, offsetof(sess_t, fast));
 }
 
 /* fastLocks(handle, ino, on): the flushes and releases of FAST_FH on `ino` go to JS (on: it holds
@@ -2227,21 +2235,7 @@ static napi_value js_fast_locks(napi_env env, napi_callback_info info) {
    ENODATA here (on) or goes to JS (off); ino 0 with off: every inode goes to JS. Returns false
    when `ino` could not be listed. */
 static napi_value js_no_caps(napi_env env, napi_callback_info info) {
-  napi_value argv[3];
-  if (!get_args(env, info, 3, argv)) return NULL;
-  sess_t *s = get_sess(env, argv[0]);
-  if (!s) return NULL;
-  uint64_t ino;
-  if (get_u64v(env, argv[1], &ino) != 1) return throw_type(env, "ino must be a non-negative integer");
-  bool on = false;
-  if (napi_get_value_bool(env, argv[2], &on) != napi_ok) return throw_type(env, "on must be a boolean");
-  pthread_mutex_lock(&s->lock);
-  int ok = 1;
-  if (ino == 0 && !on) {
-    if (s->nocaps.b) memset(s->nocaps.b, 0, s->nocaps.n);
-  } else if (ino != 0) ok = bits_set(&s->nocaps, ino, on);
-  pthread_mutex_unlock(&s->lock);
-  return boolean(env, ok);
+  return toggle_inode(env, info, offsetof(sess_t, nocaps));
 }
 
 /* invalAttr(handle, ino): the kernel drops the attributes it holds of `ino` (notify_inval_inode
