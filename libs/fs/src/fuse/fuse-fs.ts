@@ -36,7 +36,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { FAST_FH, FuseSession, MountOptions, mount as fuseMount } from '@svc/fuse3';
-import { BINARY_HEADER_ROOM } from '@svc/protocol/wire';
+import { BINARY_HEADER_ROOM, FileType } from '@svc/protocol/wire';
 import { BufferPool } from '../buffer-pool';
 import type { DirAttrEvent, DirInval, FailoverEvent, PathInval, TopologyChange, UnavailableEvent, WorkspaceRouter } from '../router/workspace-router';
 import { DEFAULT_PREFETCH_CACHE_BYTES, FuseCaches } from './fuse-caches';
@@ -362,7 +362,7 @@ export class FuseFs {
   /** True when the kernel knows `path` as a directory (an inode of that type, or with names below it). */
   private isDir(path: string): boolean {
     const e = this.inodes.find(path);
-    return e !== undefined && (e.type === 0o040000 || (e.children?.size ?? 0) > 0);
+    return e !== undefined && (e.type === FileType.S_IFDIR || (e.children?.size ?? 0) > 0);
   }
 
   /** Everything the kernel holds at or below `path`. */

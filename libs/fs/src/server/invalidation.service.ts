@@ -428,14 +428,19 @@ export class InvalidationService implements OnModuleDestroy {
     if (type === 'rename') this.dropWatchOlderThan(node, seq);
     const before = { kind: node.kind, mtimeNs: node.mtimeNs, size: node.size };
     let what: What;
-    try {
-      if (seen === null) throw new FsError(Errno.ENOENT);
-      const st = seen ?? (await this.registry.of(node).backend.getattr(node.path()));
+    // Gone (or unreadable): anything about it may have changed.
+    const st =
+      seen !== undefined
+        ? seen
+        : await this.registry
+            .of(node)
+            .backend.getattr(node.path())
+            .catch(() => null);
+    if (st === null) what = 'all';
+    else {
       this.table.observe(node, st);
       if (type === 'rename' || st.kind !== before.kind) what = 'all';
       else what = st.mtimeNs !== before.mtimeNs || st.size !== before.size ? 'data' : 'attr';
-    } catch {
-      what = 'all';
     }
     this.nodeChanged(node, what);
     if (what === 'all' && node.kind === 2) this.dirChanged(node);
