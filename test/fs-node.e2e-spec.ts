@@ -811,6 +811,22 @@ describe('invalidation events', () => {
     await b.waitPush('acheron.e_fs_inval_dir', (x) => x.dir === sub, 2000, from);
   });
 
+  it('a directory made on disk and looked up before its watch reports it is still the one told of (no push that it may be another)', async () => {
+    const from = b.pushes.length;
+    fs.mkdirSync(join(d(), 'early'));
+    fs.writeFileSync(join(d(), 'early', 'in.txt'), 'x');
+    const early = (await b.call('lookup', { node: dir }, { name: 'early' })).attr.id;
+    await b.call('readdirp', { node: early }, { cookie: 0 });
+    // the watch of `shared` reports the new name after the lookup
+    await b.waitPush('acheron.e_fs_inval_dir', (x) => x.dir === dir, 2000, from);
+    await sleep(200);
+    expect(b.pushes.slice(from).filter((x) => x.payload.node === early && x.payload.what === 'all')).toEqual([]);
+    // and the directory's own watch is kept
+    const from2 = b.pushes.length;
+    fs.writeFileSync(join(d(), 'early', 'later.txt'), 'x');
+    await b.waitPush('acheron.e_fs_inval_dir', (x) => x.dir === early, 2000, from2);
+  });
+
   it('a watched directory replaced on disk is watched again on its next use', async () => {
     fs.mkdirSync(join(d(), 're'));
     const re = (await b.call('lookup', { node: dir }, { name: 're' })).attr.id;

@@ -421,12 +421,7 @@ export class InvalidationService implements OnModuleDestroy {
    *   attributes, or null when nothing was there); undefined: it is looked at here
    */
   private async restat(node: FsNode, type: FsWatchEvent['type'], seq: number, seen?: FsStat | null): Promise<void> {
-    // The entry was added, removed or replaced in its parent: a watch on the directory of that
-    // name may be on an inode that is no longer there (its own "gone" report can come late, or
-    // never when the new directory reuses the inode number). Drop it before the sessions hear
-    // of the change, so their next use watches what is there now.
-    if (type === 'rename') this.dropWatchOlderThan(node, seq);
-    const before = { kind: node.kind, mtimeNs: node.mtimeNs, size: node.size };
+    const before = { kind: node.kind, mtimeNs: node.mtimeNs, size: node.size, key: node.seenKey, birthNs: node.seenBirthNs };
     let what: What;
     // Gone (or unreadable): anything about it may have changed.
     const st =
@@ -436,10 +431,20 @@ export class InvalidationService implements OnModuleDestroy {
             .of(node)
             .backend.getattr(node.path())
             .catch(() => null);
+    // The name was added, removed or replaced in its parent, and now names another object (or
+    // one whose identity cannot be told): anything about it may have changed, and a watch on
+    // the directory of that name may be on an inode that is no longer there (its own "gone"
+    // report can come late, or never when the new directory reuses the inode number). The
+    // watch goes before the sessions hear of the change, so their next use watches what is
+    // there now. A name made on disk and looked up before its report arrives still names the
+    // object the sessions were told of: only its attributes are looked at.
+    const replaced =
+      type === 'rename' && (st === null || before.key === null || before.birthNs === 0 || st.fileKey !== before.key || st.birthNs !== before.birthNs);
+    if (replaced) this.dropWatchOlderThan(node, seq);
     if (st === null) what = 'all';
     else {
       this.table.observe(node, st);
-      if (type === 'rename' || st.kind !== before.kind) what = 'all';
+      if (replaced || st.kind !== before.kind) what = 'all';
       else what = st.mtimeNs !== before.mtimeNs || st.size !== before.size ? 'data' : 'attr';
     }
     this.nodeChanged(node, what);

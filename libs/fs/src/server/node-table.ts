@@ -58,6 +58,13 @@ export class FsNode {
   watch: { close(): void } | null = null;
   /** {@link FsStat.fileKey} last seen for a file with more than one name (null otherwise). */
   fileKey: string | null = null;
+  /**
+   * {@link FsStat.fileKey} and {@link FsStat.birthNs} of the object last seen under this name
+   * (null / 0 when the backend gave none): with both, a look that finds them again found the same
+   * object, not another one made under the name since.
+   */
+  seenKey: string | null = null;
+  seenBirthNs = 0;
 
   constructor(
     readonly id: number,
@@ -258,6 +265,8 @@ export class NodeTable {
     }
     if (st.kind === 2 && node.mtimeNs !== -1 && st.mtimeNs !== node.mtimeNs) node.dirGen++;
     node.kind = st.kind;
+    node.seenKey = st.fileKey ?? null;
+    node.seenBirthNs = st.birthNs ?? 0;
     node.ctimeNs = st.ctimeNs;
     node.mtimeNs = st.mtimeNs;
     node.size = st.size;
