@@ -75,7 +75,7 @@ export const FS_NODE_OPTIONS = {
     env: 'SVC_FS_NODE_META_IO',
     default: 'auto',
     description:
-      "where the metadata calls of the exports (stat, chmod, unlink, rename, mkdir, ...), the creation and close of files and writes of at most 64 KiB run: `auto` on the event loop while the disk answers within 20 ms (a slower call sends the export's calls to the thread pool for 60 s), `pool` always on the thread pool (an export on a network filesystem that may hang)",
+      "where the metadata calls of the exports (stat, chmod, unlink, rename, mkdir, ...), the creation and close of files and writes of at most 64 KiB run: `auto` on the event loop while the disk answers within 20 ms (3 slower calls within 10 s send the export's calls to the thread pool for 60 s), `pool` always on the thread pool (an export on a network filesystem that may hang)",
   },
   tlsCert: SERVER_COMMON_OPTIONS.tlsCert,
   tlsKey: SERVER_COMMON_OPTIONS.tlsKey,

@@ -9,10 +9,11 @@
  * 46-142 µs against 11-33 µs run in place, on a 2-CPU virtual machine; a node's `unlink` with
  * the directory's attributes after it made four such trips). In `auto` mode (the default) they
  * run on the calling thread, the way sftp-server and Samba run them, while the disk answers
- * them quickly: one call that takes longer than {@link SLOW_CALL_MS} (a cold disk, a network
- * filesystem under the export) sends every call of this export to the pool for
- * {@link POOL_FOR_MS}, so a slow disk costs the event loop one slow call per period, not one per
- * request. `pool` mode (`svc-fs-node --meta-io pool`) always uses the pool. The creation of a
+ * them quickly: {@link SLOW_CALLS} calls within {@link SLOW_WINDOW_MS} that each take longer
+ * than {@link SLOW_CALL_MS} (a cold disk, a network filesystem under the export) send every call
+ * of this export to the pool for {@link POOL_FOR_MS}, so a slow disk costs the event loop a few
+ * slow calls per period, not one per request. One slow call alone does not: on a busy machine a
+ * quick call is sometimes timed slow because the process was not running. `pool` mode (`svc-fs-node --meta-io pool`) always uses the pool. The creation of a
  * file (an open with O_CREAT, a metadata change of its directory like mkdir), writes of at most
  * {@link IN_PLACE_WRITE_MAX} bytes (a copy into the page cache) and the close of a file are
  * here too. Calls that can take long on any disk (truncate, reads, larger writes, fsync,
@@ -25,8 +26,12 @@ import type { BigIntStats, MakeDirectoryOptions } from 'node:fs';
 import * as fsp from 'node:fs/promises';
 import { promisify } from 'node:util';
 
-/** A call that runs longer than this on the calling thread sends the export's calls to the pool, ms. */
+/** A call that runs longer than this on the calling thread is slow, ms. */
 export const SLOW_CALL_MS = 20;
+/** This many slow calls within {@link SLOW_WINDOW_MS} send the export's calls to the pool. */
+export const SLOW_CALLS = 3;
+/** The window in which {@link SLOW_CALLS} slow calls count, ms. */
+export const SLOW_WINDOW_MS = 10_000;
 /** How long the export's calls then use the pool before trying in place again, ms. */
 export const POOL_FOR_MS = 60_000;
 
@@ -47,8 +52,10 @@ const fstatAsync = (fd: number): Promise<BigIntStats> =>
 
 /** @see module documentation */
 export class MetaIo {
-  /** performance.now() until which calls go to the pool (auto mode, after a slow call). */
+  /** performance.now() until which calls go to the pool (auto mode, after slow calls). */
   private poolUntil = 0;
+  /** performance.now() at the end of the last slow calls in place, oldest first (at most {@link SLOW_CALLS}). */
+  private readonly slowAt: number[] = [];
 
   /**
    * @param mode `auto` or `pool`
@@ -67,9 +74,9 @@ export class MetaIo {
   }
 
   /**
-   * Runs `inPlace` on this thread when {@link inPlace}, timing it (one that takes longer than
-   * {@link SLOW_CALL_MS} sends the next calls to the pool); else `pooled`. Every call below is
-   * one of these.
+   * Runs `inPlace` on this thread when {@link inPlace}, timing it (the last of
+   * {@link SLOW_CALLS} slow ones within {@link SLOW_WINDOW_MS} sends the next calls to the
+   * pool); else `pooled`. Every call below is one of these.
    * @returns a Promise of the result, rejected with what the call threw
    */
   run<T>(inPlace: () => T, pooled: () => Promise<T>): Promise<T> {
@@ -80,15 +87,24 @@ export class MetaIo {
     } catch (e) {
       return Promise.reject(e);
     } finally {
-      const ms = performance.now() - t0;
-      if (ms > SLOW_CALL_MS) {
-        this.poolUntil = performance.now() + POOL_FOR_MS;
-        this.log?.warn({
-          msg: `a metadata call took ${Math.round(ms)} ms: the calls of ${this.what} use the thread pool for ${POOL_FOR_MS / 1000} s`,
-          ms: Math.round(ms),
-        });
-      }
+      const now = performance.now();
+      const ms = now - t0;
+      if (ms > SLOW_CALL_MS) this.slow(now, ms);
     }
+  }
+
+  /** Counts a slow call that ended at `now` and took `ms`; the last of {@link SLOW_CALLS} within the window switches to the pool. */
+  private slow(now: number, ms: number): void {
+    const slowAt = this.slowAt;
+    slowAt.push(now);
+    while (slowAt.length > 0 && now - slowAt[0] > SLOW_WINDOW_MS) slowAt.shift();
+    if (slowAt.length < SLOW_CALLS) return;
+    slowAt.length = 0;
+    this.poolUntil = now + POOL_FOR_MS;
+    this.log?.warn({
+      msg: `${SLOW_CALLS} metadata calls within ${SLOW_WINDOW_MS / 1000} s took more than ${SLOW_CALL_MS} ms (the last ${Math.round(ms)} ms): the calls of ${this.what} use the thread pool for ${POOL_FOR_MS / 1000} s`,
+      ms: Math.round(ms),
+    });
   }
 
   /** lstat(2) with ns times. */
