@@ -16,6 +16,7 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
 import {
   appendFileSync,
+  chmodSync,
   mkdirSync,
   readdirSync,
   readFileSync,
@@ -300,6 +301,41 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     expect(exists(join(made, 'f1'))).toBe(false);
     writeFileSync(join(made, 'again'), 'a\n', { flag: 'wx' });
     expect(readFileSync(join(work, 'fresh', 'again'), 'utf8')).toBe('a\n');
+  });
+
+  it("answers the kernel's getattr of a directory after a create or unlink in it without the mount process, with the attributes the node's disk has", async () => {
+    const dir = join(m1.dir, 'dirattr');
+    mkdirSync(dir);
+    for (let i = 0; i < 20; i++) writeFileSync(join(work, 'dirattr', `f${i}`), `${i}\n`);
+    await within(1000, '20 names', () => readdirSync(dir).length === 20);
+    const getattrs = await requests(m1, 'getattr');
+    // Each unlink and create makes the kernel drop the directory's attributes, and ask for them
+    // at the next permission check: the binding answers from the mutation's reply.
+    for (let i = 0; i < 20; i++) unlinkSync(join(dir, `f${i}`));
+    for (let i = 0; i < 20; i++) writeFileSync(join(dir, `g${i}`), `${i}\n`, { flag: 'wx' });
+    expect((await requests(m1, 'getattr')) - getattrs).toBeLessThanOrEqual(2);
+    // (times to the µs, as the protocol carries them)
+    const same = (mounted: string, onDisk: string) => {
+      const [a, b] = [statSync(mounted, { bigint: true }), statSync(onDisk, { bigint: true })];
+      const near = (x: bigint, y: bigint) => (x > y ? x - y : y - x) < 1000n;
+      expect({ mode: a.mode, nlink: a.nlink, mtime: near(a.mtimeNs, b.mtimeNs), ctime: near(a.ctimeNs, b.ctimeNs) }).toEqual({
+        mode: b.mode,
+        nlink: b.nlink,
+        mtime: true,
+        ctime: true,
+      });
+    };
+    same(dir, join(work, 'dirattr'));
+    // Renamed in its parent after a create in it (the kernel checks no permission on it, so the
+    // binding's copy is not used before): its new ctime, not the copy's.
+    writeFileSync(join(dir, 'h'), 'h\n');
+    renameSync(dir, join(m1.dir, 'dirattr2'));
+    same(join(m1.dir, 'dirattr2'), join(work, 'dirattr2'));
+    // Changed on the node's disk after a create in it: seen within 1 s.
+    writeFileSync(join(m1.dir, 'dirattr2', 'i'), 'i\n');
+    chmodSync(join(work, 'dirattr2'), 0o700);
+    await within(1000, 'mode 0700', () => (statSync(join(m1.dir, 'dirattr2')).mode & 0o777) === 0o700);
+    same(join(m1.dir, 'dirattr2'), join(work, 'dirattr2'));
   });
 
   it("saves a file as editors do (a temporary file renamed over it) without a lookup on the node, with the attributes the node's disk has", async () => {

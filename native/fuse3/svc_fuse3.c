@@ -173,7 +173,26 @@ typedef struct sess {
   /* Inodes JS knows to have no security.capability: the kernel's getxattr of it (before every
      write that may have to drop it) is answered ENODATA here (under lock). */
   bits_t nocaps;
+  /* Directory attributes JS set after answering a change of the directory's entries (fastAttr):
+     the kernel's getattr that follows its own invalidation of them is answered here, once,
+     within FAST_ATTR_NS (under lock; null until the first). */
+  struct fast_attr *fattrs;
+  uint32_t nfattrs;      /* entries set (under lock) */
+  uint64_t fast_getattrs; /* getattrs answered here so far (under lock) */
 } sess_t;
+
+/* One set of directory attributes answered here (ino 0: none). */
+typedef struct fast_attr {
+  uint64_t ino;
+  struct stat st;
+  double timeout;
+  struct timespec until; /* CLOCK_MONOTONIC */
+} fast_attr_t;
+
+/* Entries of the directory attributes table (direct-mapped by inode number). */
+#define FAST_ATTRS 256
+/* How long a set of directory attributes may be answered here after JS set it, ns. */
+#define FAST_ATTR_NS 1000000000LL
 
 /* The file handle of the opens answered here (above every handle JS gives out, below 2^53). */
 #define FAST_FH ((uint64_t) 1 << 32)
@@ -234,6 +253,52 @@ static int fast_close_here(fuse_req_t req, fuse_ino_t ino) {
   pthread_mutex_lock(&s->lock);
   int here = !bits_has(&s->locked, ino);
   pthread_mutex_unlock(&s->lock);
+  return here;
+}
+
+/* Drops the directory attributes of `ino` kept here, if any (under s->lock). */
+static void fast_attr_drop_locked(sess_t *s, uint64_t ino) {
+  if (s->nfattrs == 0 || ino == 0) return;
+  fast_attr_t *a = &s->fattrs[ino % FAST_ATTRS];
+  if (a->ino != ino) return;
+  a->ino = 0;
+  s->nfattrs--;
+}
+
+/* Drops the directory attributes of `ino` and `ino2` kept here: a request about them (as the
+   inode or a parent) went to JS, which sets them again after it when it knows them. */
+static void fast_attr_drop(sess_t *s, uint64_t ino, uint64_t ino2) {
+  pthread_mutex_lock(&s->lock);
+  fast_attr_drop_locked(s, ino);
+  fast_attr_drop_locked(s, ino2);
+  pthread_mutex_unlock(&s->lock);
+}
+
+/* Answers the kernel's getattr of `ino` with the directory attributes JS set, when they are
+   there and not older than FAST_ATTR_NS; they are used once. */
+static int fast_attr_here(fuse_req_t req, fuse_ino_t ino) {
+  sess_t *s = fuse_req_userdata(req);
+  struct stat st;
+  double timeout = 0;
+  int here = 0;
+  pthread_mutex_lock(&s->lock);
+  if (s->nfattrs > 0 && s->state == ST_RUNNING) {
+    fast_attr_t *a = &s->fattrs[ino % FAST_ATTRS];
+    if (a->ino == ino) {
+      struct timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (now.tv_sec < a->until.tv_sec || (now.tv_sec == a->until.tv_sec && now.tv_nsec < a->until.tv_nsec)) {
+        st = a->st;
+        timeout = a->timeout;
+        here = 1;
+        s->fast_getattrs++;
+      }
+      a->ino = 0;
+      s->nfattrs--;
+    }
+  }
+  pthread_mutex_unlock(&s->lock);
+  if (here) fuse_reply_attr(req, &st, timeout);
   return here;
 }
 
@@ -420,6 +485,7 @@ static msg_t *req_begin(fuse_req_t req, int op, uint32_t size, size_t extra) {
 static void req_post(fuse_req_t req, msg_t *m) {
   sess_t *s = fuse_req_userdata(req);
   uint64_t id = m->id;
+  fast_attr_drop(s, m->ino, m->ino2);
   tl_registering = id;
   tl_interrupted_early = 0;
   fuse_req_interrupt_func(req, on_interrupt, (void *) (uintptr_t) id);
@@ -486,6 +552,7 @@ static void ll_lookup(fuse_req_t req, fuse_ino_t parent, const char *name) {
 static void post_forgets(fuse_req_t req, size_t count, const struct fuse_forget_data *list) {
   sess_t *s = fuse_req_userdata(req);
   pthread_mutex_lock(&s->lock);
+  for (size_t i = 0; i < count && s->nfattrs > 0; i++) fast_attr_drop_locked(s, list[i].ino);
   int running = s->state == ST_RUNNING;
   pthread_mutex_unlock(&s->lock);
   if (running && count > 0) {
@@ -515,6 +582,7 @@ static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 }
 
 static void ll_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi) {
+  if (fast_attr_here(req, ino)) return;
   msg_t *m = req_begin(req, OP_GETATTR, 0, 0);
   if (!m) return;
   m->ino = ino;
@@ -1219,6 +1287,7 @@ static void sess_free(sess_t *s) {
   free(s->fast.b);
   free(s->locked.b);
   free(s->nocaps.b);
+  free(s->fattrs);
   free(s->mountpoint);
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->cond);
@@ -2170,6 +2239,8 @@ static napi_value js_notify(napi_env env, napi_callback_info info) {
   if (name) memcpy(j->name, name, nlen + 1);
   free(name);
   pthread_mutex_lock(&s->lock);
+  /* What the kernel is told changed is not answered here any more. */
+  fast_attr_drop_locked(s, ino);
   if (s->state != ST_RUNNING || s->worker_quit) {
     pthread_mutex_unlock(&s->lock);
     free(j);
@@ -2251,25 +2322,75 @@ static napi_value js_inval_attr(napi_env env, napi_callback_info info) {
   uint64_t ino;
   if (get_u64v(env, argv[1], &ino) != 1 || ino == 0) return throw_type(env, "ino must be a positive integer");
   pthread_mutex_lock(&s->lock);
+  fast_attr_drop_locked(s, ino);
   int running = s->state == ST_RUNNING && !s->worker_quit;
   pthread_mutex_unlock(&s->lock);
   if (!running) return num(env, -ENOTCONN);
   return num(env, fuse_lowlevel_notify_inval_inode(s->se, ino, -1, 0));
 }
 
-/* fastOpenStats(handle): {opens, releases} answered here so far. */
+/* fastAttr(handle, ino, attr, timeout): the kernel's next getattr of directory `ino` within
+   FAST_ATTR_NS is answered here with `attr` (attribute timeout `timeout` s), once; attr null:
+   not (ino 0: for no inode). A request about `ino` that goes to JS, a notification about it and
+   its forget drop it too. */
+static napi_value js_fast_attr(napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  if (!get_args(env, info, 4, argv)) return NULL;
+  sess_t *s = get_sess(env, argv[0]);
+  if (!s) return NULL;
+  uint64_t ino;
+  if (get_u64v(env, argv[1], &ino) != 1) return throw_type(env, "ino must be a non-negative integer");
+  napi_valuetype t;
+  napi_typeof(env, argv[2], &t);
+  if (t == napi_null || t == napi_undefined) {
+    pthread_mutex_lock(&s->lock);
+    if (ino != 0) fast_attr_drop_locked(s, ino);
+    else if (s->fattrs) {
+      memset(s->fattrs, 0, FAST_ATTRS * sizeof(fast_attr_t));
+      s->nfattrs = 0;
+    }
+    pthread_mutex_unlock(&s->lock);
+    return boolean(env, 1);
+  }
+  if (ino == 0) return throw_type(env, "ino must be a positive integer");
+  struct stat st;
+  if (!get_attr(env, argv[2], &st)) return NULL;
+  double timeout = 0;
+  if (napi_get_value_double(env, argv[3], &timeout) != napi_ok || !(timeout >= 0)) return throw_type(env, "timeout must be a non-negative number");
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_sec += FAST_ATTR_NS / 1000000000LL;
+  until.tv_nsec += FAST_ATTR_NS % 1000000000LL;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&s->lock);
+  if (!s->fattrs) s->fattrs = calloc(FAST_ATTRS, sizeof(fast_attr_t));
+  int ok = s->fattrs != NULL && s->state == ST_RUNNING;
+  if (ok) {
+    fast_attr_t *a = &s->fattrs[ino % FAST_ATTRS];
+    if (a->ino == 0) s->nfattrs++;
+    *a = (fast_attr_t){ .ino = ino, .st = st, .timeout = timeout, .until = until };
+  }
+  pthread_mutex_unlock(&s->lock);
+  return boolean(env, ok);
+}
+
+/* fastOpenStats(handle): {opens, releases, getattrs} answered here so far. */
 static napi_value js_fast_open_stats(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   if (!get_args(env, info, 1, argv)) return NULL;
   sess_t *s = get_sess(env, argv[0]);
   if (!s) return NULL;
   pthread_mutex_lock(&s->lock);
-  uint64_t opens = s->fast_opens, releases = s->fast_releases;
+  uint64_t opens = s->fast_opens, releases = s->fast_releases, getattrs = s->fast_getattrs;
   pthread_mutex_unlock(&s->lock);
   napi_value o;
   napi_create_object(env, &o);
   set(env, o, "opens", num(env, (double) opens));
   set(env, o, "releases", num(env, (double) releases));
+  set(env, o, "getattrs", num(env, (double) getattrs));
   return o;
 }
 
@@ -2474,6 +2595,7 @@ static napi_value init_module(napi_env env, napi_value exports) {
   export_fn(env, exports, "fastOpenStats", js_fast_open_stats);
   export_fn(env, exports, "fastLocks", js_fast_locks);
   export_fn(env, exports, "noCaps", js_no_caps);
+  export_fn(env, exports, "fastAttr", js_fast_attr);
   export_reply(env, exports, "replyErr", js_reply_err);
   export_reply(env, exports, "replyEntry", js_reply_entry);
   export_reply(env, exports, "replyCreate", js_reply_create);

@@ -56,6 +56,15 @@ export function mountRegistry(fs: Pick<FuseFs, 'stats'>): Registry {
     },
   });
   new Counter({
+    name: 'svc_fuse_fast_getattrs_total',
+    help: "Getattrs of directories answered by the libfuse binding without a request reaching the mount process (the attributes a change of the directory's entries just returned)",
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(fs.stats().fastGetattrs);
+    },
+  });
+  new Counter({
     name: 'svc_fuse_invalidations_total',
     help: 'Kernel cache invalidations sent: inode (attributes and pages) or entry (a name)',
     labelNames: ['kind'],

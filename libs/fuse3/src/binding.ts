@@ -161,8 +161,8 @@ export interface Fuse3Binding {
    * could not be listed (out of memory, or above 2^27).
    */
   fastOpen(handle: NativeHandle, ino: number, on: boolean): boolean;
-  /** The opens and releases the binding answered itself so far. */
-  fastOpenStats(handle: NativeHandle): { opens: number; releases: number };
+  /** The opens, releases and getattrs the binding answered itself so far. */
+  fastOpenStats(handle: NativeHandle): { opens: number; releases: number; getattrs: number };
   /**
    * The flushes and releases of {@link fastFh} on inode `ino` go to JS (`on`) or are answered by
    * the binding (off). False when `ino` could not be listed.
@@ -174,6 +174,13 @@ export interface Fuse3Binding {
    * be listed.
    */
   noCaps(handle: NativeHandle, ino: number, on: boolean): boolean;
+  /**
+   * The kernel's next getattr of directory `ino`, within 1 s, is answered by the binding with
+   * `attr` (attribute timeout `timeout`, s), once; null: not (ino 0: for no inode). A request
+   * about `ino` (as the inode or a parent) that goes to JS, a notification about it and its
+   * forget drop it too. False when it could not be kept (out of memory, or not running).
+   */
+  fastAttr(handle: NativeHandle, ino: number, attr: Attr | null, timeout: number): boolean;
   /** The kernel drops the attributes of `ino` now (not its pages): 0, or the negative errno (-ENOTCONN: not running). */
   invalAttr(handle: NativeHandle, ino: number): number;
   /** errno 0 answers success to the operations that return nothing. */

@@ -13,7 +13,7 @@ import { statSync } from 'node:fs';
 import { resolve as resolvePath } from 'node:path';
 import { Fuse3Binding, loadFuse3Binding, MsgKind, NativeConn, NativeHandle, NotifyKind, Op, OP_NAMES } from './binding';
 import type { Operations } from './operations';
-import { ConnInfo, DirEntryPlus, Entry, ERRNO, errnoOf, Forget, FuseError, Lock, RequestContext, SetattrValues } from './types';
+import { Attr, ConnInfo, DirEntryPlus, Entry, ERRNO, errnoOf, Forget, FuseError, Lock, RequestContext, SetattrValues } from './types';
 
 /**
  * Connection settings negotiated at init. A capability set to true is asked for (when the
@@ -326,14 +326,29 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
     return this.binding.invalAttr(this.handle, ino) === 0;
   }
 
+  /**
+   * Lets the binding answer the kernel's next getattr of directory `ino` with `attr`
+   * (attribute timeout `timeoutS`, s) itself, once, within 1 s: the kernel asks for a
+   * directory's attributes after each change of its entries, and the caller knows them from the
+   * change's reply. null: not any more (`ino` 0: for no inode). The binding drops them itself
+   * when a request about `ino` (as the inode or a parent) comes to JS, when a notification
+   * about it is queued, and at its forget; the caller drops them when it learns they changed
+   * otherwise.
+   * @returns false when they could not be kept (the getattr then comes to JS)
+   */
+  fastAttr(ino: number, attr: Attr | null, timeoutS = 0): boolean {
+    if (this.state === 'ended') return false;
+    return this.binding.fastAttr(this.handle, ino, attr, timeoutS);
+  }
+
   /** Turns {@link fastOpen} off for every inode. */
   fastOpenNone(): void {
     if (this.state !== 'ended') this.binding.fastOpen(this.handle, 0, false);
   }
 
-  /** The opens and releases the binding answered itself ({@link fastOpen}) so far. */
-  fastOpenStats(): { opens: number; releases: number } {
-    if (this.state === 'ended') return { opens: 0, releases: 0 };
+  /** The opens and releases ({@link fastOpen}) and getattrs ({@link fastAttr}) the binding answered itself so far. */
+  fastOpenStats(): { opens: number; releases: number; getattrs: number } {
+    if (this.state === 'ended') return { opens: 0, releases: 0, getattrs: 0 };
     return this.binding.fastOpenStats(this.handle);
   }
 

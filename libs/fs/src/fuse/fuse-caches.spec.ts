@@ -39,6 +39,34 @@ describe('FuseCaches', () => {
     expect(caches.cachedAttr('/w/g')).toBeUndefined();
   });
 
+  it('tells onAttrs of every change of the cached attributes: the path, a tree, or all', () => {
+    const router = { getattr: () => Promise.resolve(attr(1)), readdirAll: () => Promise.resolve([]) };
+    const caches = new FuseCaches(router, 60_000);
+    const told: Array<[string | null, boolean]> = [];
+    caches.onAttrs = (path, tree) => told.push([path, tree === true]);
+    caches.remember('/w/d', attr(1));
+    caches.rememberNewer('/w/d', { ...attr(1), ct: 2 });
+    caches.forgetAttr('/w/d');
+    caches.forget('/w/a');
+    caches.forgetFile('/w/b');
+    caches.forgetDir('/w/c');
+    caches.entryChanged('/w/e');
+    caches.forgetTree('/w/t');
+    caches.forgetAll();
+    expect(told).toEqual([
+      ['/w/d', false],
+      ['/w/d', false],
+      ['/w/d', false],
+      ['/w/a', false],
+      ['/w/b', false],
+      ['/w/c', false],
+      ['/w/e', false],
+      ['/w/t', false],
+      ['/w/t', true],
+      [null, false],
+    ]);
+  });
+
   describe("this mount's own entry changes", () => {
     /** A cache over a router whose directories hold `entries` (name -> size; the node id is 100 + the size), counting its requests. */
     function setup(entries: Record<string, Record<string, number>>) {

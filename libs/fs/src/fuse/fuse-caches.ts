@@ -88,6 +88,11 @@ export class FuseCaches {
   private readonly dirMisses = new Map<string, { names: Set<string>; since: number }>();
   /** Directory -> when (ms since the epoch) this mount last added or removed one of its entries. */
   private readonly ownChanges = new Map<string, number>();
+  /**
+   * Called whenever the cached attributes of `path` are set or dropped (with `tree`: of any
+   * paths at or below it; null: of any paths), for whoever keeps copies of them.
+   */
+  onAttrs: ((path: string | null, tree?: boolean) => void) | null = null;
 
   /**
    * @param router where misses are read from
@@ -105,6 +110,7 @@ export class FuseCaches {
   /** Drops every cached attribute, listing, negative lookup, open proof and prefetched content. */
   forgetAll(): void {
     this.attrs.clear();
+    this.onAttrs?.(null);
     this.missing.clear();
     this.dirs.clear();
     this.proofs.clear();
@@ -122,6 +128,7 @@ export class FuseCaches {
   /** Drops the cached attributes of `path` (a read of them in flight is not cached either). */
   forgetAttr(path: string): void {
     this.attrs.delete(path);
+    this.onAttrs?.(path);
     const reads = this.attrsInFlight.get(path);
     if (reads) for (const r of reads) r.stale = true;
   }
@@ -129,6 +136,7 @@ export class FuseCaches {
   /** Drops what is cached about `path` (its prefetched content included) and its parent's listing. */
   forget(path: string): void {
     this.attrs.delete(path);
+    this.onAttrs?.(path);
     this.missing.delete(path);
     this.dirs.delete(path);
     this.proofs.delete(path);
@@ -150,6 +158,7 @@ export class FuseCaches {
     // A name known missing stays so: the file changed, its name did not (a push of a write to
     // a file this mount removed meanwhile, such as a journal, names its old path).
     this.attrs.delete(path);
+    this.onAttrs?.(path);
     this.dirs.delete(path);
     this.proofs.delete(path);
     this.contents.forget(path);
@@ -167,6 +176,7 @@ export class FuseCaches {
     this.contents.forgetTree(path);
     for (const [dir, l] of this.listingsInFlight) if (dir.startsWith(`${path}/`)) l.stale = true;
     const prefix = `${path}/`;
+    this.onAttrs?.(path, true);
     for (const map of [this.attrs, this.missing, this.dirs, this.proofs] as Array<Map<string, unknown>>) {
       for (const p of map.keys()) if (p.startsWith(prefix)) map.delete(p);
     }
@@ -178,6 +188,7 @@ export class FuseCaches {
     this.staleListing(dir);
     this.dirs.delete(dir);
     this.attrs.delete(dir);
+    this.onAttrs?.(dir);
     const prefix = dir === '/' ? '/' : `${dir}/`;
     for (const p of this.missing.keys()) if (p.startsWith(prefix)) this.missing.delete(p);
   }
@@ -188,6 +199,7 @@ export class FuseCaches {
    */
   remember(path: string, attr: Attr, now = Date.now()): void {
     cacheSet(this.attrs, path, { value: attr, expires: now + this.ttl });
+    this.onAttrs?.(path);
     this.missing.delete(path);
     this.contents.check(path, attr);
   }

@@ -100,6 +100,9 @@ export interface FuseFsOptions {
  */
 export const DEFAULT_LOOP_SPIN_US = 20;
 
+/** Directories whose attributes the binding may hold for the kernel's next getattr at once (see `FuseFs.keepDirAttr`). */
+const FAST_ATTRS_MAX = 256;
+
 /** Mount options of {@link FuseFs.mount}. */
 export interface FuseMountOptions {
   /** Let other users use the mount (needs user_allow_other in /etc/fuse.conf when not root). */
@@ -122,6 +125,8 @@ export interface FuseFsStats {
   invalidations: { inode: number; entry: number };
   /** Read-only opens the binding answered without this process, since the mount. */
   fastOpens: number;
+  /** Getattrs of directories the binding answered without this process, since the mount. */
+  fastGetattrs: number;
 }
 
 /** Libfuse operations over a WorkspaceRouter, with kernel caches kept coherent; see the module documentation. */
@@ -142,6 +147,8 @@ export class FuseFs {
   private lastNotification: Promise<void> = Promise.resolve();
   /** Inodes whose read-only opens the binding answers. */
   private readonly fastAllowed = new Set<number>();
+  /** Directories whose attributes the binding may answer the kernel's next getattr with: path -> inode. */
+  private readonly fastAttrs = new Map<string, number>();
 
   constructor(
     private readonly router: WorkspaceRouter,
@@ -230,7 +237,9 @@ export class FuseFs {
     router.on('dir_attr', (e: DirAttrEvent) => {
       if (e.attr) caches.rememberNewer(e.path, e.attr);
       else caches.forgetAttr(e.path);
+      if (options.fastOpen !== false) this.keepDirAttr(e.path);
     });
+    caches.onAttrs = (path, tree) => this.dropDirAttr(path, tree);
     // What was learnt through one endpoint goes with it; other mounts keep their caches.
     router.on('topology', (e: TopologyChange) => {
       if (e.added.length > 0 || e.removed.length > 0) {
@@ -312,6 +321,46 @@ export class FuseFs {
     this.invalTree('/');
   }
 
+  /**
+   * The binding answers the kernel's next getattr of directory `path` (which follows the
+   * kernel's own invalidation when a change of the directory's entries returns) with what
+   * getattr would answer from the cache now, when that is fresh: one trip to JS less per create
+   * or unlink in a directory.
+   */
+  private keepDirAttr(path: string): void {
+    const entry = this.inodes.find(path);
+    const reply = entry && this.session ? this.operations.cachedDirAttr(entry.ino) : null;
+    if (!entry || !reply || !this.session) return;
+    if (this.fastAttrs.size >= FAST_ATTRS_MAX) this.dropDirAttr(null);
+    if (this.session.fastAttr(entry.ino, reply.attr, reply.attrTimeout)) this.fastAttrs.set(path, entry.ino);
+  }
+
+  /**
+   * The cached attributes of `path` (with `tree`: of paths at or below it; null: of any paths)
+   * were set or dropped: the binding no longer answers with its copy of them.
+   */
+  private dropDirAttr(path: string | null, tree = false): void {
+    if (this.fastAttrs.size === 0) return;
+    if (path === null || (tree && path === '/')) {
+      this.fastAttrs.clear();
+      this.session?.fastAttr(0, null);
+      return;
+    }
+    if (tree) {
+      const below = `${path}/`;
+      for (const [p, ino] of this.fastAttrs)
+        if (p === path || p.startsWith(below)) {
+          this.fastAttrs.delete(p);
+          this.session?.fastAttr(ino, null);
+        }
+      return;
+    }
+    const ino = this.fastAttrs.get(path);
+    if (ino === undefined) return;
+    this.fastAttrs.delete(path);
+    this.session?.fastAttr(ino, null);
+  }
+
   /** Drops what is cached about `path` and its parent's listing, here and in the kernel. */
   forget(path: string): void {
     this.caches.forget(path);
@@ -320,13 +369,15 @@ export class FuseFs {
 
   /** Figures of the mount, for its metrics. */
   stats(): FuseFsStats {
+    const fast = this.session?.fastOpenStats();
     return {
       inodes: this.inodes.size,
       openFiles: this.handles.size,
       pendingRequests: this.poller.pending,
       requests: this.poller.answered,
       invalidations: { ...this.invalidations },
-      fastOpens: this.session?.fastOpenStats().opens ?? 0,
+      fastOpens: fast?.opens ?? 0,
+      fastGetattrs: fast?.getattrs ?? 0,
     };
   }
 

@@ -475,6 +475,22 @@ export class FuseOperations implements Operations {
   }
 
   /**
+   * What {@link getattr} of directory inode `ino` answers now without a request, when that is
+   * its fresh cached attributes: the reply, or null (not a directory the kernel knows by a
+   * path, nothing fresh cached, or the path now names another file). The binding may answer
+   * the kernel's next getattr with it.
+   */
+  cachedDirAttr(ino: number): AttrReply | null {
+    const e = this.inodes.get(ino);
+    const path = this.inodes.pathOf(ino);
+    if (!e || path === null || e.type !== FileType.S_IFDIR) return null;
+    const attr = this.caches.cachedAttr(path);
+    if (!attr || this.otherFile(e, attr)) return null;
+    this.sawAttr(ino, path, attr);
+    return this.kernelAttr(path, attr);
+  }
+
+  /**
    * setattr; a size given with a file handle (ftruncate(2)) goes through the node's handle of
    * that open, so the open's write access decides (not the file's mode now) and a file whose
    * name is gone is truncated too.
