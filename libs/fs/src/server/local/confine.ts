@@ -19,7 +19,7 @@
  *   its `/proc/self/fd` link is ENAMETOOLONG) is placed by walking `..` up from it to the root,
  *   compared by device and inode ({@link depthBelowSync}).
  */
-import { closeSync, constants as C, fstatSync, open as openCb, openSync, readlinkSync, Stats } from 'node:fs';
+import { BigIntStats, closeSync, constants as C, fstatSync, open as openCb, openSync, readlinkSync, Stats } from 'node:fs';
 import { lstat, readlink, stat } from 'node:fs/promises';
 import { promisify } from 'node:util';
 import { Errno, FsError, NAME_MAX, OpenFlags } from '@svc/protocol';
@@ -124,6 +124,22 @@ export function depthBelowSync(root: DirKey, fd: number): number | null {
 /** open(2) returning the descriptor number. */
 const openFd = promisify(openCb) as (path: string, flags: number) => Promise<number>;
 
+/**
+ * The system calls of a walk ({@link confinedAt}), each as `fs/promises` has it (Node's errors):
+ * lstat, stat, readlink and an open(2) returning the descriptor number. The default sends them
+ * to libuv's thread pool; an export passes its {@link MetaIo}, which runs them in place while the
+ * disk answers quickly.
+ */
+export interface WalkIo {
+  lstat(path: string): Promise<Stats | BigIntStats>;
+  stat(path: string): Promise<Stats | BigIntStats>;
+  readlink(path: string): Promise<string>;
+  openFd(path: string, flags: number): Promise<number>;
+}
+
+/** {@link WalkIo} on the thread pool. */
+const POOL_WALK_IO: WalkIo = { lstat: (p) => lstat(p), stat: (p) => stat(p), readlink: (p) => readlink(p, 'utf8'), openFd };
+
 /** Closes a descriptor the walk opened (O_PATH: nothing to flush, so at once). */
 function closeFd(fd: number): void {
   try {
@@ -163,7 +179,7 @@ export interface ConfinedEntry {
    */
   nofollow: number;
   /** lstat of the entry (never a symlink). */
-  st: Stats;
+  st: Stats | BigIntStats;
   /** Its real path, inside the root. */
   real: string;
 }
@@ -191,17 +207,18 @@ export interface ConfinedEntry {
  * @param rel path components below the root
  * @param use called once with the resolved entry; it should throw Node system errors as they
  *   come (ELOOP and ENOTDIR are recognised as above, anything else is passed on unchanged)
+ * @param io the system calls of the walk (default: on the thread pool)
  * @returns what `use` returned
  * @throws FsError EACCES (a symlink leads outside the root, or the root itself moved), ELOOP
  *   (more than 40 symlinks), ENOENT / ENOTDIR (as the kernel would say), the errno of another
  *   failing lstat, readlink or open; or whatever `use` threw
  */
-export async function confinedAt<T>(root: string, rel: readonly string[], use: (entry: ConfinedEntry) => Promise<T>): Promise<T> {
+export async function confinedAt<T>(root: string, rel: readonly string[], use: (entry: ConfinedEntry) => Promise<T>, io: WalkIo = POOL_WALK_IO): Promise<T> {
   /** Directories held, the root first: descriptor and real path. */
   const dirs: Array<{ fd: number; real: string }> = [];
   try {
     try {
-      dirs.push({ fd: await openFd(root, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW), real: root });
+      dirs.push({ fd: await io.openFd(root, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW), real: root });
     } catch (e) {
       throw walkError(e);
     }
@@ -219,9 +236,9 @@ export async function confinedAt<T>(root: string, rel: readonly string[], use: (
       if (comp === undefined) {
         // The path names a directory the walk holds (the root, or one reached by `..`).
         const path = fdPath(top.fd);
-        let st: Stats;
+        let st: Stats | BigIntStats;
         try {
-          st = await stat(path);
+          st = await io.stat(path);
         } catch (e) {
           throw walkError(e);
         }
@@ -235,9 +252,9 @@ export async function confinedAt<T>(root: string, rel: readonly string[], use: (
       }
       const entry = fdPath(top.fd, comp);
       const real = top.real === '/' ? `/${comp}` : `${top.real}/${comp}`;
-      let st: Stats;
+      let st: Stats | BigIntStats;
       try {
-        st = await lstat(entry);
+        st = await io.lstat(entry);
       } catch (e) {
         throw walkError(e);
       }
@@ -245,7 +262,7 @@ export async function confinedAt<T>(root: string, rel: readonly string[], use: (
         if (++links > MAX_SYMLINKS) throw new FsError(Errno.ELOOP);
         let target: string;
         try {
-          target = await readlink(entry);
+          target = await io.readlink(entry);
         } catch (e) {
           // EINVAL: no longer a symlink (replaced since the lstat); ENOENT: gone.
           if (sysCode(e) === 'EINVAL') {
@@ -280,7 +297,7 @@ export async function confinedAt<T>(root: string, rel: readonly string[], use: (
       }
       let fd: number;
       try {
-        fd = await openFd(entry, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW);
+        fd = await io.openFd(entry, O_PATH | C.O_DIRECTORY | C.O_NOFOLLOW);
       } catch (e) {
         const code = sysCode(e);
         // ENOTDIR/ELOOP: no longer a directory (a symlink or a file now).

@@ -403,7 +403,7 @@ export class LocalDirBackend implements FsBackend {
       fd = await this.io.openFd(path, O_PATH | C.O_DIRECTORY);
     } catch {
       try {
-        fd = await confinedAt(this.root, dir, (entry) => openFd(entry.path, O_PATH | C.O_DIRECTORY | entry.nofollow));
+        fd = await confinedAt(this.root, dir, (entry) => this.io.openFd(entry.path, O_PATH | C.O_DIRECTORY | entry.nofollow), this.io);
       } catch (e) {
         throw toFsError(e);
       }
@@ -707,10 +707,15 @@ export class LocalDirBackend implements FsBackend {
   private async openConfined(path: readonly string[], local: number, acc: number): Promise<{ file: FsOpenFile; stat: FsStat }> {
     let fd: number;
     try {
-      fd = await confinedAt(this.root, path, (entry) => {
-        if (!isServable(entry.st.mode)) throw new FsError(Errno.EACCES, 'special files are not served');
-        return openFd(entry.path, (local & ~C.O_NOFOLLOW) | entry.nofollow);
-      });
+      fd = await confinedAt(
+        this.root,
+        path,
+        (entry) => {
+          if (!isServable(Number(entry.st.mode))) throw new FsError(Errno.EACCES, 'special files are not served');
+          return openFd(entry.path, (local & ~C.O_NOFOLLOW) | entry.nofollow);
+        },
+        this.io,
+      );
     } catch (e) {
       throw toFsError(e);
     }
