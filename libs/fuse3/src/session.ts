@@ -231,6 +231,13 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
   readonly ended: Promise<UnmountedInfo>;
   /** @internal resolves when mounted and initialised, rejects when the mount fails */
   readonly mounted: Promise<void>;
+  /**
+   * Called after each answer given to the kernel from JS, with the inode the request was about
+   * (its first argument) and those of the entries the answer gave (lookup, create, mkdir,
+   * readdirplus, ...): the kernel may hold new attributes, pages or names of them since. Not
+   * for what the binding answers itself.
+   */
+  onContact: ((ino: number) => void) | null = null;
 
   private readonly handle: NativeHandle;
   private readonly implemented: boolean[];
@@ -540,6 +547,7 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
     } finally {
       if (!sent && entry.ino) this.forget([{ ino: entry.ino, nlookup: 1 }]);
     }
+    if (sent && entry.ino) this.onContact?.(entry.ino);
   }
 
   /**
@@ -632,6 +640,7 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
           } finally {
             this.giveBack(entries, taken);
           }
+          if (this.onContact) for (let i = 0; i < taken && i < entries.length; i++) if (entries[i].entry?.ino) this.onContact(entries[i].entry!.ino);
           return;
         }
         case Op.Releasedir:
@@ -673,6 +682,7 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
           } finally {
             if (!sent && r.entry.ino) this.forget([{ ino: r.entry.ino, nlookup: 1 }]);
           }
+          if (sent && r.entry.ino) this.onContact?.(r.entry.ino);
           return;
         }
         case Op.Getlk:
@@ -714,6 +724,7 @@ export class FuseSession extends EventEmitter<FuseSessionEvents> {
       this.fail(op, id, e);
     } finally {
       this.contexts.delete(id);
+      if (this.onContact && typeof a[0] === 'number' && a[0] > 0) this.onContact(a[0]);
     }
   }
 

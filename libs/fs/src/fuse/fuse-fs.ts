@@ -102,6 +102,8 @@ export const DEFAULT_LOOP_SPIN_US = 20;
 
 /** Directories whose attributes the binding may hold for the kernel's next getattr at once (see `FuseFs.keepDirAttr`). */
 const FAST_ATTRS_MAX = 256;
+/** How many more inodes than the kernel holds `FuseFs.dropped` may list before the forgotten ones go. */
+const DROPPED_SLACK = 1024;
 
 /** Mount options of {@link FuseFs.mount}. */
 export interface FuseMountOptions {
@@ -147,6 +149,12 @@ export class FuseFs {
   private lastNotification: Promise<void> = Promise.resolve();
   /** Inodes whose read-only opens the binding answers. */
   private readonly fastAllowed = new Set<number>();
+  /**
+   * Inodes the kernel was told to drop what it holds of them, and that it has not heard of from
+   * this process since (no answer about them): a drop of a whole tree passes them by, there is
+   * nothing new in the kernel to drop.
+   */
+  private readonly dropped = new Set<number>();
   /** Directories whose attributes the binding may answer the kernel's next getattr with: path -> inode. */
   private readonly fastAttrs = new Map<string, number>();
 
@@ -296,6 +304,9 @@ export class FuseFs {
       spinUs: options.loopSpinUs ?? DEFAULT_LOOP_SPIN_US,
     };
     this.session = await fuseMount(mountpoint, this.operations, opts);
+    this.session.onContact = (ino) => {
+      if (this.dropped.size > 0) this.dropped.delete(ino);
+    };
     return this.session;
   }
 
@@ -420,7 +431,9 @@ export class FuseFs {
   private invalTree(path: string): void {
     const top = this.inodes.find(path);
     if (!top) return;
-    for (const e of this.inodes.subtree(path)) this.invalInode(e);
+    // The pushes of a tree removed on the node's disk come bottom up, each for a directory of
+    // it: each drop of a tree would otherwise drop its subtrees again.
+    for (const e of this.inodes.subtree(path)) if (!this.dropped.has(e.ino)) this.invalInode(e);
     if (top.ino !== ROOT_INO) this.invalEntry(top);
     else if (top.children) for (const c of top.children.values()) this.invalEntry(c);
   }
@@ -432,6 +445,8 @@ export class FuseFs {
     const negatives = this.operations.negatives.take(e.ino);
     if (!this.session) return;
     this.invalidations.inode++;
+    this.dropped.add(e.ino);
+    if (this.dropped.size > this.inodes.size + DROPPED_SLACK) for (const ino of this.dropped) if (!this.inodes.get(ino)) this.dropped.delete(ino);
     this.track(e.ino, this.queued(this.session.notifyInvalInode(e.ino, 0, 0)));
     // Names the kernel holds as missing in this directory: one of them may exist now.
     for (const name of negatives) {
