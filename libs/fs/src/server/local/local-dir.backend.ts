@@ -896,7 +896,7 @@ export class LocalDirBackend implements FsBackend {
         if (isPathTooLong(e)) return null;
         throw e;
       }
-      const ino = (await stat(fdPath(fd), { bigint: true })).ino;
+      const ino = (await this.io.stat(fdPath(fd))).ino;
       // The watch is set on the pinned directory's inode through its descriptor, not by path:
       // a directory swapped for a symlink meanwhile cannot make it watch something outside.
       // inotify names events on the watched directory itself by the last component of that
