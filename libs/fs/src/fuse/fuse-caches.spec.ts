@@ -180,6 +180,19 @@ describe('FuseCaches', () => {
       expect(caches.freshListing('/w/d')).toBeUndefined();
     });
 
+    it('reads a fresh listing again when names in it missed their attributes (changed files, as after a checkout on the node)', async () => {
+      const files: Record<string, number> = {};
+      for (let i = 0; i < 10; i++) files[`f${i}`] = i;
+      const { caches, calls } = setup({ '/w/d': files });
+      await caches.listing('/w/d');
+      // Pushes of changes to every file: their attributes go, the names stay listed.
+      for (let i = 0; i < 10; i++) caches.forgetFile(`/w/d/f${i}`);
+      expect(caches.freshListing('/w/d')).toBeDefined();
+      for (let i = 0; i < 10; i++) expect((await caches.attrOf(`/w/d/f${i}`)).sz).toBe(i);
+      // The first misses ask for each file; the third lists the directory again, which answers the rest.
+      expect(calls).toEqual({ getattr: 2, readdirAll: 2 });
+    });
+
     it('does not edit a listing being read: the read is made again', async () => {
       let answer: (() => void) | null = null;
       let reads = 0;

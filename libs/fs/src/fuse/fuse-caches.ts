@@ -366,7 +366,9 @@ export class FuseCaches {
     if (path !== '/' && (this.listingsInFlight.has(dir) || this.listWanted(dir, baseName(path), now))) {
       let listed: Listing | null = null;
       try {
-        listed = await this.listing(dir);
+        // A fresh listing here has the name but not its attributes any more (pushes of changes
+        // to its files, such as a checkout on the node, drop them): it is read again.
+        listed = await this.listing(dir, true);
       } catch {
         // getattr below answers
       }
@@ -409,13 +411,14 @@ export class FuseCaches {
 
   /**
    * The entries of directory `path` as names and attributes for readdir: the cached listing while
-   * fresh, else read from the node (every entry's attributes are cached on the way).
+   * fresh (unless `reread`), else read from the node (every entry's attributes are cached on the
+   * way); a read in flight is shared.
    * @throws the router's error (ENOENT, ENOTDIR, EACCES, ...)
    */
-  async listing(path: string): Promise<Listing> {
+  async listing(path: string, reread = false): Promise<Listing> {
     const now = Date.now();
     const hit = this.dirs.get(path);
-    if (hit && hit.expires > now) return hit.value;
+    if (!reread && hit && hit.expires > now) return hit.value;
     const pending = this.listingsInFlight.get(path);
     if (pending) return pending.p;
     const entry = { p: null as unknown as Promise<Listing>, stale: false };
