@@ -47,14 +47,14 @@
  * The output also names the libfuse 3 binding the mount loaded (built at install), so the svc
  * figures can be tied to that build.
  *
- * Measured here (2 CPUs shared with other builds and tests, load average 2.1 before and 1.6
- * after; ext4; defaults, BENCH_ROUNDS=3; 256 s in all), seconds, median [min-max]:
+ * Measured here (2 CPUs shared with other builds and tests, load average 3.5 before and 1.7
+ * after; ext4; defaults, BENCH_ROUNDS=3; 234 s in all), seconds, median [min-max]:
  *
  *   workload                                          local s              sshfs s                svc s  svc/sshfs  svc/local
- *   rm -rf, 5,000 files                   0.836 [0.640-0.870]     3.44 [2.95-4.48]     8.53 [6.30-9.45]      2.48x     10.20x
- *   300 saves (write tmp, fsync, rename)  0.320 [0.280-0.325]     1.50 [1.39-1.79]     2.40 [2.07-3.31]      1.60x      7.50x
- *   300 SQLite transactions               0.349 [0.317-0.389]     2.40 [2.32-2.72]     6.89 [6.85-8.37]      2.87x     19.76x
- *   tar -x, 5,000 files                      4.46 [4.42-4.59]  16.80 [16.32-18.35]  24.52 [14.55-24.96]      1.46x      5.49x
+ *   rm -rf, 5,000 files                   0.702 [0.701-0.784]     2.90 [2.80-2.94]     5.61 [4.82-6.93]      1.93x      7.99x
+ *   300 saves (write tmp, fsync, rename)  0.200 [0.193-0.224]   0.975 [0.844-1.06]     1.74 [1.40-2.06]      1.78x      8.71x
+ *   300 SQLite transactions               0.330 [0.304-0.402]     1.93 [1.85-2.13]     5.71 [5.51-5.81]      2.96x     17.28x
+ *   tar -x, 5,000 files                      3.66 [3.30-3.99]  15.86 [14.72-15.87]  20.41 [19.93-21.40]      1.29x      5.57x
  *
  *   svc FS requests per unit        rm (removed file)  saves (save)  sqlite (transaction)  tar (extracted file)
  *   unlink                                       1.00             -                  1.00                     -
@@ -64,10 +64,10 @@
  *   rename                                          -          1.00                     -                     -
  *   setattr                                         -             -                  1.00                  0.01
  *   lock                                            -             -                  9.02                     -
- *   read, getattr, getxattr                         -             -       1.00, 2.00, 0.51                  0.01
+ *   read, getattr, getxattr                         -             -       1.00, 2.00, 0.38                  0.01
  *   lookup, readdirp, rmdir, mkdir               0.02          0.13                  0.01                  0.03
- *   total                                        1.02          4.13                 21.49                  3.05
- *   svc ms per request (svc s / requests)       1.67          1.94                  1.07                  1.61
+ *   total                                        1.02          4.13                 21.35                  3.05
+ *   svc ms per request (svc s / requests)       1.10          1.40                  0.89                  1.34
  *
  * How to read them: every svc/sshfs ratio is above the 0.5x target (svc 1.5-2.9x the time of
  * sshfs). The request counts are one per system call that changes something (create, write,
