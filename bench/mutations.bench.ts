@@ -69,7 +69,7 @@
  *   total                                        1.02          4.13                 21.35                  3.05
  *   svc ms per request (svc s / requests)       1.10          1.40                  0.89                  1.34
  *
- * How to read them: every svc/sshfs ratio is above the 0.5x target (svc 1.5-2.9x the time of
+ * How to read them: every svc/sshfs ratio is above the 0.5x target (svc 1.3-3.0x the time of
  * sshfs). The request counts are one per system call that changes something (create, write,
  * close, rename, unlink), plus SQLite's locks: the mount answers the lookups of new names and
  * the attributes of the directories from what its own requests' replies told it, and a save's
