@@ -234,6 +234,25 @@ describeFuse('kernel caches kept long and coherent by the nodes pushes', () => {
     expect(readdirSync(join(work, 'tree', 'a'))).toEqual(['again']);
   });
 
+  it('sees 1,000 files rewritten on the node disk at once (a checkout there) with their new content 1 s later, through both mounts', async () => {
+    const name = (d: number, i: number) => join('co', `d${d}`, `f${i}`);
+    for (let d = 0; d < 10; d++) {
+      mkdirSync(join(work, 'co', `d${d}`), { recursive: true });
+      for (let i = 0; i < 100; i++) writeFileSync(join(work, name(d, i)), `v1 ${d} ${i}\n`);
+    }
+    await within(1000, 'the files made on the node disk', () => exists(join(m1.dir, name(9, 99))) && exists(join(m2.dir, name(9, 99))));
+    // Both mounts hold every file's pages and attributes.
+    for (const m of [m1, m2]) for (let d = 0; d < 10; d++) for (let i = 0; i < 100; i++) expect(read(join(m.dir, name(d, i)))).toBe(`v1 ${d} ${i}\n`);
+    await sleep(300);
+    for (let d = 0; d < 10; d++) for (let i = 0; i < 100; i++) writeFileSync(join(work, name(d, i)), `v2 ${d} ${i} rewritten\n`);
+    await sleep(1000);
+    const stale: string[] = [];
+    for (const m of [m1, m2])
+      for (let d = 0; d < 10; d++)
+        for (let i = 0; i < 100; i++) if (read(join(m.dir, name(d, i))) !== `v2 ${d} ${i} rewritten\n`) stale.push(join(m.dir, name(d, i)));
+    expect(stale).toEqual([]);
+  });
+
   it("sees a directory's new entry in ls within 1 s", async () => {
     for (const m of [m1, m2]) expect(readdirSync(join(m.dir, 'dir'))).toEqual(['a']);
     mkdirSync(join(work, 'dir', 'sub'));
