@@ -339,11 +339,13 @@ export class FuseFs {
    * or unlink in a directory.
    */
   private keepDirAttr(path: string): void {
+    const session = this.session;
     const entry = this.inodes.find(path);
-    const reply = entry && this.session ? this.operations.cachedDirAttr(entry.ino) : null;
-    if (!entry || !reply || !this.session) return;
+    if (!session || !entry) return;
+    const reply = this.operations.cachedDirAttr(entry.ino);
+    if (!reply) return;
     if (this.fastAttrs.size >= FAST_ATTRS_MAX) this.dropDirAttr(null);
-    if (this.session.fastAttr(entry.ino, reply.attr, reply.attrTimeout)) this.fastAttrs.set(path, entry.ino);
+    if (session.fastAttr(entry.ino, reply.attr, reply.attrTimeout)) this.fastAttrs.set(path, entry.ino);
   }
 
   /**

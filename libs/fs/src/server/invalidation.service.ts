@@ -421,7 +421,7 @@ export class InvalidationService implements OnModuleDestroy {
    *   attributes, or null when nothing was there); undefined: it is looked at here
    */
   private async restat(node: FsNode, type: FsWatchEvent['type'], seq: number, seen?: FsStat | null): Promise<void> {
-    const before = { kind: node.kind, mtimeNs: node.mtimeNs, size: node.size, key: node.seenKey, birthNs: node.seenBirthNs };
+    const before = { kind: node.kind, mtimeNs: node.mtimeNs, size: node.size, identity: node.seenIdentity };
     let what: What;
     // Gone (or unreadable): anything about it may have changed.
     const st =
@@ -438,8 +438,7 @@ export class InvalidationService implements OnModuleDestroy {
     // watch goes before the sessions hear of the change, so their next use watches what is
     // there now. A name made on disk and looked up before its report arrives still names the
     // object the sessions were told of: only its attributes are looked at.
-    const replaced =
-      type === 'rename' && (st === null || before.key === null || before.birthNs === 0 || st.fileKey !== before.key || st.birthNs !== before.birthNs);
+    const replaced = type === 'rename' && (st === null || before.identity === null || identityOf(st) !== before.identity);
     if (replaced) this.dropWatchOlderThan(node, seq);
     if (st === null) what = 'all';
     else {

@@ -59,12 +59,11 @@ export class FsNode {
   /** {@link FsStat.fileKey} last seen for a file with more than one name (null otherwise). */
   fileKey: string | null = null;
   /**
-   * {@link FsStat.fileKey} and {@link FsStat.birthNs} of the object last seen under this name
-   * (null / 0 when the backend gave none): with both, a look that finds them again found the same
-   * object, not another one made under the name since.
+   * The identity ({@link identityOf}) of the object last seen under this name (null when the
+   * backend gave none): a look that finds it again found the same object, not another one made
+   * under the name since.
    */
-  seenKey: string | null = null;
-  seenBirthNs = 0;
+  seenIdentity: string | null = null;
 
   constructor(
     readonly id: number,
@@ -265,8 +264,7 @@ export class NodeTable {
     }
     if (st.kind === 2 && node.mtimeNs !== -1 && st.mtimeNs !== node.mtimeNs) node.dirGen++;
     node.kind = st.kind;
-    node.seenKey = st.fileKey ?? null;
-    node.seenBirthNs = st.birthNs ?? 0;
+    node.seenIdentity = identityOf(st);
     node.ctimeNs = st.ctimeNs;
     node.mtimeNs = st.mtimeNs;
     node.size = st.size;
